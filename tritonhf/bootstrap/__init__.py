@@ -1,0 +1,26 @@
+"""Install, start and stop a native Triton server (no Docker)."""
+
+from tritonhf.bootstrap.diagnose import Diagnosis, diagnose
+from tritonhf.bootstrap.environment import StubEnvironment
+from tritonhf.bootstrap.install import BootstrapResult, bootstrap
+from tritonhf.bootstrap.layout import Manifest, Workspace
+from tritonhf.bootstrap.process import ModelStatus, Server, ServerState
+from tritonhf.bootstrap.sources import DirSource, PipWheelSource, TarballSource, WheelSource, choose_source
+
+__all__ = [
+    "BootstrapResult",
+    "Diagnosis",
+    "DirSource",
+    "Manifest",
+    "ModelStatus",
+    "PipWheelSource",
+    "Server",
+    "ServerState",
+    "StubEnvironment",
+    "TarballSource",
+    "WheelSource",
+    "Workspace",
+    "bootstrap",
+    "choose_source",
+    "diagnose",
+]

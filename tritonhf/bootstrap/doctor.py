@@ -1,0 +1,139 @@
+"""``tritonhf doctor``: one table of everything a native server needs, each FAIL with its fix."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from tritonhf.bootstrap.environment import StubEnvironment
+from tritonhf.bootstrap.layout import Workspace
+from tritonhf.bootstrap.ports import holder_of, is_free
+from tritonhf.bootstrap.sources import python_version_tag
+
+MIN_GLIBC = (2, 35)
+MIN_SHM_BYTES = 256 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""
+
+
+def _glibc() -> Check:
+    raw = os.confstr("CS_GNU_LIBC_VERSION") if hasattr(os, "confstr") else None
+    version = (raw or "unknown").split()[-1]
+    try:
+        ok = tuple(int(part) for part in version.split(".")[:2]) >= MIN_GLIBC
+    except ValueError:
+        ok = False
+    return Check(
+        "glibc >= 2.35", ok, version, "Use Ubuntu 22.04+, Debian 12+ or Colab; the server binary needs glibc 2.35."
+    )
+
+
+def _server(workspace: Workspace) -> list[Check]:
+    manifest = workspace.read_manifest()
+    if manifest is None or not workspace.binary.is_file():
+        return [Check("server installed", False, f"nothing in {workspace.server_dir}", "Run `tritonhf bootstrap`.")]
+    checks = [Check("server installed", True, f"Triton {manifest.triton_version} from {manifest.source_kind}")]
+    stub_ok = workspace.stub.is_file() and manifest.python_stub in (python_version_tag(), "as shipped")
+    checks.append(
+        Check(
+            "Python stub for this interpreter",
+            stub_ok,
+            f"stub {manifest.python_stub}, interpreter {python_version_tag()}",
+            "Run `tritonhf bootstrap --force` with this interpreter to install its stub.",
+        )
+    )
+    environment = StubEnvironment.current()
+    try:
+        result = subprocess.run(
+            [str(workspace.binary), "--help"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            env=environment.server_env(workspace.lib_dir),
+        )
+        runs, detail = result.returncode == 0, (result.stderr.strip().splitlines() or ["runs"])[-1]
+    except (OSError, subprocess.SubprocessError) as exc:
+        runs, detail = False, str(exc)
+    checks.append(
+        Check("server binary runs", runs, detail[:80], "Re-run `tritonhf bootstrap --force`; see the detail.")
+    )
+    return checks
+
+
+def _environment(environment: StubEnvironment) -> list[Check]:
+    pip = f"{environment.bin_dir / 'python'} -m pip install"
+    checks = [
+        Check(
+            "libpython found",
+            environment.libpython.exists(),
+            str(environment.libpython),
+            "Use a Python built with --enable-shared (system python3, or pyenv with "
+            "PYTHON_CONFIGURE_OPTS=--enable-shared).",
+        ),
+        Check(
+            "numpy < 2 in the stub env",
+            environment.numpy is not None and (environment.numpy_major() or 0) < 2,
+            f"numpy {environment.numpy} in {environment.prefix}",
+            f"{pip} 'numpy<2'",
+        ),
+    ]
+    try:
+        imported = subprocess.run(
+            [str(environment.bin_dir / "python"), "-c", "import torch, transformers"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        ok, detail = imported.returncode == 0, (imported.stderr.strip().splitlines() or ["importable"])[-1]
+    except (OSError, subprocess.SubprocessError) as exc:
+        ok, detail = False, str(exc)
+    checks.append(Check("transformers and torch importable", ok, detail[:80], f"{pip} transformers 'torch==2.13.0'"))
+    return checks
+
+
+def _shm() -> Check:
+    try:
+        total = shutil.disk_usage("/dev/shm").total
+    except OSError:
+        return Check("/dev/shm size", False, "no /dev/shm", "The Python backend needs /dev/shm (a tmpfs).")
+    return Check(
+        "/dev/shm size",
+        total >= MIN_SHM_BYTES,
+        f"{total / 2**20:.0f} MiB",
+        "Give /dev/shm at least 256 MiB (docker: --shm-size=1g; else mount -o remount,size=1G /dev/shm).",
+    )
+
+
+def _ports(ports: tuple[int, ...]) -> list[Check]:
+    checks = []
+    for port in ports:
+        free = is_free(port)
+        holder = "" if free else f" (held by {holder_of(port) or 'another process'})"
+        checks.append(
+            Check(
+                f"port {port} free",
+                free,
+                "free" if free else f"in use{holder}",
+                "Use --http-port/--grpc-port/--metrics-port auto.",
+            )
+        )
+    return checks
+
+
+def _gpu() -> Check:
+    present = Path("/dev/nvidia0").exists() or shutil.which("nvidia-smi") is not None
+    return Check("GPU", True, "present" if present else "none: models run on the CPU")
+
+
+def run_checks(workspace: Workspace, ports: tuple[int, ...] = (8000, 8001, 8002)) -> list[Check]:
+    environment = StubEnvironment.current()
+    return [_glibc(), *_server(workspace), *_environment(environment), _shm(), *_ports(ports), _gpu()]

@@ -1,0 +1,120 @@
+"""The workspace: the folders a Triton user knows, and the manifest of what was installed.
+
+WORKSPACE/
+  triton_server/{bin,lib,backends/python,caches}   the server install
+  triton_server/manifest.json                        where it came from
+  model_repository/                                  NAME/config.pbtxt, NAME/1/model.py
+  logs/server.log                                    the server's output
+  run/server.json                                    pid and endpoints of the running server
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+DEFAULT_WORKSPACE = "triton_workspace"
+WORKSPACE_ENV = "TRITONHF_WORKSPACE"
+
+
+def default_workspace() -> Path:
+    """``$TRITONHF_WORKSPACE`` if set, else ``./triton_workspace``."""
+    return Path(os.environ.get(WORKSPACE_ENV, DEFAULT_WORKSPACE)).absolute()
+
+
+@dataclass(frozen=True)
+class Workspace:
+    """Paths of one workspace; creating the object touches nothing on disk."""
+
+    root: Path
+
+    @classmethod
+    def at(cls, root: Path | str | None = None) -> Workspace:
+        return cls(Path(root).absolute() if root is not None else default_workspace())
+
+    @property
+    def server_dir(self) -> Path:
+        return self.root / "triton_server"
+
+    @property
+    def binary(self) -> Path:
+        return self.server_dir / "bin" / "tritonserver"
+
+    @property
+    def lib_dir(self) -> Path:
+        return self.server_dir / "lib"
+
+    @property
+    def backends_dir(self) -> Path:
+        return self.server_dir / "backends"
+
+    @property
+    def python_backend_dir(self) -> Path:
+        return self.backends_dir / "python"
+
+    @property
+    def stub(self) -> Path:
+        return self.python_backend_dir / "triton_python_backend_stub"
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.server_dir / "manifest.json"
+
+    @property
+    def model_repository(self) -> Path:
+        return self.root / "model_repository"
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.root / "logs"
+
+    @property
+    def server_log(self) -> Path:
+        return self.logs_dir / "server.log"
+
+    @property
+    def run_dir(self) -> Path:
+        return self.root / "run"
+
+    @property
+    def state_file(self) -> Path:
+        return self.run_dir / "server.json"
+
+    def create_folders(self) -> None:
+        for folder in (self.model_repository, self.logs_dir, self.run_dir):
+            folder.mkdir(parents=True, exist_ok=True)
+
+    def is_installed(self) -> bool:
+        return self.binary.is_file() and self.manifest_path.is_file()
+
+    def read_manifest(self) -> Manifest | None:
+        try:
+            data = json.loads(self.manifest_path.read_text())
+        except (OSError, ValueError):
+            return None
+        try:
+            return Manifest(**data)
+        except TypeError:
+            return None  # written by another version: treated as absent, so reinstalled
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """What ``bootstrap`` installed, so that a second run can tell nothing changed."""
+
+    source_kind: str
+    source: str
+    fingerprint: str
+    triton_version: str
+    python_stub: str
+    installed_at: str
+    tritonhf_version: str
+
+    def write(self, path: Path) -> None:
+        path.write_text(json.dumps(asdict(self), indent=2) + "\n")
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)

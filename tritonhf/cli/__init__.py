@@ -1,0 +1,1 @@
+"""The ``tritonhf`` command line (typer)."""

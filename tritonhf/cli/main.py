@@ -1,0 +1,24 @@
+"""The ``tritonhf`` entry point: one typer app, sub-apps per command group."""
+
+from __future__ import annotations
+
+import typer
+
+from tritonhf.cli import server
+
+app = typer.Typer(
+    name="tritonhf",
+    help="Serve HuggingFace models on a native NVIDIA Triton Inference Server, without Docker.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+app.command("bootstrap")(server.bootstrap_command)
+app.command("up")(server.up_command)
+app.command("down")(server.down_command)
+app.command("status")(server.status_command)
+app.command("logs")(server.logs_command)
+app.command("doctor")(server.doctor_command)
+
+
+def main() -> None:
+    app()

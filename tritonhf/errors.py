@@ -1,0 +1,132 @@
+"""Every error tritonhf raises on purpose, in one tree.
+
+    TritonHFError
+    ├── BootstrapError            installing or laying out the server failed
+    ├── StubEnvironmentError      the Python environment the stub would use is unfit (numpy 2 ...)
+    ├── ServerError               the server process
+    │   ├── ServerStartError      it exited or a model failed while starting (carries diagnoses)
+    │   ├── ServerNotRunningError
+    │   ├── ServerAlreadyRunningError
+    │   └── PortInUseError
+    ├── GalleryError              building or checking a model repository
+    │   ├── UnknownTaskError
+    │   ├── InvalidNameError
+    │   ├── ModelExistsError
+    │   └── ModelSourceError      weights could not be found, fetched or converted
+    └── ClientError               talking to a running server (the sdk)
+        ├── ServerUnavailableError
+        ├── ModelNotFoundError
+        ├── ModelNotReadyError
+        ├── AmbiguousModelError   model=None matched zero or several models
+        ├── InvalidInputError     the request was refused before or by the server (type, shape...)
+        ├── InferenceError        model.py raised while running the request
+        └── RequestTimeoutError   also a builtin TimeoutError
+
+Every message names the thing it is about (a model, an input, a path) and says what to do.
+"""
+
+from __future__ import annotations
+
+
+class TritonHFError(Exception):
+    """Base of every error raised by tritonhf."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class BootstrapError(TritonHFError):
+    """The server could not be obtained, extracted or laid out."""
+
+
+class StubEnvironmentError(TritonHFError):
+    """The Python environment the backend stub would run in cannot serve models."""
+
+
+class ServerError(TritonHFError):
+    """Something about the tritonserver process."""
+
+
+class ServerStartError(ServerError):
+    """The server exited, or a model failed to load, while starting."""
+
+    def __init__(self, message: str, diagnoses: list[str] | None = None, log_path: str = "") -> None:
+        super().__init__(message)
+        self.diagnoses = diagnoses or []
+        self.log_path = log_path
+
+
+class ServerNotRunningError(ServerError):
+    """No server of this workspace is running."""
+
+
+class ServerAlreadyRunningError(ServerError):
+    """A server of this workspace is already running."""
+
+
+class PortInUseError(ServerError):
+    """A port the server should listen on is taken."""
+
+    def __init__(self, message: str, port: int) -> None:
+        super().__init__(message)
+        self.port = port
+
+
+class GalleryError(TritonHFError):
+    """Building, changing or checking a model repository failed."""
+
+
+class UnknownTaskError(GalleryError):
+    """The task name is not one of the gallery's."""
+
+
+class InvalidNameError(GalleryError):
+    """A model name or parameter that would flow into generated files is unsafe."""
+
+
+class ModelExistsError(GalleryError):
+    """A model of that name is already in the repository."""
+
+
+class ModelSourceError(GalleryError):
+    """Weights could not be found, fetched or converted."""
+
+
+class ClientError(TritonHFError):
+    """A request to a running server failed."""
+
+    def __init__(self, message: str, model: str | None = None) -> None:
+        super().__init__(message)
+        self.model = model
+
+
+class ServerUnavailableError(ClientError):
+    """Nothing answers at the URL, or the connection broke."""
+
+
+class ModelNotFoundError(ClientError):
+    """The server does not know the model."""
+
+
+class ModelNotReadyError(ClientError):
+    """The model exists but is not loaded, or its stub is not healthy."""
+
+
+class AmbiguousModelError(ClientError):
+    """model=None and the server holds zero or several models of the task."""
+
+
+class InvalidInputError(ClientError):
+    """The input was refused: wrong type, shape, datatype or size."""
+
+
+class InferenceError(ClientError):
+    """The model raised while running the request."""
+
+
+class RequestTimeoutError(ClientError, TimeoutError):
+    """The request did not finish within its timeout."""
