@@ -28,10 +28,10 @@ def friendly_errors(command: Callable[P, R]) -> Callable[P, R]:
         try:
             return command(*args, **kwargs)
         except TritonHFError as exc:
-            err_console.print(f"[bold red]error:[/] {exc.message}")
+            err_console.print(f"[bold red]error:[/] {exc.message}", soft_wrap=True)
             raise typer.Exit(1) from exc
         except ValueError as exc:  # option values checked by library code
-            err_console.print(f"[bold red]error:[/] {exc}")
+            err_console.print(f"[bold red]error:[/] {exc}", soft_wrap=True)
             raise typer.Exit(2) from exc
 
     return wrapper

@@ -1,0 +1,141 @@
+"""A real tritonserver: installed once, started on free loopback ports, stopped without leftovers."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tritonhf.bootstrap import Server, Workspace, bootstrap
+from tritonhf.bootstrap.process import shm_regions
+from tritonhf.errors import ServerStartError
+
+pytestmark = pytest.mark.integration
+DATA = Path(__file__).parent.parent / "data"
+
+
+def _auto(workspace: Workspace, **options: object) -> Server:
+    return Server(workspace, http_port="auto", grpc_port="auto", metrics_port="auto", **options)  # type: ignore[arg-type]
+
+
+def _listening_addresses(pid: int) -> set[str]:
+    """host:port of every listening TCP socket of ``pid``, read from /proc."""
+    inodes = {os.readlink(fd)[8:-1] for fd in Path(f"/proc/{pid}/fd").iterdir() if "socket:" in os.readlink(fd)}
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for row in Path(table).read_text().splitlines()[1:]:
+            fields = row.split()
+            if fields[3] == "0A" and fields[9] in inodes:
+                address, port = fields[1].rsplit(":", 1)
+                found.add(f"{address}:{int(port, 16)}")
+    return found
+
+
+def test_second_bootstrap_reuses_the_install(installed_server: Workspace) -> None:
+    started = time.monotonic()
+    result = bootstrap(installed_server)
+    assert result.reused
+    assert time.monotonic() - started < 5
+    assert result.manifest.triton_version == "2.51.0"
+
+
+def test_server_serves_a_python_model_on_loopback_and_leaves_nothing(workspace: Workspace) -> None:
+    shutil.copytree(DATA / "echo", workspace.model_repository / "echo")
+    with _auto(workspace) as server:
+        pid = server.pid
+        with urllib.request.urlopen(f"{server.http_url}/v2/health/ready") as response:
+            assert response.status == 200
+        body = json.dumps({"inputs": [{"name": "TEXT", "shape": [2, 1], "datatype": "BYTES", "data": ["a", "b"]}]})
+        request = urllib.request.Request(f"{server.http_url}/v2/models/echo/infer", data=body.encode())
+        with urllib.request.urlopen(request) as response:
+            outputs = json.loads(response.read())["outputs"]
+        assert outputs[0]["data"] == ["a", "b"]
+        addresses = _listening_addresses(pid)
+        assert len(addresses) == 3
+        # 0100007F is 127.0.0.1 in /proc/net/tcp; the gRPC socket is IPv4-mapped IPv6.
+        assert all(a.startswith(("0100007F:", "0000000000000000FFFF00000100007F:")) for a in addresses), addresses
+        prefix = server.state.shm_prefix if server.state else ""
+        assert shm_regions(prefix), "the model's stub should have a shared-memory region"
+        assert [m.state for m in server.models()] == ["READY"]
+    assert not Path(f"/proc/{pid}").exists()
+    assert shm_regions(prefix) == []
+    assert not workspace.state_file.exists()
+
+
+def _broken(workspace: Workspace, name: str, config: str | None = None, model_prelude: str = "") -> None:
+    target = workspace.model_repository / name
+    shutil.copytree(DATA / "echo", target)
+    if config is not None:
+        (target / "config.pbtxt").write_text(config)
+    model = target / "1" / "model.py"
+    model.write_text(model_prelude + model.read_text())
+
+
+def test_config_typo_fails_fast_with_a_diagnosis(workspace: Workspace) -> None:
+    config = (DATA / "echo" / "config.pbtxt").read_text().replace("max_batch_size", "max_batch_sise")
+    _broken(workspace, "typo", config=config)
+    started = time.monotonic()
+    with pytest.raises(ServerStartError) as info:
+        _auto(workspace).start()
+    assert time.monotonic() - started < 60
+    assert "typo" in str(info.value)
+    assert "max_batch_sise" in str(info.value)
+    assert str(workspace.server_log) in str(info.value)
+
+
+def test_missing_module_fails_fast_naming_model_and_module(workspace: Workspace) -> None:
+    _broken(workspace, "needs_module", model_prelude="import definitely_not_installed_xyz  # noqa\n")
+    started = time.monotonic()
+    with pytest.raises(ServerStartError) as info:
+        _auto(workspace).start()
+    assert time.monotonic() - started < 60
+    assert "needs_module" in str(info.value)
+    assert "definitely_not_installed_xyz" in str(info.value)
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tritonhf", *args], capture_output=True, text=True, timeout=120, env=os.environ
+    )
+
+
+def test_cli_up_status_down(workspace: Workspace) -> None:
+    ws = str(workspace.root)
+    ports = ["--http-port", "auto", "--grpc-port", "auto", "--metrics-port", "auto"]
+    up = _cli("up", "-w", ws, *ports)
+    try:
+        assert up.returncode == 0, up.stdout + up.stderr
+        assert "127.0.0.1" in up.stdout
+        again = _cli("up", "-w", ws, *ports)
+        assert again.returncode == 1
+        assert "already running" in again.stderr
+        assert "Traceback" not in again.stderr
+        status = _cli("status", "-w", ws)
+        assert status.returncode == 0 and "running" in status.stdout
+    finally:
+        down = _cli("down", "-w", ws)
+    assert down.returncode == 0, down.stderr
+    again = _cli("down", "-w", ws)
+    assert again.returncode == 1
+    assert "No tritonhf server is running" in again.stderr
+    assert "Traceback" not in again.stderr
+
+
+def test_stale_state_from_a_killed_server_is_cleaned_on_next_up(workspace: Workspace) -> None:
+    shutil.copytree(DATA / "echo", workspace.model_repository / "echo")
+    first = _auto(workspace, die_with_parent=True)
+    first.start()
+    prefix = first.state.shm_prefix if first.state else ""
+    os.kill(first.pid, 9)
+    first._wait_exit(10)
+    assert shm_regions(prefix), "a killed server leaves its region behind"
+    with _auto(workspace) as second:
+        assert second.is_ready()
+    assert shm_regions(prefix) == []

@@ -1,0 +1,66 @@
+"""The stub environment's problems and wiring."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from tritonhf.bootstrap.environment import StubEnvironment
+from tritonhf.bootstrap.ports import ensure_free, parse_port
+from tritonhf.errors import PortInUseError
+
+
+def test_current_environment_is_fit() -> None:
+    assert StubEnvironment.current().problems() == []
+
+
+def test_probing_another_python_reads_the_same_facts() -> None:
+    current = StubEnvironment.current()
+    probed = StubEnvironment.of(current.python)
+    assert probed.numpy == current.numpy
+    assert probed.libdir == current.libdir
+
+
+def test_numpy_2_is_named_with_its_fix() -> None:
+    environment = replace(StubEnvironment.current(), numpy="2.1.0")
+    (problem,) = environment.problems()
+    assert "numpy 2.1.0" in problem
+    assert "'numpy<2'" in problem
+
+
+def test_missing_transformers_is_named() -> None:
+    environment = replace(StubEnvironment.current(), transformers=None)
+    assert any("transformers not installed" in problem for problem in environment.problems())
+
+
+def test_static_python_is_refused_with_a_fix(tmp_path: Path) -> None:
+    environment = replace(StubEnvironment.current(), libdir=tmp_path)
+    assert any("--enable-shared" in problem for problem in environment.problems())
+
+
+def test_server_env_puts_libpython_then_server_lib_first() -> None:
+    environment = StubEnvironment.current()
+    env = environment.server_env(Path("/srv/lib"), base={"PATH": "/usr/bin", "LD_LIBRARY_PATH": "/x"})
+    assert env["LD_LIBRARY_PATH"].split(":") == [str(environment.libdir), "/srv/lib", "/x"]
+    assert env["PATH"].split(":")[0] == str(environment.bin_dir)
+
+
+def test_port_parsing() -> None:
+    assert parse_port("auto", "http") is None
+    assert parse_port("8000", "http") == 8000
+    with pytest.raises(ValueError, match="--grpc-port"):
+        parse_port("eighty", "grpc")
+
+
+def test_taken_port_names_the_port_and_holder() -> None:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        port = sock.getsockname()[1]
+        with pytest.raises(PortInUseError, match=rf"port {port} .*python") as info:
+            ensure_free(port, "http")
+    assert info.value.port == port
