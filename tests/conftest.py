@@ -25,3 +25,29 @@ def workspace(installed_server: Workspace, tmp_path: Path) -> Workspace:
     (fresh.root / "triton_server").symlink_to(installed_server.server_dir)
     fresh.create_folders()
     return fresh
+
+
+import sys  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).parent))  # the helpers beside conftest: tiny_models, fake_pb_utils
+
+import tiny_models  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Tiny local models, built once per session: classifier, multilabel, ner, encoder, generator."""
+    root = tmp_path_factory.mktemp("tiny-models")
+    builders = {
+        "classifier": tiny_models.build_classifier,
+        "multilabel": lambda folder: tiny_models.build_classifier(folder, multi_label=True),
+        "ner": tiny_models.build_ner,
+        "encoder": tiny_models.build_encoder,
+        "encoder-cls": lambda folder: tiny_models.build_encoder(folder, pooling="cls", normalize=False),
+        "generator": tiny_models.build_generator,
+    }
+    built = {}
+    for name, build in builders.items():
+        (root / name).mkdir()
+        built[name] = build(root / name)
+    return built

@@ -22,17 +22,23 @@ RECORDED = {
         "E1202 09:21:35.134888 2597 model_lifecycle.cc:642] \"failed to load 'missing' version 1: Internal: "
         "ModuleNotFoundError: No module named 'not_a_module_xyz'\\n\\nAt:\\n  /tmp/repo/missing/1/model.py(1)\"",
     ],
-    "numpy": ["Failed to process the request(s) for model 'clf_0_0', message: unpack_from requires a buffer of "
-              "at least 286331157 bytes for unpacking"],
+    "numpy": [
+        "Failed to process the request(s) for model 'clf_0_0', message: unpack_from requires a buffer of "
+        "at least 286331157 bytes for unpacking"
+    ],
     "stub": ["E1202 10:00:00.000000 1 python_be.cc:100] Stub process 'clf_0_0' is not healthy."],
     "shm": ["E1202 10:00:00.0 1 pb_stub.cc:1] Failed to increase the shared memory pool size for key 'x'"],
     "oom": ["torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"],
-    "port": ["E1202 09:22:39.749495 2709 main.cc:257] \"failed to start HTTP service: Unavailable - Socket "
-             "'127.0.0.1:18100' already in use \""],
+    "port": [
+        'E1202 09:22:39.749495 2709 main.cc:257] "failed to start HTTP service: Unavailable - Socket '
+        "'127.0.0.1:18100' already in use \""
+    ],
     "glibc": ["tritonserver: /lib/x86_64-linux-gnu/libc.so.6: version `GLIBC_2.35' not found"],
     "libpython": ["ImportError: /usr/lib/python3.11/lib-dynload/_ssl.so: undefined symbol: _PyModule_Add"],
-    "missing lib": ["triton_python_backend_stub: error while loading shared libraries: libcudart.so.12: "
-                    "cannot open shared object file: No such file or directory"],
+    "missing lib": [
+        "triton_python_backend_stub: error while loading shared libraries: libcudart.so.12: "
+        "cannot open shared object file: No such file or directory"
+    ],
 }
 
 
@@ -71,7 +77,7 @@ def test_unknown_model_failure_keeps_the_servers_words() -> None:
 
 def test_ordinary_lines_are_not_failures() -> None:
     lines = [
-        "I1202 09:21:23.293256 2483 http_server.cc:4713] \"Started HTTPService at 127.0.0.1:18000\"",
+        'I1202 09:21:23.293256 2483 http_server.cc:4713] "Started HTTPService at 127.0.0.1:18000"',
         "I1202 09:21:29.228926 2483 model_lifecycle.cc:624] \"successfully unloaded 'echo' version 1\"",
     ]
     assert diagnose(lines) == []

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from tritonhf.cli import server
+from tritonhf.cli import gallery, server
 
 app = typer.Typer(
     name="tritonhf",
@@ -18,6 +18,7 @@ app.command("down")(server.down_command)
 app.command("status")(server.status_command)
 app.command("logs")(server.logs_command)
 app.command("doctor")(server.doctor_command)
+app.add_typer(gallery.app, name="gallery")
 
 
 def main() -> None:

@@ -1,0 +1,46 @@
+"""Load a gallery template's model.py with the stand-in pb_utils and Triton-like ``args``."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import fake_pb_utils
+from google.protobuf import json_format
+
+from tritonhf.gallery.config import parse_config
+
+
+def load_template_module(model_dir: Path) -> ModuleType:
+    sys.modules["triton_python_backend_utils"] = fake_pb_utils
+    path = model_dir / "1" / "model.py"
+    spec = importlib.util.spec_from_file_location(f"template_{model_dir.name}", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def triton_args(model_dir: Path) -> dict[str, str]:
+    """The ``args`` Triton passes to ``initialize``: the config as JSON, paths, instance kind."""
+    config = parse_config((model_dir / "config.pbtxt").read_text())
+    as_json = json_format.MessageToDict(config, preserving_proto_field_name=True)
+    return {
+        "model_config": json.dumps(as_json),
+        "model_repository": str(model_dir),
+        "model_version": "1",
+        "model_instance_kind": "CPU",
+        "model_instance_device_id": "0",
+        "model_name": model_dir.name,
+    }
+
+
+def instantiate(model_dir: Path) -> Any:
+    """An initialised TritonPythonModel of a repository folder."""
+    model = load_template_module(model_dir).TritonPythonModel()
+    model.initialize(triton_args(model_dir))
+    return model

@@ -1,0 +1,143 @@
+"""Tiny random HuggingFace models built locally (no hub): a few MB, a few seconds.
+
+Weights are random, so labels are meaningless; what tests compare is the served
+answer against the same model called directly with transformers.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
+from transformers import (
+    BertConfig,
+    BertForSequenceClassification,
+    BertForTokenClassification,
+    BertModel,
+    GPT2Config,
+    GPT2LMHeadModel,
+    PreTrainedTokenizerFast,
+)
+
+WORDS = ["the", "a", "movie", "film", "is", "was", "absolutely", "wonderful", "terrible", "great", "bad", "good", "awful", "plot", "actors", "music", "paris", "london", "berlin", "alice", "bob", "carol", "works", "at", "lives", "in", "acme", "google", "visited", "met", "with", "and", "of", "to", "i", "you", "we", "they", "love", "hate", "like", "this", "that", "it", "very", "not", "really", "hello", "world", "say", "tell", "me", "story", "about", "cat", "dog"]
+CORPUS = [" ".join(WORDS[i : i + 7]) for i in range(len(WORDS))] * 20
+
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}\n{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>{% endif %}"
+)
+
+
+def _wordpiece_tokenizer(folder: Path, max_length: int = 64) -> PreTrainedTokenizerFast:
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS, *"abcdefghijklmnopqrstuvwxyz"]
+    vocab += [f"##{c}" for c in "abcdefghijklmnopqrstuvwxyz"]
+    vocab = list(dict.fromkeys(vocab))  # "a" and "i" are words and letters: one id each
+    backend = Tokenizer(models.WordPiece({token: i for i, token in enumerate(vocab)}, unk_token="[UNK]"))
+    backend.normalizer = normalizers.BertNormalizer(lowercase=True)
+    backend.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    backend.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]", special_tokens=[("[CLS]", 2), ("[SEP]", 3)]
+    )
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=backend,
+        unk_token="[UNK]",
+        pad_token="[PAD]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        mask_token="[MASK]",
+        model_max_length=max_length,
+    )
+    tokenizer.save_pretrained(folder)
+    return tokenizer
+
+
+def _bert_config(tokenizer: PreTrainedTokenizerFast, **extra: object) -> BertConfig:
+    return BertConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=64,
+        **extra,
+    )
+
+
+def build_classifier(folder: Path, multi_label: bool = False) -> Path:
+    torch.manual_seed(0)
+    tokenizer = _wordpiece_tokenizer(folder)
+    labels = {0: "negative", 1: "neutral", 2: "positive"}
+    config = _bert_config(
+        tokenizer,
+        num_labels=3,
+        id2label=labels,
+        label2id={v: k for k, v in labels.items()},
+        problem_type="multi_label_classification" if multi_label else "single_label_classification",
+    )
+    BertForSequenceClassification(config).eval().save_pretrained(folder)
+    return folder
+
+
+def build_ner(folder: Path) -> Path:
+    torch.manual_seed(1)
+    tokenizer = _wordpiece_tokenizer(folder)
+    labels = {0: "O", 1: "B-PER", 2: "I-PER", 3: "B-LOC", 4: "I-LOC", 5: "B-ORG", 6: "I-ORG"}
+    config = _bert_config(
+        tokenizer, num_labels=len(labels), id2label=labels, label2id={v: k for k, v in labels.items()}
+    )
+    model = BertForTokenClassification(config).eval()
+    with torch.no_grad():  # make entities likely: favour the entity labels over "O"
+        model.classifier.bias[0] = -1.0
+    model.save_pretrained(folder)
+    return folder
+
+
+def build_encoder(folder: Path, pooling: str = "mean", normalize: bool = True) -> Path:
+    """A bare BERT with a sentence-transformers pooling config (as all-MiniLM-L6-v2 has)."""
+    torch.manual_seed(2)
+    tokenizer = _wordpiece_tokenizer(folder)
+    BertModel(_bert_config(tokenizer)).eval().save_pretrained(folder)
+    (folder / "1_Pooling").mkdir()
+    pooling_config = {
+        "word_embedding_dimension": 32,
+        "pooling_mode_cls_token": pooling == "cls",
+        "pooling_mode_mean_tokens": pooling == "mean",
+    }
+    (folder / "1_Pooling" / "config.json").write_text(json.dumps(pooling_config))
+    modules = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"}]
+    if normalize:
+        modules.append({"idx": 1, "name": "1", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"})
+    (folder / "modules.json").write_text(json.dumps(modules))
+    return folder
+
+
+def build_generator(folder: Path) -> Path:
+    """A tiny GPT-2 with a byte-level BPE trained on the fly, and a chat template."""
+    torch.manual_seed(3)
+    backend = Tokenizer(models.BPE())
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    from tokenizers import decoders
+
+    backend.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=300, special_tokens=["<|endoftext|>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
+    backend.train_from_iterator(CORPUS, trainer)
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=backend, eos_token="<|endoftext|>", bos_token="<|endoftext|>", model_max_length=128
+    )
+    tokenizer.chat_template = CHAT_TEMPLATE
+    tokenizer.save_pretrained(folder)
+    config = GPT2Config(
+        vocab_size=len(tokenizer),
+        n_positions=128,
+        n_embd=32,
+        n_layer=2,
+        n_head=2,
+        eos_token_id=tokenizer.eos_token_id,
+        bos_token_id=tokenizer.eos_token_id,
+    )
+    GPT2LMHeadModel(config).eval().save_pretrained(folder)
+    return folder

@@ -1,0 +1,282 @@
+"""Every template's execute(), on tiny local models, against transformers called directly.
+
+Requests are built as the stub delivers them; each test sends several requests in one
+``execute`` call (what dynamic batching does) and checks that each gets its own answer.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import fake_pb_utils as pb
+import numpy as np
+import pytest
+import torch
+from template_harness import instantiate
+from transformers import (
+    AutoModel,
+    AutoModelForCausalLM,
+    AutoModelForSequenceClassification,
+    AutoTokenizer,
+    pipeline,
+)
+
+from tritonhf.gallery import AddRequest, ModelOptions, add_model
+
+texts = pb.texts
+
+
+def _add(tmp_path: Path, task: str, source: Path, **extra: object) -> Path:
+    return add_model(AddRequest(task=task, source=str(source), repository=tmp_path / "repo", **extra))  # type: ignore[arg-type]
+
+
+def _reference_probabilities(folder: Path, batch: list[str], multi_label: bool = False) -> np.ndarray:
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    model = AutoModelForSequenceClassification.from_pretrained(folder).eval()
+    with torch.inference_mode():
+        logits = model(**tokenizer(batch, padding=True, return_tensors="pt")).logits
+    return (torch.sigmoid(logits) if multi_label else torch.softmax(logits, -1)).numpy()
+
+
+# ------------------------------------------------------------------ text-classification
+
+
+def test_classification_answers_each_request_with_its_own_rows(tmp_path: Path, tiny: dict[str, Path]) -> None:
+    model = instantiate(_add(tmp_path, "text-classification", tiny["classifier"]))
+    first = pb.InferenceRequest(TEXT=texts("a wonderful movie", "the plot was awful"))
+    second = pb.InferenceRequest(TEXT=texts("i love this film"), TOP_K=np.array([[2]], dtype=np.int32))
+    bad_utf8 = pb.InferenceRequest(TEXT=texts(b"\xff\xfe broken"))
+    missing = pb.InferenceRequest(OTHER=texts("x"))
+    responses = model.execute([first, second, bad_utf8, missing])
+    assert len(responses) == 4
+
+    expected = _reference_probabilities(
+        tiny["classifier"], ["a wonderful movie", "the plot was awful", "i love this film"]
+    )
+    labels = ["negative", "neutral", "positive"]
+    got_first = responses[0].output("SCORES")
+    assert responses[0].output("LABEL").shape == (2, 1)
+    for row in range(2):
+        assert responses[0].output("LABEL")[row, 0].decode() == labels[int(expected[row].argmax())]
+        np.testing.assert_allclose(np.sort(got_first[row])[::-1], np.sort(expected[row])[::-1], atol=1e-5)
+    assert responses[1].output("LABELS").shape == (1, 2), "TOP_K=2 returns two labels"
+    np.testing.assert_allclose(responses[1].output("SCORE")[0, 0], expected[2].max(), atol=1e-5)
+    assert "not valid UTF-8" in responses[2].error.message()
+    assert "missing required input 'TEXT'" in responses[3].error.message()
+
+
+def test_classification_refuses_a_bad_top_k_for_that_request_only(tmp_path: Path, tiny: dict[str, Path]) -> None:
+    model = instantiate(_add(tmp_path, "text-classification", tiny["classifier"]))
+    good = pb.InferenceRequest(TEXT=texts("good"))
+    bad = pb.InferenceRequest(TEXT=texts("bad"), TOP_K=np.array([[0]], dtype=np.int32))
+    responses = model.execute([good, bad])
+    assert not responses[0].has_error()
+    assert "TOP_K" in responses[1].error.message()
+
+
+def test_multi_label_uses_sigmoid(tmp_path: Path, tiny: dict[str, Path]) -> None:
+    model = instantiate(_add(tmp_path, "text-classification", tiny["multilabel"]))
+    (response,) = model.execute([pb.InferenceRequest(TEXT=texts("a great film"))])
+    expected = _reference_probabilities(tiny["multilabel"], ["a great film"], multi_label=True)
+    np.testing.assert_allclose(np.sort(response.output("SCORES")[0]), np.sort(expected[0]), atol=1e-5)
+
+
+def test_long_text_is_truncated_not_crashing(tmp_path: Path, tiny: dict[str, Path]) -> None:
+    model = instantiate(_add(tmp_path, "text-classification", tiny["classifier"]))
+    (response,) = model.execute([pb.InferenceRequest(TEXT=texts("movie " * 5000, "", "   "))])
+    assert response.output("LABEL").shape == (3, 1)
+
+
+# ------------------------------------------------------------------ token-classification
+
+
+def test_ner_matches_the_transformers_pipeline_with_character_offsets(tmp_path: Path, tiny: dict[str, Path]) -> None:
+    model = instantiate(_add(tmp_path, "ner", tiny["ner"]))
+    sentences = ["alice visited paris with bob", "😀 carol works at acme in 東京 london"]
+    reference = pipeline("token-classification", model=str(tiny["ner"]), aggregation_strategy="simple")
+    one = pb.InferenceRequest(TEXT=texts(sentences[0]))
+    two = pb.InferenceRequest(TEXT=texts(sentences[1]), AGGREGATION=texts("simple"))
+    responses = model.execute([one, two])
+    for response, sentence in zip(responses, sentences):
+        got = json.loads(response.output("ENTITIES")[0, 0])
+        expected = reference(sentence)
+        assert [(e["entity_group"], e["start"], e["end"]) for e in got] == [
+            (e["entity_group"], e["start"], e["end"]) for e in expected
+        ]
+        for entity in got:
+            assert sentence[entity["start"] : entity["end"]].lower().replace(" ", "") == entity["word"].replace(" ", "")
+
+
+def test_ner_unknown_aggregation_fails_only_that_request(tmp_path: Path, tiny: dict[str, Path]) -> None:
+    model = instantiate(_add(tmp_path, "ner", tiny["ner"]))
+    good = pb.InferenceRequest(TEXT=texts("alice visited paris"))
+    bad = pb.InferenceRequest(TEXT=texts("bob"), AGGREGATION=texts("loudest"))
+    responses = model.execute([good, bad])
+    assert not responses[0].has_error()
+    assert "AGGREGATION" in responses[1].error.message()
+
+
+# ------------------------------------------------------------------ feature-extraction
+
+
+def _reference_embeddings(folder: Path, batch: list[str], pooling: str = "mean") -> np.ndarray:
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    model = AutoModel.from_pretrained(folder).eval()
+    encoded = tokenizer(batch, padding=True, return_tensors="pt")
+    with torch.inference_mode():
+        tokens = model(**encoded).last_hidden_state
+    if pooling == "cls":
+        return tokens[:, 0].numpy()
+    mask = encoded["attention_mask"].unsqueeze(-1).float()
+    return ((tokens * mask).sum(1) / mask.sum(1)).numpy()
+
+
+def test_embeddings_mean_pooled_and_normalised_per_request(tmp_path: Path, tiny: dict[str, Path]) -> None:
+    folder = _add(tmp_path, "feature-extraction", tiny["encoder"])
+    assert 'string_value: "mean"' in (folder / "config.pbtxt").read_text()
+    assert "dims: 32" in (folder / "config.pbtxt").read_text()
+    model = instantiate(folder)
+    batch = ["the cat", "a dog and a cat lives in london"]
+    raw = pb.InferenceRequest(TEXT=texts(*batch), NORMALIZE=np.array([[False], [False]]))
+    default = pb.InferenceRequest(TEXT=texts(batch[1]))
+    responses = model.execute([raw, default])
+    expected = _reference_embeddings(tiny["encoder"], batch)
+    np.testing.assert_allclose(responses[0].output("EMBEDDING"), expected, atol=1e-5)
+    normalised = responses[1].output("EMBEDDING")
+    assert normalised.dtype == np.float32 and normalised.shape == (1, 32)
+    np.testing.assert_allclose(normalised[0], expected[1] / np.linalg.norm(expected[1]), atol=1e-5)
+
+
+def test_embeddings_cls_pooling_from_sentence_transformers_config(tmp_path: Path, tiny: dict[str, Path]) -> None:
+    model = instantiate(_add(tmp_path, "embeddings", tiny["encoder-cls"]))
+    (response,) = model.execute([pb.InferenceRequest(TEXT=texts("hello world"))])
+    expected = _reference_embeddings(tiny["encoder-cls"], ["hello world"], pooling="cls")
+    np.testing.assert_allclose(response.output("EMBEDDING"), expected, atol=1e-5)
+
+
+# ------------------------------------------------------------------ zero-shot
+
+
+def test_zero_shot_scores_sum_to_one_and_labels_can_be_overridden(tmp_path: Path, tiny: dict[str, Path]) -> None:
+    model = instantiate(_add(tmp_path, "zero-shot", tiny["encoder"], labels=("positive", "negative")))
+    default = pb.InferenceRequest(TEXT=texts("a great movie", "an awful film"))
+    custom = pb.InferenceRequest(
+        TEXT=texts("paris"), CANDIDATE_LABELS=np.array([[b"city", b"animal", b"food"]], dtype=object)
+    )
+    responses = model.execute([default, custom])
+    assert sorted(label.decode() for label in responses[0].output("LABELS")[0]) == ["negative", "positive"]
+    np.testing.assert_allclose(responses[0].output("SCORES").sum(axis=1), [1.0, 1.0], atol=1e-5)
+    assert sorted(label.decode() for label in responses[1].output("LABELS")[0]) == ["animal", "city", "food"]
+    scores = responses[1].output("SCORES")[0]
+    assert list(scores) == sorted(scores, reverse=True)
+
+
+def test_zero_shot_without_any_labels_is_a_request_error(tmp_path: Path, tiny: dict[str, Path]) -> None:
+    model = instantiate(_add(tmp_path, "zero-shot", tiny["encoder"]))
+    (response,) = model.execute([pb.InferenceRequest(TEXT=texts("x"))])
+    assert "no candidate labels" in response.error.message()
+
+
+# ------------------------------------------------------------------ text-generation
+
+
+def _generate_reference(folder: Path, prompt: str, max_tokens: int) -> str:
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    model = AutoModelForCausalLM.from_pretrained(folder).eval()
+    ids = tokenizer(prompt, return_tensors="pt")
+    out = model.generate(**ids, max_new_tokens=max_tokens, do_sample=False, pad_token_id=tokenizer.eos_token_id)
+    return tokenizer.decode(out[0, ids["input_ids"].shape[1] :], skip_special_tokens=True)
+
+
+def _streamed(request: pb.InferenceRequest) -> tuple[str, pb.ResponseSender]:
+    sender = request.sender
+    assert sender.closed, "every stream must end with the final flag"
+    chunks = [r.output("text_output")[0, 0].decode() for r in sender.responses if not r.has_error()]
+    return "".join(chunks), sender
+
+
+def _gen_request(prompt: str, **extra: object) -> pb.InferenceRequest:
+    inputs = {"text_input": texts(prompt)}
+    for key, value in extra.items():
+        inputs[key] = value  # type: ignore[assignment]
+    return pb.InferenceRequest(**inputs)
+
+
+def test_generation_streams_greedy_text_equal_to_generate_for_each_request(
+    tmp_path: Path, tiny: dict[str, Path]
+) -> None:
+    model = instantiate(_add(tmp_path, "text-generation", tiny["generator"]))
+    prompts = ["the movie", "alice visited paris and london with bob"]
+    requests = [_gen_request(p, max_tokens=np.array([[12]], dtype=np.int32)) for p in prompts]
+    assert model.execute(requests) is None
+    for request, prompt in zip(requests, prompts):
+        text, sender = _streamed(request)
+        assert len(sender.responses) >= 1
+        assert text == _generate_reference(tiny["generator"], prompt, 12)
+
+
+def test_generation_stops_at_a_stop_string(tmp_path: Path, tiny: dict[str, Path]) -> None:
+    model = instantiate(_add(tmp_path, "text-generation", tiny["generator"]))
+    full = _generate_reference(tiny["generator"], "the movie", 20)
+    stop = full.strip()[3:6] if len(full.strip()) > 6 else None
+    if not stop:
+        pytest.skip("the random model produced too little text to cut")
+    request = _gen_request(
+        "the movie", max_tokens=np.array([[20]], dtype=np.int32), stop=np.array([[stop.encode()]], dtype=object)
+    )
+    model.execute([request])
+    text, _ = _streamed(request)
+    assert text == full[: full.index(stop)]
+
+
+def test_generation_refuses_bad_settings_per_request(tmp_path: Path, tiny: dict[str, Path]) -> None:
+    model = instantiate(_add(tmp_path, "text-generation", tiny["generator"]))
+    good = _gen_request("hello", max_tokens=np.array([[3]], dtype=np.int32))
+    negative = _gen_request("hello", max_tokens=np.array([[-1]], dtype=np.int32))
+    cold = _gen_request("hello", temperature=np.array([[-0.5]], dtype=np.float32))
+    model.execute([good, negative, cold])
+    assert _streamed(good)[0] == _generate_reference(tiny["generator"], "hello", 3)
+    assert "max_tokens" in negative.sender.responses[0].error.message() and negative.sender.closed
+    assert "temperature" in cold.sender.responses[0].error.message() and cold.sender.closed
+
+
+def test_generation_chat_applies_the_template(tmp_path: Path, tiny: dict[str, Path]) -> None:
+    model = instantiate(_add(tmp_path, "text-generation", tiny["generator"]))
+    messages = [{"role": "user", "content": "tell me a story"}]
+    request = _gen_request(json.dumps(messages), chat=np.array([[True]]), max_tokens=np.array([[5]], dtype=np.int32))
+    model.execute([request])
+    tokenizer = AutoTokenizer.from_pretrained(tiny["generator"])
+    prompt = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    assert _streamed(request)[0] == _generate_reference(tiny["generator"], prompt, 5)
+    broken = _gen_request("not json", chat=np.array([[True]]))
+    model.execute([broken])
+    assert "JSON list" in broken.sender.responses[0].error.message()
+
+
+def test_sampling_with_a_seed_is_reproducible(tmp_path: Path, tiny: dict[str, Path]) -> None:
+    model = instantiate(_add(tmp_path, "text-generation", tiny["generator"]))
+    settings = {
+        "max_tokens": np.array([[8]], dtype=np.int32),
+        "temperature": np.array([[1.0]], dtype=np.float32),
+        "top_p": np.array([[0.9]], dtype=np.float32),
+        "seed": np.array([[7]], dtype=np.int64),
+    }
+    runs = []
+    for _ in range(2):
+        request = _gen_request("the cat", **settings)
+        model.execute([request])
+        runs.append(_streamed(request)[0])
+    assert runs[0] == runs[1]
+
+
+def test_options_reach_the_config(tmp_path: Path, tiny: dict[str, Path]) -> None:
+    folder = _add(
+        tmp_path,
+        "text-classification",
+        tiny["classifier"],
+        name="sst",
+        options=ModelOptions(max_batch_size=8, instances=2),
+    )
+    text = (folder / "config.pbtxt").read_text()
+    assert "max_batch_size: 8" in text and "count: 2" in text and 'name: "sst"' in text

@@ -1,0 +1,123 @@
+"""``tritonhf gallery``: list, show, add, remove and validate models of a repository."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.syntax import Syntax
+
+from tritonhf.bootstrap.layout import Workspace
+from tritonhf.cli._console import RichProgress, console, err_console, friendly_errors, table
+from tritonhf.gallery.config import ModelOptions, build_config, config_to_text
+from tritonhf.gallery.repository import (
+    AddRequest,
+    add_model,
+    parse_params,
+    remove_model,
+    template_source,
+    validate_repository,
+)
+from tritonhf.tasks import TASKS, TensorSpec, get_task
+
+app = typer.Typer(help="Ready model.py + config.pbtxt templates for HuggingFace tasks.", no_args_is_help=True)
+
+RepositoryOption = Annotated[
+    Path | None,
+    typer.Option("--repository", "-r", help="Model repository (default: the workspace's model_repository)."),
+]
+
+
+def _repository(repository: Path | None) -> Path:
+    return repository if repository is not None else Workspace.at().model_repository
+
+
+def _tensors(specs: tuple[TensorSpec, ...]) -> str:
+    return ", ".join(f"{s.name}{'?' if s.optional else ''}:{s.wire_datatype}{list(s.dims)}" for s in specs)
+
+
+@app.command("list")
+def list_command() -> None:
+    """Every task with a one-line description and its tensors (? = optional)."""
+    view = table("task", "what it does", "inputs", "outputs")
+    for task in TASKS.values():
+        view.add_row(task.name, task.summary, _tensors(task.inputs), _tensors(task.outputs))
+    console.print(view)
+
+
+@app.command("show")
+@friendly_errors
+def show_command(task: Annotated[str, typer.Argument(help="A task name from `gallery list`.")]) -> None:
+    """Print a template's config.pbtxt and model.py."""
+    spec = get_task(task)
+    config = build_config(spec, "MODEL_NAME", ModelOptions(parameters={"tritonhf.task": spec.name}))
+    console.rule(f"{spec.name}: config.pbtxt")
+    console.print(Syntax(config_to_text(config, spec), "text", theme="ansi_dark"))
+    console.rule(f"{spec.name}: 1/model.py")
+    console.print(Syntax(template_source(spec), "python", theme="ansi_dark"))
+
+
+@app.command("add")
+@friendly_errors
+def add_command(
+    task: Annotated[str, typer.Argument(help="A task name from `gallery list`.")],
+    model: Annotated[str, typer.Option("--model", "-m", help="A hub id, a local model folder, or a .gguf file.")],
+    name: Annotated[str | None, typer.Option(help="Model name in the repository (default: from --model).")] = None,
+    repository: RepositoryOption = None,
+    max_batch_size: Annotated[int, typer.Option(help="Largest batch Triton builds (default: per task).")] = 0,
+    instances: Annotated[int, typer.Option(help="Model instances (stub processes).")] = 1,
+    device: Annotated[str, typer.Option(help="auto | cpu | gpu")] = "auto",
+    revision: Annotated[str | None, typer.Option(help="Hub revision (branch, tag or commit).")] = None,
+    vendor: Annotated[
+        bool, typer.Option(help="Copy weights into the repository (--no-vendor keeps a reference).")
+    ] = True,
+    labels: Annotated[str | None, typer.Option(help="Zero-shot candidate labels, comma-separated.")] = None,
+    allow_pickle: Annotated[bool, typer.Option(help="Allow pickled (.bin) weights; they can run code.")] = False,
+    param: Annotated[list[str] | None, typer.Option(help="Extra config parameter KEY=VALUE (repeatable).")] = None,
+) -> None:
+    """Add a model of TASK to the repository: NAME/config.pbtxt, NAME/1/model.py and its weights."""
+    request = AddRequest(
+        task=task,
+        source=model,
+        repository=_repository(repository),
+        name=name,
+        revision=revision,
+        vendor=vendor,
+        allow_pickle=allow_pickle,
+        labels=tuple(labels.split(",")) if labels else (),
+        options=ModelOptions(max_batch_size=max_batch_size, instances=instances, device=device),
+        params=parse_params(param or []),
+    )
+    progress = RichProgress()
+    try:
+        folder = add_model(request, progress)
+    except KeyboardInterrupt:
+        err_console.print("Interrupted: the repository is unchanged.")
+        raise typer.Exit(130) from None
+    finally:
+        progress.close()
+    console.print(f"[green]✓[/] added {folder.name} ({get_task(task).name}) in {folder}")
+    console.print("  next: `tritonhf up` (or restart the server) to serve it")
+
+
+@app.command("remove")
+@friendly_errors
+def remove_command(name: Annotated[str, typer.Argument()], repository: RepositoryOption = None) -> None:
+    """Remove a model from the repository."""
+    folder = remove_model(_repository(repository), name)
+    console.print(f"[green]✓[/] removed {name} from {folder.parent}")
+
+
+@app.command("validate")
+@friendly_errors
+def validate_command(repository: Annotated[Path | None, typer.Argument(help="Repository folder.")] = None) -> None:
+    """Check every model of a repository without starting a server."""
+    folder = _repository(repository)
+    problems = validate_repository(folder)
+    if not problems:
+        console.print(f"[green]✓[/] {folder}: every model is valid")
+        return
+    for problem in problems:
+        err_console.print(f"[red]✗[/] {problem}", soft_wrap=True)
+    raise typer.Exit(1)

@@ -1,0 +1,186 @@
+"""Where a model's weights come from, and copying them into a repository (vendoring).
+
+A source is one of:
+* a local folder in HuggingFace layout (config.json, tokenizer files, *.safetensors);
+* a ``.gguf`` file: converted once to a safetensors folder, cached by the file's hash;
+* a hub id (``org/name``): downloaded with huggingface_hub, which shows progress.
+
+Vendoring copies only what serving needs, and only safetensors weights unless pickled
+weights are explicitly allowed (a pickle can run code when it is loaded).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tritonhf._progress import Progress
+from tritonhf.bootstrap.sources import cache_dir
+from tritonhf.errors import ModelSourceError
+
+HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*(/[A-Za-z0-9][A-Za-z0-9_.-]*)?$")
+# Files a served model needs besides weights: configs, tokenizers, sentence-transformers pooling.
+_KEEP = re.compile(
+    r"^(.*\.json|.*\.jinja|.*\.txt|.*\.model|.*\.tiktoken|merges\.txt|vocab\..*|tokenizer\..*|1_Pooling/config\.json)$"
+)
+_SAFE_WEIGHTS = re.compile(r"^.*\.safetensors$")
+_PICKLE_WEIGHTS = re.compile(r"^.*\.(bin|pt|pth|ckpt)$")
+_SKIP = {"README.md", ".gitattributes", "data_config.json", "training_args.bin"}
+
+
+@dataclass(frozen=True)
+class ResolvedSource:
+    """A source as a local folder, plus what the user gave (recorded in the config)."""
+
+    given: str
+    kind: str  # "dir" | "gguf" | "hub"
+    folder: Path
+
+
+def is_hub_id(source: str) -> bool:
+    return bool(HUB_ID.match(source)) and ".." not in source
+
+
+def resolve(source: str, revision: str | None, progress: Progress, trust_remote_code: bool = False) -> ResolvedSource:
+    """A local folder holding the model's files, downloading or converting when needed."""
+    path = Path(source).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise ModelSourceError(
+                f"{path} has no config.json: it is not a HuggingFace model folder. Give a folder "
+                "written by save_pretrained, a .gguf file, or a hub id."
+            )
+        return ResolvedSource(source, "dir", path.absolute())
+    if path.suffix == ".gguf":
+        if not path.is_file():
+            raise ModelSourceError(f"GGUF file {path} does not exist.")
+        return ResolvedSource(source, "gguf", convert_gguf(path.absolute(), progress))
+    if path.exists() or source.startswith((".", "/", "~")):
+        raise ModelSourceError(f"{source} is neither a model folder nor a .gguf file.")
+    if not is_hub_id(source):
+        raise ModelSourceError(f"{source!r} is not a local folder, a .gguf file, or a valid hub id (org/name).")
+    return ResolvedSource(source, "hub", download(source, revision, progress))
+
+
+def download(repo_id: str, revision: str | None, progress: Progress) -> Path:
+    """``snapshot_download`` of the files serving needs; a clear error without network."""
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError, RepositoryNotFoundError
+
+    progress.step(f"Downloading {repo_id} from the HuggingFace hub")
+    patterns = ["*.json", "*.txt", "*.model", "*.safetensors", "tokenizer*", "vocab*", "merges.txt", "1_Pooling/*"]
+    try:
+        return Path(snapshot_download(repo_id, revision=revision, allow_patterns=patterns))
+    except RepositoryNotFoundError as exc:
+        raise ModelSourceError(f"The hub has no model {repo_id!r} (or it is private). Check the id.") from exc
+    except (LocalEntryNotFoundError, HfHubHTTPError, OSError) as exc:
+        raise ModelSourceError(
+            f"Could not download {repo_id!r} from the HuggingFace hub: {type(exc).__name__}. Without "
+            "network access, pass a local folder (a model saved with save_pretrained) or a .gguf file "
+            "as --model instead."
+        ) from exc
+
+
+def _file_hash(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()[:16]
+
+
+def convert_gguf(path: Path, progress: Progress) -> Path:
+    """A safetensors folder converted from a GGUF file; done once, cached by content hash.
+
+    transformers dequantises GGUF on load but refuses to save such a model; a fresh model
+    built from the config (without ``quantization_config``) takes its weights and saves.
+    """
+    target = cache_dir() / "gguf" / f"{path.stem}-{_file_hash(path)}"
+    if (target / "config.json").is_file():
+        return target
+    try:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+    except ImportError as exc:  # pragma: no cover - both are dependencies
+        raise ModelSourceError(f"Converting GGUF needs transformers and torch: {exc}") from exc
+    progress.step(f"Converting {path.name} to safetensors (once; cached in {target.parent})")
+    staging = target.with_name(target.name + ".partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+        loaded = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.bfloat16)
+        config = loaded.config
+        if hasattr(config, "quantization_config"):
+            del config.quantization_config
+        fresh = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)  # type: ignore[no-untyped-call]
+        fresh.load_state_dict(loaded.state_dict())
+        fresh.generation_config = loaded.generation_config
+        fresh.save_pretrained(staging, safe_serialization=True)
+        tokenizer.save_pretrained(staging)
+    except (ImportError, OSError, ValueError, RuntimeError, KeyError) as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise ModelSourceError(f"Could not convert {path} from GGUF: {exc}") from exc
+    staging.replace(target)
+    return target
+
+
+def vendor(source: Path, destination: Path, allow_pickle: bool = False) -> list[str]:
+    """Copy what serving needs from ``source`` into ``destination``; return the copied names."""
+    files = sorted(p for p in source.rglob("*") if p.is_file() and ".cache" not in p.parts and p.name not in _SKIP)
+    relative = [p.relative_to(source).as_posix() for p in files]
+    safe = [name for name in relative if _SAFE_WEIGHTS.match(name)]
+    pickled = [name for name in relative if _PICKLE_WEIGHTS.match(name)]
+    if not safe and pickled and not allow_pickle:
+        raise ModelSourceError(
+            f"{source} has only pickled weights ({', '.join(pickled[:3])}); loading a pickle can run code. "
+            "Convert the model to safetensors, or pass --allow-pickle if you trust it."
+        )
+    if not safe and not pickled:
+        raise ModelSourceError(f"{source} holds no weights (*.safetensors).")
+    keep = [
+        name
+        for name in relative
+        if _KEEP.match(name) or name in safe or (allow_pickle and not safe and name in pickled)
+    ]
+    destination.mkdir(parents=True, exist_ok=True)
+    for name in keep:
+        target = destination / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source / name, target)
+    return keep
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def sentence_transformers_options(folder: Path) -> dict[str, str]:
+    """Pooling and normalisation as a sentence-transformers model declares them, if it does."""
+    options: dict[str, str] = {}
+    pooling = read_json(folder / "1_Pooling" / "config.json")
+    if pooling.get("pooling_mode_cls_token"):
+        options["pooling"] = "cls"
+    elif pooling.get("pooling_mode_mean_tokens"):
+        options["pooling"] = "mean"
+    try:
+        raw_modules = json.loads((folder / "modules.json").read_text())  # a list, unlike the other files
+    except (OSError, ValueError):
+        raw_modules = []
+    if isinstance(raw_modules, list) and raw_modules:
+        # A sentence-transformers model normalises exactly when its module list says so.
+        normalizes = any("Normalize" in str(m.get("type", "")) for m in raw_modules if isinstance(m, dict))
+        options["normalize"] = "true" if normalizes else "false"
+    return options
+
+
+def model_config(folder: Path) -> dict[str, Any]:
+    return read_json(folder / "config.json")

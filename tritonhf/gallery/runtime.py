@@ -1,0 +1,206 @@
+"""Small helpers the gallery's model.py templates share inside the Triton stub.
+
+Kept here (and not copied into each template) so the templates stay short and show only
+what differs per task: load, forward pass, split back. Everything a template needs comes
+through Triton's ``args`` and the config ``parameters``; nothing is generated code.
+
+``triton_python_backend_utils`` exists only inside the stub, so it is imported lazily;
+tests put a stand-in module under that name.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tritonhf.tasks import PARAM_DEVICE, PARAM_WEIGHTS
+
+
+class BadRequest(ValueError):
+    """A request's input is unusable; answered as an error for that request alone."""
+
+
+def pb_utils() -> Any:
+    import triton_python_backend_utils  # type: ignore[import-not-found]  # provided by the stub
+
+    return triton_python_backend_utils
+
+
+def parameters(args: dict[str, str]) -> dict[str, str]:
+    """The config's ``parameters`` as a plain dict of strings."""
+    config = json.loads(args["model_config"])
+    return {key: value.get("string_value", "") for key, value in config.get("parameters", {}).items()}
+
+
+def model_config(args: dict[str, str]) -> dict[str, Any]:
+    return dict(json.loads(args["model_config"]))
+
+
+def weights_location(args: dict[str, str], params: dict[str, str]) -> str:
+    """Where to load weights from: the vendored folder, a local path, or a hub id (--no-vendor)."""
+    location = params.get(PARAM_WEIGHTS, "weights")
+    version_dir = Path(args["model_repository"]) / args["model_version"]
+    if (version_dir / location).exists():
+        return str(version_dir / location)
+    return location
+
+
+def device(args: dict[str, str], params: dict[str, str]) -> str:
+    """``cuda:N`` when the instance is a GPU one (or "auto" finds a GPU), else ``cpu``."""
+    import torch
+
+    wanted = params.get(PARAM_DEVICE, "auto")
+    gpu_wanted = args.get("model_instance_kind") == "GPU" or wanted in ("gpu", "auto")
+    if gpu_wanted and torch.cuda.is_available():
+        return f"cuda:{args.get('model_instance_device_id', '0')}"
+    return "cpu"
+
+
+def torch_dtype(device_name: str) -> Any:
+    """fp16 on a GPU (half the memory, tensor cores), fp32 on the CPU (fast kernels there)."""
+    import torch
+
+    return torch.float16 if device_name.startswith("cuda") else torch.float32
+
+
+def limit_threads(args: dict[str, str]) -> None:
+    """Share the cores between instances: N instances each get cores/N intra-op threads."""
+    import torch
+
+    groups = model_config(args).get("instance_group", [{}])
+    instances = max(1, sum(int(group.get("count", 1)) for group in groups))
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // instances))
+
+
+def max_length(tokenizer: Any, config: Any, default: int = 512) -> int:
+    """The longest input the model takes; inputs are truncated to it instead of crashing."""
+    limits = [
+        value
+        for value in (getattr(tokenizer, "model_max_length", None), getattr(config, "max_position_embeddings", None))
+        if isinstance(value, int) and 0 < value < 1_000_000
+    ]
+    return min(limits) if limits else default
+
+
+@dataclass
+class Gathered:
+    """The texts of every request in one flat list, and where each request's rows are.
+
+    ``rows[i]`` is the slice of ``texts`` that belongs to request ``i``, or the error
+    message when that request was unusable (it then gets an error response alone).
+    """
+
+    texts: list[str] = field(default_factory=list)
+    rows: list[slice | str] = field(default_factory=list)
+
+
+def decode_texts(array: np.ndarray[Any, Any], name: str) -> list[str]:
+    """A BYTES tensor (object array of bytes) as a list of str, one per batch row."""
+    texts = []
+    for index, item in enumerate(array.reshape(-1)):
+        if isinstance(item, bytes):
+            try:
+                texts.append(item.decode("utf-8"))
+            except UnicodeDecodeError as exc:
+                raise BadRequest(f"input '{name}' item {index} is not valid UTF-8 ({exc.reason}).") from exc
+        else:
+            texts.append(str(item))
+    return texts
+
+
+def optional_array(request: Any, name: str) -> np.ndarray[Any, Any] | None:
+    tensor = pb_utils().get_input_tensor_by_name(request, name)
+    return None if tensor is None else np.asarray(tensor.as_numpy())
+
+
+def input_array(request: Any, name: str) -> np.ndarray[Any, Any]:
+    array = optional_array(request, name)
+    if array is None:
+        # Triton lets a request through without a required input when the model has optional ones.
+        raise BadRequest(f"missing required input '{name}'.")
+    return array
+
+
+def gather_texts(requests: Sequence[Any], name: str = "TEXT") -> Gathered:
+    gathered = Gathered()
+    for request in requests:
+        try:
+            texts = decode_texts(input_array(request, name), name)
+        except BadRequest as exc:
+            gathered.rows.append(str(exc))
+            continue
+        start = len(gathered.texts)
+        gathered.texts.extend(texts)
+        gathered.rows.append(slice(start, len(gathered.texts)))
+    return gathered
+
+
+def optional_scalar(request: Any, name: str, default: Any, check: Callable[[Any], bool], rule: str) -> Any:
+    """The first value of an optional input, or ``default``; ``rule`` explains a refused value."""
+    array = optional_array(request, name)
+    if array is None or array.size == 0:
+        return default
+    value = array.reshape(-1)[0]
+    value = value.decode("utf-8", "replace") if isinstance(value, bytes) else value.item()
+    if not check(value):
+        raise BadRequest(f"input '{name}' is {value!r}; it must be {rule}.")
+    return value
+
+
+def optional_strings(request: Any, name: str) -> list[str] | None:
+    array = optional_array(request, name)
+    if array is None:
+        return None
+    return [text for text in decode_texts(array, name) if text]
+
+
+def error_response(message: str) -> Any:
+    pb = pb_utils()
+    return pb.InferenceResponse(output_tensors=[], error=pb.TritonError(message))
+
+
+def string_tensor(name: str, values: Sequence[Any]) -> Any:
+    """A BYTES output: an object array of UTF-8 bytes, one row per text."""
+    array = np.array([[str(value).encode("utf-8")] for value in values], dtype=np.object_)
+    return pb_utils().Tensor(name, array)
+
+
+def string_matrix(name: str, rows: Sequence[Sequence[str]]) -> Any:
+    array = np.array([[value.encode("utf-8") for value in row] for row in rows], dtype=np.object_)
+    return pb_utils().Tensor(name, array.reshape(len(rows), -1))
+
+
+def float_tensor(name: str, values: Any) -> Any:
+    return pb_utils().Tensor(name, np.ascontiguousarray(values, dtype=np.float32))
+
+
+def respond(requests: Sequence[Any], gathered: Gathered, answer: Callable[[Any, slice], Any]) -> list[Any]:
+    """One response per request, in order: ``answer(request, rows)`` or that request's error.
+
+    ``answer`` may raise ``BadRequest`` for an input that only it checks (TOP_K ...); that
+    request alone gets the error, the others their results.
+    """
+    responses = []
+    for request, rows in zip(requests, gathered.rows, strict=False):
+        if isinstance(rows, str):
+            responses.append(error_response(rows))
+            continue
+        try:
+            responses.append(answer(request, rows))
+        except BadRequest as exc:
+            responses.append(error_response(str(exc)))
+    return responses
+
+
+def pool(last_hidden_state: Any, attention_mask: Any, pooling: str) -> Any:
+    """One vector per text: the first token (``cls``) or the mean of the real tokens (``mean``)."""
+    if pooling == "cls":
+        return last_hidden_state[:, 0]
+    mask = attention_mask.unsqueeze(-1).to(last_hidden_state.dtype)
+    return (last_hidden_state * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1e-9)

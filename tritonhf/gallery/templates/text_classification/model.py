@@ -1,0 +1,68 @@
+"""Text classification on Triton's Python backend (tritonhf gallery template).
+
+Triton calls ``execute`` with a *list* of requests (dynamic batching gathers the
+requests that arrived while the model was busy). This template:
+
+1. gathers the texts of all requests into one list,
+2. runs one tokenizer call and one forward pass over all of them,
+3. splits the scores back so that each request gets exactly its own rows.
+
+Inputs:  TEXT [n, 1] BYTES, optional TOP_K [n, 1] INT32 (labels to return, default all).
+Outputs: LABEL, SCORE (the best label per text) and LABELS, SCORES (best first).
+Labels come from the model's ``id2label``; multi-label models use a sigmoid per label.
+"""
+
+import numpy as np
+import torch
+import triton_python_backend_utils as pb_utils
+from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+from tritonhf.gallery import runtime
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        params = runtime.parameters(args)
+        runtime.limit_threads(args)
+        self.device = runtime.device(args, params)
+        source = runtime.weights_location(args, params)
+        self.tokenizer = AutoTokenizer.from_pretrained(source)
+        self.model = AutoModelForSequenceClassification.from_pretrained(source, dtype=runtime.torch_dtype(self.device))
+        self.model.to(self.device).eval()
+        config = self.model.config
+        self.labels = [config.id2label[index] for index in range(config.num_labels)]
+        self.multi_label = config.problem_type == "multi_label_classification"
+        self.max_length = runtime.max_length(self.tokenizer, config)
+        self.scores(["Warm-up so that the first real request is not slow."])
+
+    def scores(self, texts):
+        """Probabilities [len(texts), num_labels] from one forward pass."""
+        batch = self.tokenizer(
+            texts, padding=True, truncation=True, max_length=self.max_length, return_tensors="pt"
+        ).to(self.device)
+        with torch.inference_mode():
+            logits = self.model(**batch).logits.float()
+        probabilities = torch.sigmoid(logits) if self.multi_label else torch.softmax(logits, dim=-1)
+        return probabilities.cpu().numpy()
+
+    def execute(self, requests):
+        gathered = runtime.gather_texts(requests, "TEXT")
+        scores = self.scores(gathered.texts) if gathered.texts else np.zeros((0, len(self.labels)))
+
+        def answer(request, rows):
+            top_k = runtime.optional_scalar(
+                request, "TOP_K", len(self.labels), lambda k: k >= 1, "a positive number of labels"
+            )
+            order = np.argsort(-scores[rows], axis=1)[:, : min(top_k, len(self.labels))]
+            best_scores = np.take_along_axis(scores[rows], order, axis=1)
+            best_labels = [[self.labels[index] for index in row] for row in order]
+            return pb_utils.InferenceResponse(
+                output_tensors=[
+                    runtime.string_tensor("LABEL", [row[0] for row in best_labels]),
+                    runtime.float_tensor("SCORE", best_scores[:, :1]),
+                    runtime.string_matrix("LABELS", best_labels),
+                    runtime.float_tensor("SCORES", best_scores),
+                ]
+            )
+
+        return runtime.respond(requests, gathered, answer)

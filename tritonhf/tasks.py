@@ -1,0 +1,134 @@
+"""The gallery's tasks and, per task, its tensor signature.
+
+This is the single place that knows tensor names, datatypes and shapes: the gallery
+builds ``config.pbtxt`` from it, ``gallery validate`` checks configs against it, and the
+sdk reads it to encode requests and decode responses. Dims exclude the batch axis.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tritonhf.errors import UnknownTaskError
+
+# Config parameters the gallery writes into every model, so that clients and
+# `gallery validate` can tell what a model is without guessing from its name.
+PARAM_TASK = "tritonhf.task"
+PARAM_SOURCE = "tritonhf.source"
+PARAM_VERSION = "tritonhf.version"
+PARAM_WEIGHTS = "tritonhf.weights"
+PARAM_DEVICE = "tritonhf.device"
+VENDORED_WEIGHTS_DIR = "weights"
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """One input or output: its name, Triton datatype and dims (without the batch axis)."""
+
+    name: str
+    data_type: str  # a ModelConfig DataType name: TYPE_STRING, TYPE_FP32 ...
+    dims: tuple[int, ...] = (1,)
+    optional: bool = False
+    doc: str = ""
+
+    @property
+    def wire_datatype(self) -> str:
+        """The datatype name on the wire (KServe v2): TYPE_STRING -> BYTES, TYPE_FP32 -> FP32."""
+        short = self.data_type.removeprefix("TYPE_")
+        return "BYTES" if short == "STRING" else short
+
+
+@dataclass(frozen=True)
+class Task:
+    """A gallery task: its template, tensors, and how it is served."""
+
+    name: str
+    summary: str
+    template: str
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
+    decoupled: bool = False
+    default_max_batch_size: int = 32
+
+    def input(self, name: str) -> TensorSpec:
+        return next(spec for spec in self.inputs if spec.name == name)
+
+    def output(self, name: str) -> TensorSpec:
+        return next(spec for spec in self.outputs if spec.name == name)
+
+
+_TEXT = TensorSpec("TEXT", "TYPE_STRING", (1,), doc="one UTF-8 text per batch row")
+_LABEL = TensorSpec("LABEL", "TYPE_STRING", (1,), doc="the best label")
+_SCORE = TensorSpec("SCORE", "TYPE_FP32", (1,), doc="its score")
+_LABELS = TensorSpec("LABELS", "TYPE_STRING", (-1,), doc="labels, best first")
+_SCORES = TensorSpec("SCORES", "TYPE_FP32", (-1,), doc="their scores")
+
+TASKS: dict[str, Task] = {
+    task.name: task
+    for task in (
+        Task(
+            name="text-classification",
+            summary="Label each text (sentiment, topic ...) with the model's own labels.",
+            template="text_classification",
+            inputs=(_TEXT, TensorSpec("TOP_K", "TYPE_INT32", (1,), optional=True, doc="how many labels to return")),
+            outputs=(_LABEL, _SCORE, _LABELS, _SCORES),
+        ),
+        Task(
+            name="token-classification",
+            summary="Named entities with character offsets into the original text (NER).",
+            template="token_classification",
+            inputs=(
+                _TEXT,
+                TensorSpec("AGGREGATION", "TYPE_STRING", (1,), optional=True, doc="none|simple|first|average|max"),
+            ),
+            outputs=(TensorSpec("ENTITIES", "TYPE_STRING", (1,), doc="JSON list of entities per text"),),
+        ),
+        Task(
+            name="feature-extraction",
+            summary="One pooled embedding vector per text (mean or CLS, optionally L2-normalised).",
+            template="feature_extraction",
+            inputs=(_TEXT, TensorSpec("NORMALIZE", "TYPE_BOOL", (1,), optional=True, doc="L2-normalise")),
+            outputs=(TensorSpec("EMBEDDING", "TYPE_FP32", (-1,), doc="the vector"),),
+        ),
+        Task(
+            name="zero-shot-classification",
+            summary="Score texts against candidate labels by embedding similarity; scores sum to 1.",
+            template="zero_shot_classification",
+            inputs=(
+                _TEXT,
+                TensorSpec("CANDIDATE_LABELS", "TYPE_STRING", (-1,), optional=True, doc="labels for this request"),
+            ),
+            outputs=(_LABEL, _SCORE, _LABELS, _SCORES),
+        ),
+        Task(
+            name="text-generation",
+            summary="Stream generated text (decoupled; Triton's generate extension tensor names).",
+            template="text_generation",
+            inputs=(
+                TensorSpec("text_input", "TYPE_STRING", (1,), doc="the prompt, or JSON chat messages with chat=true"),
+                TensorSpec("max_tokens", "TYPE_INT32", (1,), optional=True),
+                TensorSpec("temperature", "TYPE_FP32", (1,), optional=True, doc="0 means greedy"),
+                TensorSpec("top_p", "TYPE_FP32", (1,), optional=True),
+                TensorSpec("seed", "TYPE_INT64", (1,), optional=True),
+                TensorSpec("stop", "TYPE_STRING", (-1,), optional=True, doc="stop strings"),
+                TensorSpec("chat", "TYPE_BOOL", (1,), optional=True, doc="apply the chat template"),
+            ),
+            outputs=(TensorSpec("text_output", "TYPE_STRING", (1,), doc="one chunk of text per response"),),
+            decoupled=True,
+            default_max_batch_size=8,
+        ),
+    )
+}
+
+ALIASES = {"ner": "token-classification", "embeddings": "feature-extraction", "zero-shot": "zero-shot-classification"}
+
+
+def get_task(name: str) -> Task:
+    """The task called ``name`` (or one of its aliases); a clear error listing the tasks otherwise."""
+    canonical = ALIASES.get(name, name)
+    if canonical not in TASKS:
+        raise UnknownTaskError(
+            f"Unknown task {name!r}. The gallery has: {', '.join(TASKS)} (aliases: {', '.join(ALIASES)}). "
+            "See `tritonhf gallery list`."
+        )
+    return TASKS[canonical]
