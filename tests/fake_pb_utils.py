@@ -15,8 +15,12 @@ TRITONSERVER_RESPONSE_COMPLETE_FINAL = 1
 
 
 class TritonError:
-    def __init__(self, message: str) -> None:
+    INTERNAL = 13
+    INVALID_ARG = 3
+
+    def __init__(self, message: str, code: int = INTERNAL) -> None:
         self._message = message
+        self.code = code
 
     def message(self) -> str:
         return self._message

@@ -18,7 +18,7 @@
         ├── ModelNotFoundError
         ├── ModelNotReadyError
         ├── AmbiguousModelError   model=None matched zero or several models
-        ├── InvalidInputError     the request was refused before or by the server (type, shape...)
+        ├── InvalidInputError     refused by the sdk (wrong Python type) or the server (shape ...)
         ├── InferenceError        model.py raised while running the request
         └── RequestTimeoutError   also a builtin TimeoutError
 
@@ -120,8 +120,8 @@ class AmbiguousModelError(ClientError):
     """model=None and the server holds zero or several models of the task."""
 
 
-class InvalidInputError(ClientError):
-    """The input was refused: wrong type, shape, datatype or size."""
+class InvalidInputError(ClientError, ValueError):
+    """The input was refused, by the sdk (a wrong Python type) or the server (datatype, shape, size)."""
 
 
 class InferenceError(ClientError):

@@ -160,9 +160,11 @@ def optional_strings(request: Any, name: str) -> list[str] | None:
     return [text for text in decode_texts(array, name) if text]
 
 
-def error_response(message: str) -> Any:
+def error_response(message: str, invalid_input: bool = True) -> Any:
+    """An error answer for one request; INVALID_ARG (HTTP 400) unless the model itself failed."""
     pb = pb_utils()
-    return pb.InferenceResponse(output_tensors=[], error=pb.TritonError(message))
+    code = pb.TritonError.INVALID_ARG if invalid_input else pb.TritonError.INTERNAL
+    return pb.InferenceResponse(output_tensors=[], error=pb.TritonError(message, code))
 
 
 def string_tensor(name: str, values: Sequence[Any]) -> Any:

@@ -213,6 +213,8 @@ class TritonPythonModel:
         if job.sender is None:
             return
         if error:
-            job.sender.send(runtime.error_response(error), flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+            job.sender.send(
+                runtime.error_response(error, invalid_input=False), flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
+            )
         else:
             job.sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)

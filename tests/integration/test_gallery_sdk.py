@@ -1,0 +1,191 @@
+"""All five gallery templates in one real server, queried raw (HTTP JSON, gRPC) and via the sdk."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import urllib.request
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import tritonclient.grpc as grpcclient
+from transformers import AutoModel, AutoModelForSequenceClassification, AutoTokenizer, pipeline
+
+from tritonhf import (
+    AsyncClient,
+    Classification,
+    Client,
+    InferenceError,
+    InvalidInputError,
+    ModelNotFoundError,
+    ServerUnavailableError,
+)
+from tritonhf.bootstrap import Server, Workspace
+from tritonhf.gallery import AddRequest, ModelOptions, add_model
+
+pytestmark = pytest.mark.integration
+DATA = Path(__file__).parent.parent / "data"
+SENTENCES = [
+    f"the movie {word} was {adjective}"
+    for word in ("plot", "music", "actors", "film")
+    for adjective in ("wonderful", "terrible", "great", "bad", "good", "awful", "not good", "very bad")
+]
+
+
+@pytest.fixture(scope="module")
+def served(
+    installed_server: Workspace, tiny: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Server]:
+    root = tmp_path_factory.mktemp("gallery") / "workspace"
+    root.mkdir()
+    (root / "triton_server").symlink_to(installed_server.server_dir)
+    workspace = Workspace(root)
+    workspace.create_folders()
+    repo = workspace.model_repository
+    small = ModelOptions(max_batch_size=8)
+    for task, source, name, extra in (
+        ("text-classification", tiny["classifier"], "sentiment", {"options": small}),
+        ("ner", tiny["ner"], "ner", {}),
+        ("feature-extraction", tiny["encoder"], "embed", {}),
+        ("zero-shot", tiny["encoder"], "zeroshot", {"labels": ("positive", "negative")}),
+        ("text-generation", tiny["generator"], "writer", {}),
+    ):
+        add_model(AddRequest(task=task, source=str(source), repository=repo, name=name, **extra))  # type: ignore[arg-type]
+    shutil.copytree(DATA / "raiser", repo / "raiser")
+    with Server(workspace, http_port="auto", grpc_port="auto", metrics_port="auto", startup_timeout=120) as server:
+        yield server
+
+
+def _post(url: str, body: dict) -> dict:
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=60) as response:
+        return json.loads(response.read())
+
+
+def _expected_labels(folder: Path, texts: list[str]) -> list[str]:
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    model = AutoModelForSequenceClassification.from_pretrained(folder).eval()
+    with torch.inference_mode():
+        logits = model(**tokenizer(texts, padding=True, return_tensors="pt")).logits
+    return [model.config.id2label[int(i)] for i in logits.argmax(-1)]
+
+
+def test_raw_http_json_and_grpc_for_every_template(served: Server) -> None:
+    base = served.http_url
+    text_input = {"name": "TEXT", "shape": [1, 1], "datatype": "BYTES", "data": ["alice visited paris"]}
+    for model, output in (("sentiment", "LABEL"), ("ner", "ENTITIES"), ("embed", "EMBEDDING"), ("zeroshot", "LABELS")):
+        answer = _post(f"{base}/v2/models/{model}/infer", {"inputs": [text_input]})
+        assert output in [o["name"] for o in answer["outputs"]], model
+    with urllib.request.urlopen(
+        urllib.request.Request(
+            f"{base}/v2/models/writer/generate_stream",
+            data=json.dumps({"text_input": "the movie", "max_tokens": 4}).encode(),
+        ),
+        timeout=60,
+    ) as response:
+        events = [line for line in response.read().decode().splitlines() if line.startswith("data:")]
+    assert events and all("text_output" in e for e in events)
+
+    grpc = grpcclient.InferenceServerClient(served.grpc_url.removeprefix("grpc://"))
+    tensor = grpcclient.InferInput("TEXT", [2, 1], "BYTES")
+    tensor.set_data_from_numpy(np.array([[b"a great film"], [b"bob"]], dtype=object))
+    for model, output in (("sentiment", "SCORE"), ("ner", "ENTITIES"), ("embed", "EMBEDDING"), ("zeroshot", "SCORES")):
+        assert grpc.infer(model, [tensor]).as_numpy(output).shape[0] == 2
+
+
+def test_32_concurrent_requests_each_get_their_own_answer(served: Server, tiny: dict[str, Path]) -> None:
+    expected = _expected_labels(tiny["classifier"], SENTENCES)
+
+    def one(text: str) -> str:
+        body = {"inputs": [{"name": "TEXT", "shape": [1, 1], "datatype": "BYTES", "data": [text]}]}
+        return _post(f"{served.http_url}/v2/models/sentiment/infer", body)["outputs"][0]["data"][0]
+
+    with ThreadPoolExecutor(32) as pool:
+        got = list(pool.map(one, SENTENCES))
+    assert got == expected
+    stats = Client(served.http_url).statistics("sentiment")["model_stats"][0]
+    assert stats["inference_stats"]["success"]["count"] >= 32
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_sdk_every_task(served: Server, tiny: dict[str, Path], protocol: str) -> None:
+    url = served.http_url if protocol == "http" else served.grpc_url
+    with Client(url) as client:
+        labels = _expected_labels(tiny["classifier"], SENTENCES[:3])
+        assert [c.label for c in client.classify(SENTENCES[:3])] == labels
+        single = client.classify(SENTENCES[0])
+        assert isinstance(single, Classification) and 0 < single.score <= 1
+        ranked = client.classify(SENTENCES[0], top_k=2)
+        assert len(ranked) == 2 and ranked[0].score >= ranked[1].score
+
+        reference = pipeline("token-classification", model=str(tiny["ner"]), aggregation_strategy="simple")
+        entities = client.ner("alice visited paris")
+        assert [(e.entity_group, e.start, e.end) for e in entities] == [
+            (e["entity_group"], e["start"], e["end"]) for e in reference("alice visited paris")
+        ]
+
+        vectors = client.embed(["the cat", "a dog"])
+        assert vectors.shape == (2, 32) and vectors.dtype == np.float32
+        tokenizer = AutoTokenizer.from_pretrained(tiny["encoder"])
+        model = AutoModel.from_pretrained(tiny["encoder"]).eval()
+        with torch.inference_mode():
+            encoded = tokenizer(["the cat"], return_tensors="pt")
+            pooled = model(**encoded).last_hidden_state.mean(1)[0].numpy()
+        np.testing.assert_allclose(vectors[0], pooled / np.linalg.norm(pooled), atol=1e-5)
+
+        zero = client.zero_shot(["a great film"], labels=["city", "food"])
+        assert sorted(zero[0].labels) == ["city", "food"] and abs(sum(zero[0].scores) - 1) < 1e-5
+
+        streamed = list(client.generate("the movie", max_tokens=6, stream=True))
+        assert "".join(streamed) == client.generate("the movie", max_tokens=6)
+        assert isinstance(client.chat([{"role": "user", "content": "hello"}], max_tokens=3), str)
+
+        out = client.infer("sentiment", TEXT=["a great film", "bad"])
+        assert out["LABEL"].shape == (2, 1) and isinstance(out["LABEL"][0, 0], str)
+        assert {m.name: m.task for m in client.models()}["embed"] == "feature-extraction"
+
+
+def test_50_texts_with_max_batch_8_come_back_in_order(served: Server, tiny: dict[str, Path]) -> None:
+    texts = (SENTENCES * 2)[:50]
+    with Client(served.grpc_url) as client:
+        got = client.classify(texts, model="sentiment")
+    assert [c.label for c in got] == _expected_labels(tiny["classifier"], texts)
+    assert client.classify([]) == []
+
+
+def test_async_client_both_protocols(served: Server) -> None:
+    async def main(url: str) -> tuple[object, ...]:
+        async with AsyncClient(url) as client:
+            labels = await client.classify(["a great film", "bad"])
+            vectors = await client.embed("hello world")
+            chunks = [chunk async for chunk in await client.generate("the movie", max_tokens=4, stream=True)]
+            whole = await client.generate("the movie", max_tokens=4)
+            return labels, vectors, chunks, whole
+
+    for url in (served.http_url, served.grpc_url):
+        labels, vectors, chunks, whole = asyncio.run(main(url))
+        assert len(labels) == 2 and vectors.shape == (1, 32) and "".join(chunks) == whole
+
+
+def test_documented_errors(served: Server, installed_server: Workspace) -> None:
+    with Client(served.http_url) as client:
+        with pytest.raises(ModelNotFoundError, match="nope"):
+            client.classify("x", model="nope")
+        with pytest.raises(InvalidInputError, match="texts"):
+            client.classify(42)  # type: ignore[call-overload]
+        with pytest.raises(InvalidInputError, match=r"texts\[1\]"):
+            client.embed(["ok", None])  # type: ignore[list-item]
+        with pytest.raises(InferenceError, match="raiser"):
+            client.infer("raiser", TEXT=["boom"])
+        with pytest.raises(InvalidInputError, match="max_tokens"):
+            client.generate("hi", max_tokens=-3)
+        with pytest.raises(InvalidInputError, match="TOP_K"):
+            client.infer("sentiment", TEXT=["x"], TOP_K=[[0]])
+        assert client.classify("still fine after bad input").label
+    with Client("http://127.0.0.1:9", timeout=5) as dead, pytest.raises(ServerUnavailableError, match="127.0.0.1:9"):
+        dead.classify("x", model="sentiment")

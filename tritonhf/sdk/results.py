@@ -1,0 +1,58 @@
+"""One small frozen result type per task."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Classification:
+    """A label and its score (a probability for single-label models)."""
+
+    label: str
+    score: float
+
+
+@dataclass(frozen=True)
+class ZeroShotClassification:
+    """Candidate labels ranked best first, with scores that sum to 1."""
+
+    labels: tuple[str, ...]
+    scores: tuple[float, ...]
+
+    @property
+    def label(self) -> str:
+        """The best label."""
+        return self.labels[0]
+
+    @property
+    def score(self) -> float:
+        """The best label's score."""
+        return self.scores[0]
+
+
+@dataclass(frozen=True)
+class Entity:
+    """A named entity: its group (PER, LOC ...), its text, character offsets and score."""
+
+    entity_group: str
+    word: str
+    start: int
+    end: int
+    score: float
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """A model the server holds: its state, and its task when the gallery made it."""
+
+    name: str
+    version: str
+    state: str
+    task: str | None = None
+    max_batch_size: int = 0
+    reason: str = ""
+
+    @property
+    def ready(self) -> bool:
+        return self.state == "READY"
