@@ -41,6 +41,7 @@ def _tensors(specs: tuple[TensorSpec, ...]) -> str:
 def list_command() -> None:
     """Every task with a one-line description and its tensors (? = optional)."""
     view = table("task", "what it does", "inputs", "outputs")
+    view.columns[0].min_width = max(len(name) for name in TASKS)  # task names are never cut
     for task in TASKS.values():
         view.add_row(task.name, task.summary, _tensors(task.inputs), _tensors(task.outputs))
     console.print(view)

@@ -1,0 +1,136 @@
+"""Repository operations without a server: add, names, params, validate, remove, the CLI."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from tritonhf.cli.main import app
+from tritonhf.errors import InvalidNameError, ModelExistsError, ModelSourceError, UnknownTaskError
+from tritonhf.gallery import AddRequest, add_model, list_models, parse_config, remove_model, validate_repository
+from tritonhf.gallery.repository import check_name, parse_params
+from tritonhf.tasks import TASKS
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def repo(tmp_path: Path, tiny: dict[str, Path]) -> Path:
+    repository = tmp_path / "repo"
+    add_model(AddRequest(task="text-classification", source=str(tiny["classifier"]), repository=repository, name="clf"))
+    return repository
+
+
+def test_added_model_is_self_contained_and_valid(repo: Path) -> None:
+    model = repo / "clf"
+    assert (model / "1" / "model.py").is_file()
+    assert (model / "1" / "weights" / "model.safetensors").is_file()
+    assert (model / "1" / "weights" / "tokenizer.json").is_file()
+    config = parse_config((model / "config.pbtxt").read_text())
+    params = {k: v.string_value for k, v in config.parameters.items()}
+    assert params["tritonhf.task"] == "text-classification"
+    assert params["tritonhf.weights"] == "weights"
+    assert "tritonhf.version" in params
+    assert validate_repository(repo) == []
+    assert [entry.name for entry in list_models(repo)] == ["clf"]
+
+
+@pytest.mark.parametrize("name", ["../escape", "a/b", ".hidden", "-x", "naïve", "a b", "", "x" * 200])
+def test_unsafe_names_are_refused(name: str) -> None:
+    with pytest.raises(InvalidNameError, match="not allowed"):
+        check_name(name)
+
+
+def test_names_cannot_escape_the_repository(tmp_path: Path, tiny: dict[str, Path]) -> None:
+    with pytest.raises(InvalidNameError):
+        add_model(AddRequest(task="ner", source=str(tiny["ner"]), repository=tmp_path / "r", name="../../etc"))
+    assert not (tmp_path / "etc").exists()
+
+
+def test_params_are_data_never_code(tmp_path: Path, tiny: dict[str, Path]) -> None:
+    nasty = 'x" } parameters { key: "y'
+    params = parse_params([f"note={nasty}"])
+    folder = add_model(
+        AddRequest(task="embeddings", source=str(tiny["encoder"]), repository=tmp_path / "r", name="e", params=params)
+    )
+    config = parse_config((folder / "config.pbtxt").read_text())
+    assert config.parameters["note"].string_value == nasty
+    assert "y" not in config.parameters
+    assert (folder / "1" / "model.py").read_text() == (
+        Path(__file__).parents[2] / "tritonhf/gallery/templates/feature_extraction/model.py"
+    ).read_text()
+    with pytest.raises(InvalidNameError):
+        parse_params(["no-equals-sign"])
+    with pytest.raises(InvalidNameError):
+        parse_params(["tritonhf.task=evil"])
+
+
+def test_existing_name_unknown_task_and_bad_source(repo: Path, tiny: dict[str, Path], tmp_path: Path) -> None:
+    with pytest.raises(ModelExistsError, match="already exists"):
+        add_model(AddRequest(task="ner", source=str(tiny["ner"]), repository=repo, name="clf"))
+    with pytest.raises(UnknownTaskError, match="text-classification"):
+        add_model(AddRequest(task="summarize", source=str(tiny["ner"]), repository=repo))
+    with pytest.raises(ModelSourceError, match="no config.json"):
+        add_model(AddRequest(task="ner", source=str(tmp_path), repository=repo, name="x"))
+
+
+def test_pickle_only_weights_need_explicit_permission(tmp_path: Path, tiny: dict[str, Path]) -> None:
+    source = tmp_path / "pickled"
+    shutil.copytree(tiny["classifier"], source)
+    (source / "model.safetensors").unlink()
+    (source / "pytorch_model.bin").write_bytes(b"pickle")
+    with pytest.raises(ModelSourceError, match="--allow-pickle"):
+        add_model(AddRequest(task="text-classification", source=str(source), repository=tmp_path / "r"))
+    assert not (tmp_path / "r" / "pickled").exists(), "a failed add leaves nothing behind"
+    assert not list((tmp_path).glob(".pickled.partial-*"))
+
+
+def test_hub_without_network_says_so_and_suggests_a_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ModelSourceError, match="local folder"):
+        add_model(AddRequest(task="ner", source="dslim/bert-base-NER", repository=tmp_path / "r"))
+
+
+def _problems(repo: Path) -> str:
+    return "\n".join(str(p) for p in validate_repository(repo))
+
+
+def test_validate_catches_each_kind_of_mistake(repo: Path) -> None:
+    config = repo / "clf" / "config.pbtxt"
+    original = config.read_text()
+    config.write_text(original.replace("max_batch_size", "max_batch_sise"))
+    assert "max_batch_sise" in _problems(repo) and "clf" in _problems(repo)
+    config.write_text(original.replace('name: "LABEL"', 'name: "TOP_LABEL"'))
+    assert "'LABEL' of the text-classification template is missing" in _problems(repo)
+    config.write_text(original)
+    (repo / "clf" / "1" / "model.py").unlink()
+    assert "model.py is missing" in _problems(repo)
+    shutil.rmtree(repo / "clf" / "1")
+    assert "no version folder" in _problems(repo)
+    shutil.copytree(repo / "clf", repo / "bad name!")
+    assert "bad name!" in _problems(repo)
+
+
+def test_remove(repo: Path) -> None:
+    remove_model(repo, "clf")
+    assert not (repo / "clf").exists()
+
+
+def test_cli_gallery(repo: Path, tiny: dict[str, Path]) -> None:
+    listed = runner.invoke(app, ["gallery", "list"], terminal_width=200)
+    assert listed.exit_code == 0
+    for task in TASKS:
+        assert task in listed.output
+    shown = runner.invoke(app, ["gallery", "show", "ner"])
+    assert shown.exit_code == 0 and "TritonPythonModel" in shown.output and "ENTITIES" in shown.output
+    added = runner.invoke(
+        app, ["gallery", "add", "zero-shot", "--model", str(tiny["encoder"]), "-r", str(repo), "--labels", "a,b"]
+    )
+    assert added.exit_code == 0, added.output
+    assert runner.invoke(app, ["gallery", "validate", str(repo)]).exit_code == 0
+    bad = runner.invoke(app, ["gallery", "add", "ner", "--model", str(tiny["ner"]), "-r", str(repo), "--name", "../x"])
+    assert bad.exit_code == 1 and "not allowed" in bad.output
+    assert runner.invoke(app, ["gallery", "remove", "encoder", "-r", str(repo)]).exit_code == 0
