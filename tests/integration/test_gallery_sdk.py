@@ -187,5 +187,8 @@ def test_documented_errors(served: Server, installed_server: Workspace) -> None:
         with pytest.raises(InvalidInputError, match="TOP_K"):
             client.infer("sentiment", TEXT=["x"], TOP_K=[[0]])
         assert client.classify("still fine after bad input").label
-    with Client("http://127.0.0.1:9", timeout=5) as dead, pytest.raises(ServerUnavailableError, match=r"127\.0\.0\.1:9"):
+    with (
+        Client("http://127.0.0.1:9", timeout=5) as dead,
+        pytest.raises(ServerUnavailableError, match=r"127\.0\.0\.1:9"),
+    ):
         dead.classify("x", model="sentiment")

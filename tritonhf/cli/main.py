@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from tritonhf.cli import gallery, server
+from tritonhf.cli import calls, gallery, server
 
 app = typer.Typer(
     name="tritonhf",
@@ -19,6 +19,12 @@ app.command("status")(server.status_command)
 app.command("logs")(server.logs_command)
 app.command("doctor")(server.doctor_command)
 app.add_typer(gallery.app, name="gallery")
+app.command("classify")(calls.classify_command)
+app.command("embed")(calls.embed_command)
+app.command("ner")(calls.ner_command)
+app.command("generate")(calls.generate_command)
+app.command("models")(calls.models_command)
+app.command("demo")(calls.demo_command)
 
 
 def main() -> None:

@@ -113,7 +113,7 @@ def convert_gguf(path: Path, progress: Progress) -> Path:
     shutil.rmtree(staging, ignore_errors=True)
     try:
         tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
-        loaded = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.bfloat16)
+        loaded = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
         config = loaded.config
         if hasattr(config, "quantization_config"):
             del config.quantization_config
@@ -131,8 +131,9 @@ def convert_gguf(path: Path, progress: Progress) -> Path:
 
 def vendor(source: Path, destination: Path, allow_pickle: bool = False) -> list[str]:
     """Copy what serving needs from ``source`` into ``destination``; return the copied names."""
-    files = sorted(p for p in source.rglob("*") if p.is_file() and ".cache" not in p.parts and p.name not in _SKIP)
-    relative = [p.relative_to(source).as_posix() for p in files]
+    files = sorted(p.relative_to(source) for p in source.rglob("*") if p.is_file() and p.name not in _SKIP)
+    # huggingface_hub keeps download metadata in .cache/ inside a local folder: not model files.
+    relative = [p.as_posix() for p in files if ".cache" not in p.parts]
     safe = [name for name in relative if _SAFE_WEIGHTS.match(name)]
     pickled = [name for name in relative if _PICKLE_WEIGHTS.match(name)]
     if not safe and pickled and not allow_pickle:

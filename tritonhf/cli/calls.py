@@ -1,0 +1,97 @@
+"""One-line checks against a running server: classify, embed, ner, generate, models; and the demo."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from tritonhf.bootstrap.layout import Workspace
+from tritonhf.cli._console import RichProgress, console, friendly_errors, table
+from tritonhf.sdk.client import Client
+
+UrlOption = Annotated[str | None, typer.Option("--url", help="Server URL (default: $TRITONHF_URL or `tritonhf up`'s).")]
+ModelOption = Annotated[str | None, typer.Option("--model", "-m", help="Model name (default: the task's only model).")]
+
+
+@friendly_errors
+def classify_command(
+    texts: list[str], url: UrlOption = None, model: ModelOption = None, top_k: int | None = None
+) -> None:
+    """Classify texts with the server's text-classification (or zero-shot) model."""
+    with Client(url) as client:
+        if top_k is None:
+            for text, result in zip(texts, client.classify(texts, model)):
+                console.print(f"{result.label}\t{result.score:.4f}\t{text}")
+        else:
+            for text, ranked in zip(texts, client.classify(texts, model, top_k=top_k)):
+                console.print(text)
+                for result in ranked:
+                    console.print(f"  {result.label}\t{result.score:.4f}")
+
+
+@friendly_errors
+def embed_command(texts: list[str], url: UrlOption = None, model: ModelOption = None) -> None:
+    """Embed texts; prints each vector's size and the cosine similarity between the texts."""
+    with Client(url) as client:
+        vectors = client.embed(texts, model, normalize=True)
+    view = table("", *[str(i + 1) for i in range(len(texts))], title=f"{vectors.shape[1]}-dim embeddings, cosine")
+    for i, text in enumerate(texts):
+        view.add_row(f"{i + 1}. {text}", *[f"{value:.3f}" for value in vectors @ vectors[i]])
+    console.print(view)
+
+
+@friendly_errors
+def ner_command(texts: list[str], url: UrlOption = None, model: ModelOption = None) -> None:
+    """Named entities of each text, as JSON lines."""
+    with Client(url) as client:
+        for entities in client.ner(texts, model):
+            console.print(json.dumps([entity.__dict__ for entity in entities], ensure_ascii=False))
+
+
+@friendly_errors
+def generate_command(
+    prompt: str,
+    url: UrlOption = None,
+    model: ModelOption = None,
+    max_tokens: int = 64,
+    temperature: float = 0.0,
+    chat: Annotated[bool, typer.Option(help="Send the prompt as a chat message (instruct models).")] = True,
+) -> None:
+    """Stream generated text to the terminal as it arrives."""
+    with Client(url) as client:
+        if chat:
+            chunks = client.chat([{"role": "user", "content": prompt}], model, max_tokens, temperature, stream=True)
+        else:
+            chunks = client.generate(prompt, model, max_tokens, temperature, stream=True)
+        for chunk in chunks:
+            console.print(chunk, end="", soft_wrap=True)
+    console.print()
+
+
+@friendly_errors
+def models_command(url: UrlOption = None) -> None:
+    """The models the server holds, with state and task."""
+    with Client(url) as client:
+        view = table("model", "version", "state", "task", "max batch")
+        for info in client.models():
+            view.add_row(info.name, info.version, info.state, info.task or "-", str(info.max_batch_size))
+    console.print(view)
+
+
+@friendly_errors
+def demo_command(
+    workspace: Annotated[Path | None, typer.Option("--workspace", "-w", help="Workspace folder.")] = None,
+    online: Annotated[bool, typer.Option(help="Use hub models instead of the offline weight packages.")] = False,
+    keep_running: Annotated[bool, typer.Option(help="Leave the server up and print how to query it.")] = False,
+) -> None:
+    """The whole product offline: bootstrap, gallery, serve, call through the sdk, stop."""
+    from tritonhf.demo import Demo
+
+    progress = RichProgress()
+    try:
+        Demo(console, progress, Workspace.at(workspace), online).run(keep_running=keep_running)
+    finally:
+        progress.close()

