@@ -73,7 +73,7 @@ def test_existing_name_unknown_task_and_bad_source(repo: Path, tiny: dict[str, P
         add_model(AddRequest(task="ner", source=str(tiny["ner"]), repository=repo, name="clf"))
     with pytest.raises(UnknownTaskError, match="text-classification"):
         add_model(AddRequest(task="summarize", source=str(tiny["ner"]), repository=repo))
-    with pytest.raises(ModelSourceError, match="no config.json"):
+    with pytest.raises(ModelSourceError, match=r"no config\.json"):
         add_model(AddRequest(task="ner", source=str(tmp_path), repository=repo, name="x"))
 
 
