@@ -158,18 +158,56 @@ def test_50_texts_with_max_batch_8_come_back_in_order(served: Server, tiny: dict
     assert client.classify([]) == []
 
 
-def test_async_client_both_protocols(served: Server) -> None:
-    async def main(url: str) -> tuple[object, ...]:
+def test_async_client_every_method_both_protocols(served: Server) -> None:
+    async def main(url: str) -> dict[str, object]:
         async with AsyncClient(url) as client:
-            labels = await client.classify(["a great film", "bad"])
-            vectors = await client.embed("hello world")
-            chunks = [chunk async for chunk in await client.generate("the movie", max_tokens=4, stream=True)]
-            whole = await client.generate("the movie", max_tokens=4)
-            return labels, vectors, chunks, whole
+            await client.wait_ready(30)
+            return {
+                "labels": await client.classify(["a great film", "bad"]),
+                "zero": await client.zero_shot("a great film", labels=["city", "food"]),
+                "entities": await client.ner("alice visited paris"),
+                "vectors": await client.embed("hello world"),
+                "chunks": [chunk async for chunk in await client.generate("the movie", max_tokens=4, stream=True)],
+                "whole": await client.generate("the movie", max_tokens=4),
+                "chat": await client.chat([{"role": "user", "content": "hello"}], max_tokens=3),
+                "infer": await client.infer("embed", TEXT=["x"]),
+                "models": await client.models(),
+            }
 
+    with Client(served.http_url) as sync:
+        expected = {
+            "labels": sync.classify(["a great film", "bad"]),
+            "entities": sync.ner("alice visited paris"),
+            "whole": sync.generate("the movie", max_tokens=4),
+        }
     for url in (served.http_url, served.grpc_url):
-        labels, vectors, chunks, whole = asyncio.run(main(url))
-        assert len(labels) == 2 and vectors.shape == (1, 32) and "".join(chunks) == whole
+        got = asyncio.run(main(url))
+        assert [c.label for c in got["labels"]] == [c.label for c in expected["labels"]]  # type: ignore[attr-defined]
+        assert got["entities"] == expected["entities"]
+        assert "".join(got["chunks"]) == got["whole"] == expected["whole"]  # type: ignore[arg-type]
+        assert got["vectors"].shape == (1, 32)  # type: ignore[attr-defined]
+        assert got["infer"]["EMBEDDING"].shape == (1, 32)  # type: ignore[index]
+        assert sorted(got["zero"].labels) == ["city", "food"]  # type: ignore[attr-defined]
+        assert isinstance(got["chat"], str)
+        assert {m.name for m in got["models"]} >= {"sentiment", "ner", "embed", "zeroshot", "writer"}  # type: ignore[attr-defined]
+
+
+def test_module_level_sdk_uses_tritonhf_url(served: Server, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tritonhf import sdk
+
+    monkeypatch.setenv("TRITONHF_URL", served.grpc_url)
+    monkeypatch.setattr(sdk, "_default", None)
+    assert sdk.classify("a great film").label in ("negative", "neutral", "positive")
+    assert sdk.default_client().url == served.grpc_url
+    sdk.default_client().close()
+    monkeypatch.setattr(sdk, "_default", None)
+
+
+def test_ambiguous_model_lists_candidates(served: Server) -> None:
+    from tritonhf import AmbiguousModelError
+
+    with Client(served.http_url) as client, pytest.raises(AmbiguousModelError, match="sentiment"):
+        client.resolve_model(("question-answering",), None)
 
 
 def test_documented_errors(served: Server, installed_server: Workspace) -> None:

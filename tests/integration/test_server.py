@@ -139,3 +139,19 @@ def test_stale_state_from_a_killed_server_is_cleaned_on_next_up(workspace: Works
     with _auto(workspace) as second:
         assert second.is_ready()
     assert shm_regions(prefix) == []
+
+
+def test_doctor_reports_every_check(installed_server: Workspace) -> None:
+    result = _cli("doctor", "-w", str(installed_server.root))
+    for name in (
+        "glibc",
+        "server installed",
+        "Python stub",
+        "libpython",
+        "numpy < 2",
+        "transformers",
+        "/dev/shm",
+        "GPU",
+    ):
+        assert name in result.stdout, name
+    assert "Traceback" not in result.stderr
