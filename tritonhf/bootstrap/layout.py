@@ -83,6 +83,10 @@ class Workspace:
     def state_file(self) -> Path:
         return self.run_dir / "server.json"
 
+    @property
+    def api_key_file(self) -> Path:
+        return self.run_dir / "api-key"
+
     def create_folders(self) -> None:
         for folder in (self.model_repository, self.logs_dir, self.run_dir):
             folder.mkdir(parents=True, exist_ok=True)

@@ -12,8 +12,11 @@ import contextlib
 import ctypes
 import json
 import os
+import secrets
 import signal
 import subprocess
+import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -40,6 +43,7 @@ SHM_DIR = Path("/dev/shm")
 SHM_BASE_PREFIX = "triton_python_backend_shm_region_"
 MODEL_CONTROL_MODES = ("none", "explicit", "poll")
 LOOPBACK = "127.0.0.1"
+API_KEY_HEADER = "tritonhf-key"
 # After a model is reported failed, wait this long for the server to exit by itself
 # (it does with --exit-on-error) before stopping it ourselves.
 _FAILURE_GRACE_S = 10.0
@@ -141,8 +145,19 @@ def remove_shm_regions(prefix: str) -> int:
     return removed
 
 
-def _http_get(url: str, timeout: float = 2.0) -> tuple[int, bytes]:
-    request = urllib.request.Request(url)
+def ensure_api_key(workspace: Workspace) -> str:
+    """The workspace's key for the model-repository API, created (mode 0600) if missing."""
+    path = workspace.api_key_file
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "w") as handle:
+            handle.write(secrets.token_urlsafe(32))
+    return path.read_text().strip()
+
+
+def _http_get(url: str, timeout: float = 2.0, headers: dict[str, str] | None = None) -> tuple[int, bytes]:
+    request = urllib.request.Request(url, headers=headers or {})
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
             return int(response.status), bytes(response.read())
@@ -152,8 +167,10 @@ def _http_get(url: str, timeout: float = 2.0) -> tuple[int, bytes]:
         return 0, b""
 
 
-def _http_post(url: str, body: bytes = b"{}", timeout: float = 5.0) -> tuple[int, bytes]:
-    request = urllib.request.Request(url, data=body, method="POST")
+def _http_post(
+    url: str, body: bytes = b"{}", timeout: float = 5.0, headers: dict[str, str] | None = None
+) -> tuple[int, bytes]:
+    request = urllib.request.Request(url, data=body, method="POST", headers=headers or {})
     request.add_header("Content-Type", "application/json")
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
@@ -170,6 +187,11 @@ class Server:
     Every service binds to 127.0.0.1 unless ``host`` says otherwise. Ports are numbers or
     ``"auto"`` (a free port). ``die_with_parent`` (the default for the Python API) makes
     the server exit when this Python process does; ``tritonhf up`` turns it off.
+
+    Models load in ``explicit`` model-control mode by default (all of them at start), which
+    lets the supervisor (``supervise=True``) unload and load a model whose stub died.
+    Bound beyond loopback, the model-repository API (index, load, unload) requires the key
+    in ``run/api-key`` (file mode 0600), sent as the ``tritonhf-key`` header.
     """
 
     def __init__(
@@ -180,13 +202,14 @@ class Server:
         http_port: int | str = 8000,
         grpc_port: int | str = 8001,
         metrics_port: int | str = 8002,
-        model_control: str = "none",
+        model_control: str = "explicit",
         log_verbose: int = 0,
         repository: Path | str | None = None,
         startup_timeout: float = 60.0,
         exit_timeout: int = 10,
         die_with_parent: bool = True,
         environment: StubEnvironment | None = None,
+        supervise: bool = True,
     ) -> None:
         self.workspace = workspace if isinstance(workspace, Workspace) else Workspace.at(workspace)
         if model_control not in MODEL_CONTROL_MODES:
@@ -204,8 +227,12 @@ class Server:
         self.exit_timeout = exit_timeout
         self.die_with_parent = die_with_parent
         self.environment = environment
+        self.supervise = supervise
         self.state: ServerState | None = None
         self._process: subprocess.Popen[bytes] | None = None
+        self._configs: dict[str, dict[str, Any]] = {}
+        self._supervisor_thread: threading.Thread | None = None
+        self._supervisor: Any = None
 
     # ----------------------------------------------------------------- finding a server
 
@@ -254,6 +281,10 @@ class Server:
             f"--exit-timeout-secs={self.exit_timeout}",
             f"--backend-config=python,shm-region-prefix-name={shm_prefix}",
         ]
+        key = self.api_key()
+        if key:
+            command.append(f"--http-restricted-api=model-repository:{API_KEY_HEADER}={key}")
+            command.append(f"--grpc-restricted-protocol=model-repository:{API_KEY_HEADER}={key}")
         if self.model_control == "explicit":
             command.append("--load-model=*")
         if self.model_control == "poll":
@@ -292,6 +323,10 @@ class Server:
             raise StubEnvironmentError("The Python backend cannot run here:\n- " + "\n- ".join(problems))
         workspace.create_folders()
         self.repository.mkdir(parents=True, exist_ok=True)
+        if self.host not in (LOOPBACK, "localhost", "::1"):
+            ensure_api_key(workspace)
+        else:
+            workspace.api_key_file.unlink(missing_ok=True)
         ports = self._resolve_ports()
         shm_prefix = f"{SHM_BASE_PREFIX}thf{uuid.uuid4().hex[:10]}_"
         command = self.command(ports, shm_prefix)
@@ -328,6 +363,8 @@ class Server:
         except BaseException:
             self.stop()
             raise
+        if self.supervise:
+            self._start_supervisor()
         return self.state
 
     def _wait_ready(self, on_progress: Callable[[list[ModelStatus]], None] | None) -> None:
@@ -375,7 +412,93 @@ class Server:
         lines.append(f"Server log: {log}")
         return ServerStartError("\n".join(lines), diagnoses=[str(d) for d in diagnoses], log_path=log)
 
+    def relaunch(self) -> ServerState:
+        """Start the server again with the same command and ports (after it died)."""
+        state = self._require_state()
+        remove_shm_regions(state.shm_prefix)  # what the dead server left behind
+        with self.workspace.server_log.open("ab") as log:
+            self._process = subprocess.Popen(
+                state.command,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=(self.environment or StubEnvironment.current()).server_env(self.workspace.lib_dir),
+                cwd=self.workspace.root,
+                start_new_session=True,
+                preexec_fn=_set_parent_death_signal if self.die_with_parent else None,
+            )
+        state.pid = self._process.pid
+        state.started_at = time.time()
+        state.save(self.workspace.state_file)
+        self._configs.clear()
+        self._wait_ready(None)
+        return state
+
+    # ----------------------------------------------------------------- supervision
+
+    def _start_supervisor(self) -> None:
+        if not self.die_with_parent:
+            # `tritonhf up`: this process exits, so the supervisor is a detached process of its own.
+            log = (self.workspace.logs_dir / "supervisor.log").open("ab")
+            subprocess.Popen(
+                [sys.executable, "-m", "tritonhf.bootstrap.supervisor", str(self.workspace.root)],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+            log.close()
+            return
+        from tritonhf.bootstrap.supervisor import Supervisor
+
+        self._supervisor = Supervisor(self)
+        self._supervisor_thread = threading.Thread(target=self._supervisor.run, name="tritonhf-supervisor", daemon=True)
+        self._supervisor_thread.start()
+
+    def _stop_supervisor(self) -> None:
+        from tritonhf.bootstrap.supervisor import Counters, supervisor_file
+
+        if self._supervisor is not None:
+            self._supervisor.stopped.set()
+            if self._supervisor_thread is not None and self._supervisor_thread is not threading.current_thread():
+                self._supervisor_thread.join(timeout=10)
+            self._supervisor = None
+        counters = Counters.load(supervisor_file(self.workspace))
+        if counters is not None and counters.pid not in (0, os.getpid()):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(counters.pid, signal.SIGTERM)
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline and Path(f"/proc/{counters.pid}").exists():
+                time.sleep(0.05)
+        supervisor_file(self.workspace).unlink(missing_ok=True)
+
     # ----------------------------------------------------------------- observing
+
+    def api_key(self) -> str | None:
+        try:
+            return self.workspace.api_key_file.read_text().strip() or None
+        except OSError:
+            return None
+
+    def _headers(self) -> dict[str, str]:
+        key = self.api_key()
+        return {API_KEY_HEADER: key} if key else {}
+
+    def model_config(self, name: str) -> dict[str, Any]:
+        if name not in self._configs:
+            status, body = _http_get(f"{self._require_state().http_url}/v2/models/{name}/config", timeout=5)
+            if status != 200:
+                return {}
+            self._configs[name] = dict(json.loads(body))
+        return self._configs[name]
+
+    def reload_model(self, name: str, timeout: float = 120.0) -> bool:
+        """Unload then load ``name`` (explicit model control); True once it is ready again."""
+        base = f"{self._require_state().http_url}/v2/repository/models/{name}"
+        _http_post(f"{base}/unload", headers=self._headers(), timeout=timeout)
+        status, _ = _http_post(f"{base}/load", headers=self._headers(), timeout=timeout)
+        self._configs.pop(name, None)
+        return status == 200 and _http_get(f"{self.http_url}/v2/models/{name}/ready")[0] == 200
 
     def log_lines(self) -> list[str]:
         path = Path(self.state.log) if self.state else self.workspace.server_log
@@ -411,7 +534,7 @@ class Server:
 
     def models(self) -> list[ModelStatus]:
         """Every model in the repository with its state (READY, LOADING, UNAVAILABLE ...)."""
-        status, body = _http_post(f"{self._require_state().http_url}/v2/repository/index")
+        status, body = _http_post(f"{self._require_state().http_url}/v2/repository/index", headers=self._headers())
         if status != 200:
             return []
         return [
@@ -447,6 +570,7 @@ class Server:
         state = self.state
         if state is None:
             return
+        self._stop_supervisor()
         if self._exit_code() is None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(state.pid, signal.SIGTERM)

@@ -15,6 +15,7 @@ from tritonhf.bootstrap.install import bootstrap
 from tritonhf.bootstrap.layout import Workspace
 from tritonhf.bootstrap.process import LOOPBACK, MODEL_CONTROL_MODES, ModelStatus, Server
 from tritonhf.bootstrap.sources import choose_source
+from tritonhf.bootstrap.supervisor import Counters, instance_model, stubs_of, supervisor_file
 from tritonhf.cli._console import RichProgress, console, err_console, friendly_errors, table
 
 WorkspaceOption = Annotated[
@@ -70,15 +71,18 @@ def up_command(
     host: Annotated[
         str, typer.Option(help="Address for all services; other than 127.0.0.1 exposes the server.")
     ] = LOOPBACK,
-    model_control: Annotated[str, typer.Option(help=f"One of {', '.join(MODEL_CONTROL_MODES)}.")] = "none",
+    model_control: Annotated[
+        str, typer.Option(help=f"One of {', '.join(MODEL_CONTROL_MODES)}; explicit lets the supervisor repair models.")
+    ] = "explicit",
+    supervise: Annotated[bool, typer.Option(help="Repair dead stubs and restart a dead server.")] = True,
     log_verbose: Annotated[int, typer.Option(help="Triton's --log-verbose level.")] = 0,
     timeout: Annotated[float, typer.Option(help="Seconds to wait for the server and its models.")] = 60.0,
 ) -> None:
     """Start tritonserver in the background and wait until it and its models are ready."""
     if host != LOOPBACK:
         err_console.print(
-            f"[yellow]warning:[/] binding to {host}: anyone who can reach this machine can call "
-            "and load models on this server."
+            f"[yellow]warning:[/] binding to {host}: anyone who can reach this machine can call the models. "
+            "Loading and unloading models needs the key in WORKSPACE/run/api-key (header tritonhf-key)."
         )
     server = Server(
         workspace,
@@ -90,6 +94,7 @@ def up_command(
         log_verbose=log_verbose,
         startup_timeout=timeout,
         die_with_parent=False,
+        supervise=supervise,
     )
     started = time.monotonic()
     with console.status("Starting tritonserver and loading models ..."):
@@ -121,12 +126,31 @@ def down_command(
 
 @friendly_errors
 def status_command(workspace: WorkspaceOption = None) -> None:
-    """Is the server running? Its pid, endpoints, and every model with its state."""
+    """Is the server running? Endpoints, and each model's health as it really is (stub processes alive)."""
     server = Server.attach(workspace)
     ready = "ready" if server.is_ready() else "[yellow]not ready[/]"
     console.print(f"[green]●[/] running, {ready} (pid {server.pid})")
     _endpoints(server)
-    _models_table(server.models())
+    counters = Counters.load(supervisor_file(server.workspace))
+    if counters is not None:
+        console.print(f"  supervisor pid {counters.pid}: {counters.server_restarts} server restart(s)")
+    alive: dict[str, int] = {}
+    for stub in stubs_of(server.pid):
+        if stub.alive:
+            alive[instance_model(stub.instance)] = alive.get(instance_model(stub.instance), 0) + 1
+    view = table("model", "state", "stubs alive", "health", "repairs")
+    for model in server.models():
+        groups = server.model_config(model.name).get("instance_group", [{"count": 1}]) if model.state == "READY" else []
+        expected = sum(int(group.get("count", 1)) for group in groups)
+        healthy = model.state == "READY" and alive.get(model.name, 0) >= expected
+        health = (
+            "[green]healthy[/]"
+            if healthy
+            else f"[red]{(counters.unhealthy if counters else {}).get(model.name, model.reason or model.state)}[/]"
+        )
+        repairs = (counters.model_repairs if counters else {}).get(model.name, 0)
+        view.add_row(model.name, model.state, f"{alive.get(model.name, 0)}/{expected}", health, str(repairs))
+    console.print(view)
 
 
 @friendly_errors

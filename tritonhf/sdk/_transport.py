@@ -58,16 +58,19 @@ def translate_error(exc: BaseException, model: str | None, url: str) -> ClientEr
             "TRITONHF_URL / url= to where it runs.",
             model,
         )
+    if "no available versions" in lowered or "is not ready" in lowered or "not healthy" in lowered:
+        # Known but not loaded: loading, being repaired (unload + load), or its stub died.
+        return ModelNotReadyError(
+            f"Model '{model}' is not ready ({message}). It may be loading or being repaired; check "
+            "`tritonhf status`, or restart the server.",
+            model,
+        )
     if "unknown model" in lowered or ("not found" in lowered and "model" in lowered) or status in ("404",):
         return ModelNotFoundError(
             f"The server at {url} has no model '{model}' ({message}). `tritonhf models` lists what it serves.", model
         )
-    if "not healthy" in lowered or "is not ready" in lowered or "unavailable" in lowered:
-        return ModelNotReadyError(
-            f"Model '{model}' is not ready ({message}). Wait for it to load, check `tritonhf status`, or "
-            "restart the server.",
-            model,
-        )
+    if "unavailable" in lowered:
+        return ModelNotReadyError(f"Model '{model}' is not available ({message}). Check `tritonhf status`.", model)
     if status in ("400", "StatusCode.INVALID_ARGUMENT") or any(hint in lowered for hint in _INVALID_INPUT_HINTS):
         return InvalidInputError(f"Model '{model}' refused the input: {message}", model)
     return InferenceError(f"Model '{model}' failed while running the request: {message}", model)

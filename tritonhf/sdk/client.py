@@ -24,6 +24,7 @@ from tritonhf.errors import (
     AmbiguousModelError,
     ClientError,
     InvalidInputError,
+    ModelNotReadyError,
     RequestTimeoutError,
     ServerUnavailableError,
 )
@@ -32,6 +33,8 @@ from tritonhf.sdk._transport import Transport, connect, translate_error
 from tritonhf.sdk.results import Classification, Entity, ModelInfo, ZeroShotClassification
 from tritonhf.tasks import PARAM_TASK
 
+# Worth retrying within a call's timeout: the server restarting, a model being repaired.
+TRANSIENT = (ServerUnavailableError, ModelNotReadyError)
 URL_ENV = "TRITONHF_URL"
 DEFAULT_URL = "http://127.0.0.1:8000"
 DEFAULT_TIMEOUT = 60.0
@@ -68,17 +71,29 @@ class Client:
 
     # ---------------------------------------------------------------- plumbing
 
-    def _call(self, model: str | None, action: Callable[[], T]) -> T:
-        try:
-            return action()
-        except ClientError:
-            raise
-        except Exception as exc:
-            raise translate_error(exc, model, self.url) from exc
+    def _call(self, model: str | None, action: Callable[[], T], deadline: float | None = None) -> T:
+        """Run ``action``, translating errors. With a ``deadline`` (monotonic seconds), transient
+        failures (server unreachable or restarting, model being repaired) are retried with
+        backoff until the deadline, then raised."""
+        delay = 0.1
+        while True:
+            try:
+                try:
+                    return action()
+                except ClientError:
+                    raise
+                except Exception as exc:
+                    raise translate_error(exc, model, self.url) from exc
+            except TRANSIENT:
+                if deadline is None or time.monotonic() + delay >= deadline:
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, 2.0)
 
     def _config(self, model: str) -> dict[str, Any]:
         if model not in self._configs:
-            self._configs[model] = self._call(model, lambda: self._transport.model_config(model))
+            deadline = time.monotonic() + self.timeout
+            self._configs[model] = self._call(model, lambda: self._transport.model_config(model), deadline)
         return self._configs[model]
 
     def _max_batch(self, model: str) -> int:
@@ -86,7 +101,7 @@ class Client:
 
     def models(self) -> list[ModelInfo]:
         """Every model in the server's repository, with its state and (gallery) task."""
-        index = self._call(None, self._transport.repository_index)
+        index = self._call(None, self._transport.repository_index, time.monotonic() + self.timeout)
         found = []
         for entry in index:
             name, state = str(entry.get("name", "")), str(entry.get("state", "UNKNOWN"))
@@ -150,7 +165,7 @@ class Client:
             return self._transport.infer(model, build(chunk), outputs, limit)
 
         deadline = time.monotonic() + limit
-        futures = [self._pool.submit(self._call, model, lambda c=chunk: send(c)) for chunk in chunks]
+        futures = [self._pool.submit(self._call, model, lambda c=chunk: send(c), deadline) for chunk in chunks]
         try:
             parts = [future.result(timeout=max(deadline - time.monotonic(), 0.001)) for future in futures]
         except FutureTimeout:
@@ -335,7 +350,27 @@ class Client:
         return inputs
 
     def _stream(self, model: str, inputs: dict[str, np.ndarray[Any, Any]], timeout: float | None) -> Iterator[str]:
-        chunks = self._transport.stream(model, inputs, timeout if timeout is not None else self.timeout)
+        """Chunks as they arrive. A transient failure before the first chunk reopens the stream
+        (within the timeout); after it, a failure raises: a stream never ends silently as if complete."""
+        deadline = time.monotonic() + (timeout if timeout is not None else self.timeout)
+        delay = 0.1
+        while True:
+            chunks = self._transport.stream(model, inputs, max(deadline - time.monotonic(), 0.001))
+            try:
+                first = next(chunks)
+            except StopIteration:
+                return
+            except Exception as exc:
+                error = exc if isinstance(exc, ClientError) else translate_error(exc, model, self.url)
+                if isinstance(error, TRANSIENT) and time.monotonic() + delay < deadline:
+                    time.sleep(delay)
+                    delay = min(delay * 2, 2.0)
+                    continue
+                if error is exc:
+                    raise
+                raise error from exc
+            break
+        yield first
         while True:
             try:
                 chunk = next(chunks)
@@ -406,7 +441,8 @@ class Client:
         }
         outputs = [spec["name"] for spec in config.get("output", [])]
         limit = timeout if timeout is not None else self.timeout
-        result = self._call(model, lambda: self._transport.infer(model, arrays, outputs, limit))
+        deadline = time.monotonic() + limit
+        result = self._call(model, lambda: self._transport.infer(model, arrays, outputs, limit), deadline)
         return {name: codecs.decode(array) for name, array in result.items()}
 
     def statistics(self, model: str = "") -> dict[str, Any]:

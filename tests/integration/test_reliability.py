@@ -1,0 +1,109 @@
+"""Faults a user meets: a stub killed under load, a killed server, bad input in a batch with good input."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tritonhf import Client, ClientError
+from tritonhf.bootstrap import Server, Workspace
+from tritonhf.bootstrap.supervisor import Counters, stubs_of, supervisor_file
+from tritonhf.gallery import AddRequest, ModelOptions, add_model
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def supervised(workspace: Workspace, tiny: dict[str, Path]) -> Iterator[Server]:
+    add_model(
+        AddRequest(
+            "text-classification",
+            str(tiny["classifier"]),
+            workspace.model_repository,
+            name="clf",
+            options=ModelOptions(max_batch_size=8),
+        )
+    )
+    with Server(workspace, http_port="auto", grpc_port="auto", metrics_port="auto") as server:
+        yield server
+
+
+def _stub_pid(server: Server) -> int:
+    (stub,) = [s for s in stubs_of(server.pid) if s.alive and s.instance.startswith("clf_")]
+    return stub.pid
+
+
+def test_killed_stub_is_repaired_while_requests_keep_coming(supervised: Server) -> None:
+    with Client(supervised.grpc_url, timeout=30) as client:
+        expected = client.classify("a wonderful movie").label
+        stop = threading.Event()
+        outcomes: list[str] = []
+
+        def load() -> None:
+            while not stop.is_set():
+                started = time.monotonic()
+                try:
+                    label = client.classify("a wonderful movie", model="clf").label
+                    outcomes.append("ok" if label == expected else "mismatch")
+                except ClientError as exc:
+                    outcomes.append(type(exc).__name__)
+                assert time.monotonic() - started < 31, "a call must stay within its timeout"
+
+        worker = threading.Thread(target=load)
+        worker.start()
+        time.sleep(0.5)
+        old = _stub_pid(supervised)
+        region = next(s.shm_region for s in stubs_of(supervised.pid) if s.pid == old)
+        os.kill(old, signal.SIGKILL)
+        killed_at = time.monotonic()
+        recovered = None
+        while time.monotonic() - killed_at < 30:
+            stubs = [s for s in stubs_of(supervised.pid) if s.alive and s.instance.startswith("clf_")]
+            if stubs and stubs[0].pid != old and client.classify("a wonderful movie", model="clf").label == expected:
+                recovered = time.monotonic() - killed_at
+                break
+            time.sleep(0.2)
+        time.sleep(1)
+        stop.set()
+        worker.join(timeout=40)
+    assert recovered is not None, "the model should answer again within 30 s without anyone acting"
+    assert "mismatch" not in outcomes
+    assert outcomes.count("ok") > 10
+    assert set(outcomes) <= {
+        "ok",
+        "ModelNotReadyError",
+        "InferenceError",
+        "ServerUnavailableError",
+        "ModelNotFoundError",
+    }
+    counters = Counters.load(supervisor_file(supervised.workspace))
+    assert counters is not None and counters.model_repairs.get("clf") == 1
+    log = (supervised.workspace.logs_dir / "supervisor.log").read_text()
+    assert "model clf" in log and "died" in log
+    assert not Path("/dev/shm", region).exists(), "the dead stub's shared memory is removed"
+    print(
+        f"recovered {recovered:.1f} s after kill -9 of the stub; outcomes: "
+        f"{ {k: outcomes.count(k) for k in set(outcomes)} }"
+    )
+
+
+def test_killed_server_is_restarted_with_the_same_models(supervised: Server) -> None:
+    with Client(supervised.http_url, timeout=60) as client:
+        expected = client.classify("a wonderful movie", model="clf").label
+        old_pid = supervised.pid
+        os.kill(old_pid, signal.SIGKILL)
+        started = time.monotonic()
+        # The sdk retries while the server is away, within the call's timeout.
+        assert client.classify("a wonderful movie", model="clf").label == expected
+        took = time.monotonic() - started
+    assert supervised.pid != old_pid
+    assert [m.state for m in supervised.models()] == ["READY"]
+    counters = Counters.load(supervisor_file(supervised.workspace))
+    assert counters is not None and counters.server_restarts == 1
+    print(f"server back and answering {took:.1f} s after kill -9")

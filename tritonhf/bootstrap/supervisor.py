@@ -1,0 +1,281 @@
+"""Watch a running server and repair what Triton does not repair by itself.
+
+Triton does not restart a model's stub process when it dies (an OOM kill, a crash in a
+native library): every request to that model then fails with "Stub process ... is not
+healthy", forever, while ``/v2/health/ready`` keeps answering 200. Reloading the
+unchanged model is a no-op; only unload then load revives it. And nothing restarts a
+killed ``tritonserver``. The supervisor checks, every ``interval`` seconds:
+
+* the server process: dead -> restart it with the same command (capped, with backoff);
+* each ready model's stub processes (children of the server named by instance, e.g.
+  ``clf_0_0``): fewer alive than the config's instance count -> unload + load the
+  model (capped per model, with backoff), and remove the dead stubs' shared memory.
+
+Every event goes to ``logs/supervisor.log`` with its cause; counts go to
+``run/supervisor.json`` for ``tritonhf status``. ``tritonhf up`` runs it as a detached
+process (``python -m tritonhf.bootstrap.supervisor WORKSPACE``); the ``Server`` API runs
+it in a thread. It stops when the server's state file is removed (``down``) and never
+outlives the server it watches.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tritonhf.bootstrap.layout import Workspace
+
+if TYPE_CHECKING:
+    from tritonhf.bootstrap.process import Server
+
+STUB_NAME = "triton_python_backend_stub"
+
+
+@dataclass(frozen=True)
+class Policy:
+    """How hard the supervisor tries."""
+
+    interval: float = 1.0
+    max_model_repairs: int = 5
+    max_server_restarts: int = 3
+    backoff_base: float = 1.0
+    backoff_max: float = 30.0
+
+    def backoff(self, attempt: int) -> float:
+        return float(min(self.backoff_max, self.backoff_base * 2 ** max(attempt - 1, 0)))
+
+
+@dataclass
+class Counters:
+    """What the supervisor did; written to run/supervisor.json for `tritonhf status`."""
+
+    pid: int = 0
+    server_restarts: int = 0
+    model_repairs: dict[str, int] = field(default_factory=dict)
+    unhealthy: dict[str, str] = field(default_factory=dict)
+    gave_up: list[str] = field(default_factory=list)
+    updated_at: float = 0.0
+
+    def save(self, path: Path) -> None:
+        self.updated_at = time.time()
+        temporary = path.with_suffix(".tmp")
+        temporary.write_text(json.dumps(asdict(self), indent=2) + "\n")
+        temporary.replace(path)
+
+    @classmethod
+    def load(cls, path: Path) -> Counters | None:
+        try:
+            return cls(**json.loads(path.read_text()))
+        except (OSError, ValueError, TypeError):
+            return None
+
+
+def supervisor_file(workspace: Workspace) -> Path:
+    return workspace.run_dir / "supervisor.json"
+
+
+@dataclass(frozen=True)
+class Stub:
+    pid: int
+    instance: str  # e.g. clf_0_0
+    shm_region: str
+    alive: bool
+
+
+def stubs_of(server_pid: int) -> list[Stub]:
+    """The Python backend stubs whose parent is ``server_pid``, read from /proc."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+            fields = stat.rsplit(")", 1)[1].split()
+            if int(fields[1]) != server_pid:
+                continue
+            argv = Path(f"/proc/{entry}/cmdline").read_bytes().decode(errors="replace").split("\0")
+        except (OSError, IndexError, ValueError):
+            continue
+        if not argv or not argv[0].endswith(STUB_NAME) or len(argv) < 9:
+            continue
+        # argv: stub, model.py path, shm region, shm sizes..., parent pid, backend dir, ?, instance name, ...
+        found.append(Stub(int(entry), argv[8], argv[2], alive=fields[0] != "Z"))
+    return found
+
+
+def instance_model(instance: str) -> str:
+    """``clf_0_0`` -> ``clf`` (instance names are model name, group index, instance index)."""
+    return instance.rsplit("_", 2)[0]
+
+
+class Supervisor:
+    """Checks one server and repairs it; ``run`` loops until stopped or the server is gone for good."""
+
+    def __init__(self, server: Server, policy: Policy | None = None, log: logging.Logger | None = None) -> None:
+        self.server = server
+        self.policy = policy or Policy()
+        self.workspace = server.workspace
+        self.log = log or _file_logger(self.workspace)
+        self.counters = Counters(pid=os.getpid())
+        self._known_regions: dict[str, str] = {}  # instance -> shm region, learnt while alive
+        self._next_try: dict[str, float] = {}
+        self.stopped = threading.Event()
+
+    # ---------------------------------------------------------------- one check
+
+    def check_once(self) -> None:
+        state = self.server.state
+        if state is None:
+            return
+        if self.server._exit_code() is not None:
+            self._restart_server(f"tritonserver (pid {state.pid}) is not running")
+            return
+        expected = self._expected_instances()
+        alive: dict[str, int] = {}
+        for stub in stubs_of(state.pid):
+            if stub.alive:
+                self._known_regions[stub.instance] = stub.shm_region
+                model = instance_model(stub.instance)
+                alive[model] = alive.get(model, 0) + 1
+        for model, count in expected.items():
+            if alive.get(model, 0) < count:
+                self._repair(model, f"{count - alive.get(model, 0)} of its {count} stub process(es) died")
+            else:
+                self.counters.unhealthy.pop(model, None)
+        self._save()
+
+    def _expected_instances(self) -> dict[str, int]:
+        expected = {}
+        for model in self.server.models():
+            if model.state != "READY":
+                continue
+            config = self.server.model_config(model.name)
+            groups = config.get("instance_group", [{"count": 1}])
+            expected[model.name] = sum(int(group.get("count", 1)) for group in groups)
+        return expected
+
+    # ---------------------------------------------------------------- repairs
+
+    def _repair(self, model: str, cause: str) -> None:
+        self.counters.unhealthy[model] = cause
+        now = time.monotonic()
+        if model in self.counters.gave_up or now < self._next_try.get(model, 0.0):
+            return
+        attempt = self.counters.model_repairs.get(model, 0) + 1
+        if attempt > self.policy.max_model_repairs:
+            self.counters.gave_up.append(model)
+            self.log.error("model %s: %s; gave up after %d repairs", model, cause, attempt - 1)
+            return
+        self.counters.model_repairs[model] = attempt
+        self._next_try[model] = now + self.policy.backoff(attempt)
+        self.log.warning("model %s: %s; repairing (unload + load, attempt %d)", model, cause, attempt)
+        started = time.monotonic()
+        ok = self.server.reload_model(model)
+        removed = self._remove_dead_regions(model)
+        if ok:
+            self.counters.unhealthy.pop(model, None)
+            self.log.info(
+                "model %s: ready again in %.1f s (removed %d dead shm region(s))",
+                model,
+                time.monotonic() - started,
+                removed,
+            )
+        else:
+            self.log.error("model %s: reload failed; will retry in %.0f s", model, self.policy.backoff(attempt))
+
+    def _remove_dead_regions(self, model: str) -> int:
+        state = self.server.state
+        living = {stub.shm_region for stub in stubs_of(state.pid)} if state else set()
+        removed = 0
+        for instance, region in list(self._known_regions.items()):
+            if instance_model(instance) == model and region not in living:
+                with contextlib.suppress(OSError):
+                    Path("/dev/shm", region).unlink()
+                    removed += 1
+                del self._known_regions[instance]
+        return removed
+
+    def _restart_server(self, cause: str) -> None:
+        attempt = self.counters.server_restarts + 1
+        if attempt > self.policy.max_server_restarts:
+            self.log.error("%s; gave up after %d restarts", cause, attempt - 1)
+            self.stopped.set()
+            return
+        self.counters.server_restarts = attempt
+        delay = self.policy.backoff(attempt)
+        self.log.warning("%s; restarting it with the same options in %.0f s (attempt %d)", cause, delay, attempt)
+        if self.stopped.wait(delay):
+            return
+        started = time.monotonic()
+        try:
+            self.server.relaunch()
+        except Exception as exc:  # logged, then retried on the next check
+            self.log.error("restart failed: %s", exc)
+            return
+        self._known_regions.clear()
+        self.learn_regions()
+        self.log.info("tritonserver restarted (pid %d) in %.1f s", self.server.pid, time.monotonic() - started)
+        self._save()
+
+    # ---------------------------------------------------------------- the loop
+
+    def _save(self) -> None:
+        with contextlib.suppress(OSError):
+            self.counters.save(supervisor_file(self.workspace))
+
+    def learn_regions(self) -> None:
+        """Remember each living stub's shm region, to remove it if that stub dies."""
+        if self.server.state is not None:
+            for stub in stubs_of(self.server.state.pid):
+                if stub.alive:
+                    self._known_regions[stub.instance] = stub.shm_region
+
+    def run(self) -> None:
+        self.log.info("supervising tritonserver pid %s", self.server.state.pid if self.server.state else "?")
+        self.learn_regions()
+        self._save()
+        while not self.stopped.wait(self.policy.interval):
+            if not self.workspace.state_file.exists():
+                self.log.info("server state removed (tritonhf down): supervisor stops")
+                break
+            try:
+                self.check_once()
+            except Exception as exc:  # a failed check must not end supervision
+                self.log.error("check failed: %s", exc)
+        self._save()
+
+
+def _file_logger(workspace: Workspace) -> logging.Logger:
+    logger = logging.getLogger(f"tritonhf.supervisor.{workspace.root}")
+    if not logger.handlers:
+        workspace.logs_dir.mkdir(parents=True, exist_ok=True)
+        handler = logging.FileHandler(workspace.logs_dir / "supervisor.log")
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+        logger.propagate = False
+    return logger
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m tritonhf.bootstrap.supervisor WORKSPACE``: what `tritonhf up` runs detached."""
+    from tritonhf.bootstrap.process import Server
+
+    args = argv if argv is not None else sys.argv[1:]
+    server = Server.attach(args[0])
+    supervisor = Supervisor(server)
+    signal.signal(signal.SIGTERM, lambda *_: supervisor.stopped.set())
+    supervisor.run()
+
+
+if __name__ == "__main__":
+    main()
