@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 import urllib.request
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -26,7 +24,6 @@ from tritonhf import (
     ServerUnavailableError,
 )
 from tritonhf.bootstrap import Server, Workspace
-from tritonhf.gallery import AddRequest, ModelOptions, add_model
 
 pytestmark = pytest.mark.integration
 DATA = Path(__file__).parent.parent / "data"
@@ -35,30 +32,6 @@ SENTENCES = [
     for word in ("plot", "music", "actors", "film")
     for adjective in ("wonderful", "terrible", "great", "bad", "good", "awful", "not good", "very bad")
 ]
-
-
-@pytest.fixture(scope="module")
-def served(
-    installed_server: Workspace, tiny: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Server]:
-    root = tmp_path_factory.mktemp("gallery") / "workspace"
-    root.mkdir()
-    (root / "triton_server").symlink_to(installed_server.server_dir)
-    workspace = Workspace(root)
-    workspace.create_folders()
-    repo = workspace.model_repository
-    small = ModelOptions(max_batch_size=8)
-    for task, source, name, extra in (
-        ("text-classification", tiny["classifier"], "sentiment", {"options": small}),
-        ("ner", tiny["ner"], "ner", {}),
-        ("feature-extraction", tiny["encoder"], "embed", {}),
-        ("zero-shot", tiny["encoder"], "zeroshot", {"labels": ("positive", "negative")}),
-        ("text-generation", tiny["generator"], "writer", {}),
-    ):
-        add_model(AddRequest(task=task, source=str(source), repository=repo, name=name, **extra))  # type: ignore[arg-type]
-    shutil.copytree(DATA / "raiser", repo / "raiser")
-    with Server(workspace, http_port="auto", grpc_port="auto", metrics_port="auto", startup_timeout=120) as server:
-        yield server
 
 
 def _post(url: str, body: dict) -> dict:

@@ -96,6 +96,8 @@ class TritonPythonModel:
         # Keep room for the answer inside the model's context: the prompt's *start* is cut.
         budget = max(1, self.max_length - max_tokens)
         ids = self.tokenizer(prompt, add_special_tokens=not chat)["input_ids"][-budget:]
+        if not ids:  # an empty prompt: start from the beginning-of-text token
+            ids = [self.tokenizer.bos_token_id if self.tokenizer.bos_token_id is not None else self.tokenizer.eos_token_id]
         return Job(request.get_response_sender(), ids, max_tokens, temperature, top_p, seed, stops)
 
     def chat_prompt(self, text):

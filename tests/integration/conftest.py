@@ -1,0 +1,38 @@
+"""Integration fixtures: one real server holding all five gallery templates, shared by the modules."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tritonhf.bootstrap import Server, Workspace
+from tritonhf.gallery import AddRequest, ModelOptions, add_model
+
+DATA = Path(__file__).parent.parent / "data"
+
+
+@pytest.fixture(scope="session")
+def served(
+    installed_server: Workspace, tiny: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Server]:
+    root = tmp_path_factory.mktemp("gallery") / "workspace"
+    root.mkdir()
+    (root / "triton_server").symlink_to(installed_server.server_dir)
+    workspace = Workspace(root)
+    workspace.create_folders()
+    repo = workspace.model_repository
+    small = ModelOptions(max_batch_size=8)
+    for task, source, name, extra in (
+        ("text-classification", tiny["classifier"], "sentiment", {"options": small}),
+        ("ner", tiny["ner"], "ner", {}),
+        ("feature-extraction", tiny["encoder"], "embed", {}),
+        ("zero-shot", tiny["encoder"], "zeroshot", {"labels": ("positive", "negative")}),
+        ("text-generation", tiny["generator"], "writer", {}),
+    ):
+        add_model(AddRequest(task=task, source=str(source), repository=repo, name=name, **extra))  # type: ignore[arg-type]
+    shutil.copytree(DATA / "raiser", repo / "raiser")
+    with Server(workspace, http_port="auto", grpc_port="auto", metrics_port="auto", startup_timeout=120) as server:
+        yield server
