@@ -20,6 +20,7 @@
         ├── AmbiguousModelError   model=None matched zero or several models
         ├── InvalidInputError     refused by the sdk (wrong Python type) or the server (shape ...)
         ├── InferenceError        model.py raised while running the request
+        ├── PermissionDeniedError the API is restricted and the key is missing or wrong
         └── RequestTimeoutError   also a builtin TimeoutError
 
 Every message names the thing it is about (a model, an input, a path) and says what to do.
@@ -126,6 +127,10 @@ class InvalidInputError(ClientError, ValueError):
 
 class InferenceError(ClientError):
     """The model raised while running the request."""
+
+
+class PermissionDeniedError(ClientError):
+    """The server restricts the API (bound beyond loopback) and the key is missing or wrong."""
 
 
 class RequestTimeoutError(ClientError, TimeoutError):

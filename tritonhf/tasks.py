@@ -18,6 +18,7 @@ PARAM_SOURCE = "tritonhf.source"
 PARAM_VERSION = "tritonhf.version"
 PARAM_WEIGHTS = "tritonhf.weights"
 PARAM_DEVICE = "tritonhf.device"
+PARAM_TRUST_REMOTE_CODE = "tritonhf.trust_remote_code"
 VENDORED_WEIGHTS_DIR = "weights"
 
 

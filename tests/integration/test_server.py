@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -27,7 +29,12 @@ def _auto(workspace: Workspace, **options: object) -> Server:
 
 def _listening_addresses(pid: int) -> set[str]:
     """host:port of every listening TCP socket of ``pid``, read from /proc."""
-    inodes = {os.readlink(fd)[8:-1] for fd in Path(f"/proc/{pid}/fd").iterdir() if "socket:" in os.readlink(fd)}
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):  # a descriptor may close while we look
+            target = os.readlink(fd)
+            if target.startswith("socket:"):
+                inodes.add(target[8:-1])
     found = set()
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         for row in Path(table).read_text().splitlines()[1:]:
@@ -155,3 +162,25 @@ def test_doctor_reports_every_check(installed_server: Workspace) -> None:
     ):
         assert name in result.stdout, name
     assert "Traceback" not in result.stderr
+
+
+def test_beyond_loopback_the_repository_api_needs_the_workspace_key(workspace: Workspace) -> None:
+    from tritonhf import Client
+    from tritonhf.errors import PermissionDeniedError
+
+    shutil.copytree(DATA / "echo", workspace.model_repository / "echo")
+    # 127.0.0.2 is still loopback (traffic stays on this machine) but not the default address.
+    with _auto(workspace, host="127.0.0.2") as server:
+        key_file = workspace.api_key_file
+        assert key_file.stat().st_mode & 0o777 == 0o600
+        index = urllib.request.Request(f"{server.http_url}/v2/repository/index", data=b"{}", method="POST")
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(index, timeout=10)
+        assert refused.value.code in (400, 401, 403)
+        assert [m.state for m in server.models()] == ["READY"], "tritonhf itself sends the key"
+        for url in (server.http_url, server.grpc_url):
+            with Client(url, api_key=key_file.read_text().strip()) as client:
+                assert [m.name for m in client.models()] == ["echo"]
+            with Client(url, api_key="wrong") as client, pytest.raises(PermissionDeniedError, match="api_key"):
+                client.models()
+        assert "127.0.0.2" in server.http_url

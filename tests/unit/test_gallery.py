@@ -134,3 +134,14 @@ def test_cli_gallery(repo: Path, tiny: dict[str, Path]) -> None:
     bad = runner.invoke(app, ["gallery", "add", "ner", "--model", str(tiny["ner"]), "-r", str(repo), "--name", "../x"])
     assert bad.exit_code == 1 and "not allowed" in bad.output
     assert runner.invoke(app, ["gallery", "remove", "encoder", "-r", str(repo)]).exit_code == 0
+
+
+def test_remote_code_is_off_unless_asked(repo: Path, tiny: dict[str, Path]) -> None:
+    def flag(folder: Path) -> str:
+        return parse_config((folder / "config.pbtxt").read_text()).parameters["tritonhf.trust_remote_code"].string_value
+
+    assert flag(repo / "clf") == "false"
+    trusted = add_model(
+        AddRequest(task="ner", source=str(tiny["ner"]), repository=repo, name="trusted", trust_remote_code=True)
+    )
+    assert flag(trusted) == "true"

@@ -30,6 +30,7 @@ from tritonhf.tasks import (
     PARAM_DEVICE,
     PARAM_SOURCE,
     PARAM_TASK,
+    PARAM_TRUST_REMOTE_CODE,
     PARAM_VERSION,
     PARAM_WEIGHTS,
     TASKS,
@@ -96,6 +97,7 @@ class AddRequest:
     revision: str | None = None
     vendor: bool = True
     allow_pickle: bool = False
+    trust_remote_code: bool = False
     labels: tuple[str, ...] = ()
     options: ModelOptions = field(default_factory=ModelOptions)
     params: Mapping[str, str] = field(default_factory=dict)
@@ -157,6 +159,7 @@ def add_model(request: AddRequest, progress: Progress | None = None) -> Path:
                 PARAM_VERSION: __version__,
                 PARAM_WEIGHTS: weights,
                 PARAM_DEVICE: request.options.device,
+                PARAM_TRUST_REMOTE_CODE: "true" if request.trust_remote_code else "false",
             }
         )
         options = ModelOptions(

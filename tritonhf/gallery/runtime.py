@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from tritonhf.tasks import PARAM_DEVICE, PARAM_WEIGHTS
+from tritonhf.tasks import PARAM_DEVICE, PARAM_TRUST_REMOTE_CODE, PARAM_WEIGHTS
 
 
 class BadRequest(ValueError):
@@ -36,6 +36,11 @@ def parameters(args: dict[str, str]) -> dict[str, str]:
     """The config's ``parameters`` as a plain dict of strings."""
     config = json.loads(args["model_config"])
     return {key: value.get("string_value", "") for key, value in config.get("parameters", {}).items()}
+
+
+def trust_remote_code(params: dict[str, str]) -> bool:
+    """Run code shipped with the model? Only when added with --trust-remote-code."""
+    return params.get(PARAM_TRUST_REMOTE_CODE) == "true"
 
 
 def model_config(args: dict[str, str]) -> dict[str, Any]:

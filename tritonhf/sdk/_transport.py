@@ -25,6 +25,7 @@ from tritonhf.errors import (
     InvalidInputError,
     ModelNotFoundError,
     ModelNotReadyError,
+    PermissionDeniedError,
     RequestTimeoutError,
     ServerUnavailableError,
 )
@@ -48,6 +49,12 @@ def translate_error(exc: BaseException, model: str | None, url: str) -> ClientEr
     status = _status_of(exc)
     lowered = message.lower()
     where = f"model '{model}'" if model else "the server"
+    if "is restricted" in lowered:
+        return PermissionDeniedError(
+            f"The server at {url} restricts this API ({message}). Pass api_key= (or set TRITONHF_API_KEY) "
+            "with the key in the server's WORKSPACE/run/api-key.",
+            model,
+        )
     if isinstance(exc, (TimeoutError, socket.timeout)) or "deadline" in status.lower() or "timed out" in lowered:
         return RequestTimeoutError(
             f"The request to {where} at {url} did not finish in time ({message}). Raise timeout= or send less.", model
@@ -132,9 +139,12 @@ class HttpTransport:
 
     protocol = "http"
 
-    def __init__(self, address: str, concurrency: int = 8, timeout: float = 60.0) -> None:
+    def __init__(
+        self, address: str, concurrency: int = 8, timeout: float = 60.0, headers: dict[str, str] | None = None
+    ) -> None:
         import tritonclient.http as httpclient
 
+        self._headers = headers or {}
         self._http = httpclient
         self.address = address
         self.url = f"http://{address}"
@@ -203,7 +213,7 @@ class HttpTransport:
         return dict(self._client.get_model_config(model))
 
     def repository_index(self) -> list[dict[str, Any]]:
-        return list(self._client.get_model_repository_index())
+        return list(self._client.get_model_repository_index(headers=self._headers))
 
     def is_ready(self) -> bool:
         return bool(self._client.is_server_ready())
@@ -250,9 +260,11 @@ class GrpcTransport:
 
     protocol = "grpc"
 
-    def __init__(self, address: str) -> None:
+    def __init__(self, address: str, headers: dict[str, str] | None = None) -> None:
         import tritonclient.grpc as grpcclient
 
+        # Triton's gRPC restriction checks the header under this prefix (HTTP uses the bare key).
+        self._headers = {f"triton-grpc-protocol-{key}": value for key, value in (headers or {}).items()}
         self._grpc = grpcclient
         self.address = address
         self.url = f"grpc://{address}"
@@ -308,7 +320,7 @@ class GrpcTransport:
         return dict(self._client.get_model_config(model, as_json=True).get("config", {}))
 
     def repository_index(self) -> list[dict[str, Any]]:
-        return list(self._client.get_model_repository_index(as_json=True).get("models", []))
+        return list(self._client.get_model_repository_index(headers=self._headers, as_json=True).get("models", []))
 
     def is_ready(self) -> bool:
         return bool(self._client.is_server_ready())
@@ -320,8 +332,8 @@ class GrpcTransport:
         self._client.close()
 
 
-def connect(url: str, concurrency: int = 8, timeout: float = 60.0) -> Transport:
+def connect(url: str, concurrency: int = 8, timeout: float = 60.0, headers: dict[str, str] | None = None) -> Transport:
     protocol, address = parse_url(url)
     if protocol == "grpc":
-        return GrpcTransport(address)
-    return HttpTransport(address, concurrency=concurrency, timeout=timeout)
+        return GrpcTransport(address, headers)
+    return HttpTransport(address, concurrency=concurrency, timeout=timeout, headers=headers)

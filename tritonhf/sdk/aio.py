@@ -24,8 +24,15 @@ _DONE = object()
 class AsyncClient:
     """Awaitable twin of ``Client``; ``async with AsyncClient(url) as client: ...``."""
 
-    def __init__(self, url: str | None = None, *, timeout: float = DEFAULT_TIMEOUT, concurrency: int = 8) -> None:
-        self._client = Client(url, timeout=timeout, concurrency=concurrency)
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        concurrency: int = 8,
+        api_key: str | None = None,
+    ) -> None:
+        self._client = Client(url, timeout=timeout, concurrency=concurrency, api_key=api_key)
         self.url = self._client.url
 
     async def classify(

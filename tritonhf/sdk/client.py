@@ -36,6 +36,8 @@ from tritonhf.tasks import PARAM_TASK
 # Worth retrying within a call's timeout: the server restarting, a model being repaired.
 TRANSIENT = (ServerUnavailableError, ModelNotReadyError)
 URL_ENV = "TRITONHF_URL"
+API_KEY_ENV = "TRITONHF_API_KEY"
+API_KEY_HEADER = "tritonhf-key"  # the header the server's restricted model-repository API checks
 DEFAULT_URL = "http://127.0.0.1:8000"
 DEFAULT_TIMEOUT = 60.0
 T = TypeVar("T")
@@ -45,13 +47,26 @@ def default_url() -> str:
     """``$TRITONHF_URL``, else the server `tritonhf up` started in the default workspace, else :8000."""
     if os.environ.get(URL_ENV):
         return os.environ[URL_ENV]
-    workspace = Path(os.environ.get("TRITONHF_WORKSPACE", "triton_workspace"))
     try:
-        state = json.loads((workspace / "run" / "server.json").read_text())
+        state = json.loads((_default_workspace() / "run" / "server.json").read_text())
         host = "127.0.0.1" if state["host"] in ("0.0.0.0", "::") else state["host"]
         return f"http://{host}:{state['http_port']}"
     except (OSError, ValueError, KeyError):
         return DEFAULT_URL
+
+
+def default_api_key() -> str | None:
+    """``$TRITONHF_API_KEY``, else the key a server bound beyond loopback wrote into the workspace."""
+    if os.environ.get(API_KEY_ENV):
+        return os.environ[API_KEY_ENV]
+    try:
+        return (_default_workspace() / "run" / "api-key").read_text().strip() or None
+    except OSError:
+        return None
+
+
+def _default_workspace() -> Path:
+    return Path(os.environ.get("TRITONHF_WORKSPACE", "triton_workspace"))
 
 
 class Client:
@@ -61,11 +76,20 @@ class Client:
     ``timeout`` (seconds) bounds every call unless the call gives its own.
     """
 
-    def __init__(self, url: str | None = None, *, timeout: float = DEFAULT_TIMEOUT, concurrency: int = 8) -> None:
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        concurrency: int = 8,
+        api_key: str | None = None,
+    ) -> None:
         self.url = url or default_url()
         self.timeout = timeout
         self._concurrency = concurrency
-        self._transport: Transport = connect(self.url, concurrency=concurrency, timeout=timeout)
+        key = api_key or default_api_key()
+        headers = {API_KEY_HEADER: key} if key else {}
+        self._transport: Transport = connect(self.url, concurrency=concurrency, timeout=timeout, headers=headers)
         self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="tritonhf")
         self._configs: dict[str, dict[str, Any]] = {}
 

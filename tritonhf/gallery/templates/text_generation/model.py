@@ -49,11 +49,13 @@ class TritonPythonModel:
         runtime.limit_threads(args)
         self.device = runtime.device(args, params)
         source = runtime.weights_location(args, params)
-        self.tokenizer = AutoTokenizer.from_pretrained(source)
+        self.tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=runtime.trust_remote_code(params))
         self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
-        self.model = AutoModelForCausalLM.from_pretrained(source, dtype=runtime.torch_dtype(self.device))
+        self.model = AutoModelForCausalLM.from_pretrained(
+            source, dtype=runtime.torch_dtype(self.device), trust_remote_code=runtime.trust_remote_code(params)
+        )
         self.model.to(self.device).eval()
         # transformers 5 renamed the key/value cache argument from past_key_values to cache.
         self.cache_argument = (
@@ -97,7 +99,9 @@ class TritonPythonModel:
         budget = max(1, self.max_length - max_tokens)
         ids = self.tokenizer(prompt, add_special_tokens=not chat)["input_ids"][-budget:]
         if not ids:  # an empty prompt: start from the beginning-of-text token
-            ids = [self.tokenizer.bos_token_id if self.tokenizer.bos_token_id is not None else self.tokenizer.eos_token_id]
+            ids = [
+                self.tokenizer.bos_token_id if self.tokenizer.bos_token_id is not None else self.tokenizer.eos_token_id
+            ]
         return Job(request.get_response_sender(), ids, max_tokens, temperature, top_p, seed, stops)
 
     def chat_prompt(self, text):

@@ -30,8 +30,10 @@ class TritonPythonModel:
         runtime.limit_threads(args)
         self.device = runtime.device(args, params)
         source = runtime.weights_location(args, params)
-        self.tokenizer = AutoTokenizer.from_pretrained(source)
-        self.model = AutoModelForTokenClassification.from_pretrained(source, dtype=runtime.torch_dtype(self.device))
+        self.tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=runtime.trust_remote_code(params))
+        self.model = AutoModelForTokenClassification.from_pretrained(
+            source, dtype=runtime.torch_dtype(self.device), trust_remote_code=runtime.trust_remote_code(params)
+        )
         self.model.to(self.device).eval()
         # Used only for its post-processing (grouping tokens into entities), never to run the model.
         self.grouper = pipeline("token-classification", model=self.model, tokenizer=self.tokenizer, device=self.device)

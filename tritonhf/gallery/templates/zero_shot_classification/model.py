@@ -23,8 +23,10 @@ class TritonPythonModel:
         runtime.limit_threads(args)
         self.device = runtime.device(args, params)
         source = runtime.weights_location(args, params)
-        self.tokenizer = AutoTokenizer.from_pretrained(source)
-        self.model = AutoModel.from_pretrained(source, dtype=runtime.torch_dtype(self.device))
+        self.tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=runtime.trust_remote_code(params))
+        self.model = AutoModel.from_pretrained(
+            source, dtype=runtime.torch_dtype(self.device), trust_remote_code=runtime.trust_remote_code(params)
+        )
         self.model.to(self.device).eval()
         self.pooling = params.get("pooling", "mean")
         self.template = params.get("hypothesis_template", "This example is {}.")
