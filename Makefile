@@ -41,3 +41,6 @@ bench: setup
 
 clean:
 	rm -rf $(VENV) triton_workspace .pytest_cache .mypy_cache .ruff_cache
+
+reliability: setup
+	timeout 900 $(BIN)/python bench/reliability.py
