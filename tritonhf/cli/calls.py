@@ -82,6 +82,73 @@ def models_command(url: UrlOption = None) -> None:
 
 
 @friendly_errors
+def bench_command(
+    model: Annotated[str, typer.Argument(help="The model to load.")],
+    url: UrlOption = None,
+    concurrency: Annotated[str, typer.Option(help="Comma-separated concurrency levels.")] = "1,4,16",
+    duration: Annotated[float | None, typer.Option(help="Seconds per level (default 10).")] = None,
+    requests: Annotated[int | None, typer.Option(help="Requests per level instead of a duration.")] = None,
+    protocol: Annotated[str | None, typer.Option(help="http or grpc (default: the URL's).")] = None,
+    texts: Annotated[Path | None, typer.Option(help="A file with one text per line.")] = None,
+    batch: Annotated[int, typer.Option(help="Texts per request.")] = 1,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the figures as JSON.")] = None,
+    plot: Annotated[Path | None, typer.Option(help="Write a PNG of throughput and latency.")] = None,
+) -> None:
+    """Load a model at several concurrency levels; client figures and Triton's own statistics."""
+    from tritonhf.bench import DEFAULT_TEXTS, run_bench, write_json, write_plot
+    from tritonhf.sdk.client import default_url
+
+    levels = [int(level) for level in concurrency.split(",") if level.strip()]
+    base = url or default_url()
+    if protocol is not None:
+        if protocol not in ("http", "grpc"):
+            raise ValueError("--protocol must be http or grpc.")
+        address = base.split("://", 1)[-1]
+        if protocol == "grpc" and not base.startswith("grpc://"):
+            raise ValueError("--protocol grpc needs the gRPC URL (grpc://host:port) as --url.")
+        base = f"{protocol}://{address}"
+    lines = texts.read_text().splitlines() if texts else DEFAULT_TEXTS
+    if duration is None and requests is None:
+        duration = 10.0
+    with Client(base, concurrency=max(levels) + 2) as client:
+        results = run_bench(client, model, levels, duration, requests, [t for t in lines if t.strip()], batch)
+    view = table(
+        "concurrency",
+        "req/s",
+        "items/s",
+        "p50 ms",
+        "p95 ms",
+        "p99 ms",
+        "errors",
+        "queue ms",
+        "compute ms",
+        "batches executed",
+        title=f"{model} over {base}",
+    )
+    for r in results:
+        server = r.server
+        view.add_row(
+            str(r.concurrency),
+            f"{r.throughput:.1f}",
+            f"{r.items_per_second:.1f}",
+            f"{r.p50_ms:.2f}",
+            f"{r.p95_ms:.2f}",
+            f"{r.p99_ms:.2f}",
+            str(r.errors),
+            f"{server.queue_ms:.2f}" if server else "-",
+            f"{server.compute_ms:.2f}" if server else "-",
+            " ".join(f"{size}x{count}" for size, count in server.batch_sizes.items()) if server else "-",
+        )
+    console.print(view)
+    if json_out:
+        write_json(results, json_out, model)
+        console.print(f"figures: {json_out}")
+    if plot:
+        write_plot(results, plot, model)
+        console.print(f"plot: {plot}")
+
+
+@friendly_errors
 def demo_command(
     workspace: Annotated[Path | None, typer.Option("--workspace", "-w", help="Workspace folder.")] = None,
     online: Annotated[bool, typer.Option(help="Use hub models instead of the offline weight packages.")] = False,

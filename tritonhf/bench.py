@@ -1,0 +1,242 @@
+"""``tritonhf bench``: a load generator on the sdk, with Triton's own view of the same load.
+
+For each concurrency level, ``concurrency`` threads send requests (``batch`` texts each)
+until ``duration`` seconds or ``requests`` requests have passed, whichever the user chose.
+Reported per level: throughput, p50/p95/p99 latency, errors, and from Triton's statistics
+(the difference before/after the level): queue and compute time per request and the
+histogram of batch sizes the server actually executed. Loopback only.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import statistics
+import threading
+import time
+import urllib.parse
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tritonhf.errors import ClientError, InvalidInputError
+from tritonhf.sdk.client import Client
+
+DEFAULT_TEXTS = [
+    "This movie is absolutely wonderful",
+    "The plot was boring and the acting was terrible",
+    "I loved every minute of it",
+    "What a waste of two hours",
+    "The soundtrack is beautiful and the photography stunning",
+    "Alice met Bob in Paris to talk about the new Acme office",
+    "A short one",
+    "Stock markets fell sharply today after the central bank raised rates again",
+]
+
+
+@dataclass(frozen=True)
+class ServerView:
+    """Triton's statistics for one level: what the server saw of the load."""
+
+    requests: int
+    executions: int
+    queue_ms: float  # per request
+    compute_ms: float  # per execution (input + infer + output)
+    batch_sizes: dict[int, int]
+
+
+@dataclass(frozen=True)
+class LevelResult:
+    concurrency: int
+    requests: int
+    errors: int
+    seconds: float
+    throughput: float  # requests per second
+    items_per_second: float
+    p50_ms: float
+    p95_ms: float
+    p99_ms: float
+    server: ServerView | None = None
+    error_kinds: dict[str, int] = field(default_factory=dict)
+
+
+def ensure_loopback(url: str) -> None:
+    host = urllib.parse.urlsplit(url if "://" in url else "http://" + url).hostname or ""
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback:
+        raise InvalidInputError(f"tritonhf bench only loads servers on this machine (loopback), not {host!r}.")
+
+
+def task_call(client: Client, model: str, task: str | None, texts: Sequence[str]) -> Callable[[list[str]], object]:
+    """The sdk call that exercises a model of ``task`` with a list of texts."""
+    calls: dict[str | None, Callable[[list[str]], object]] = {
+        "text-classification": lambda batch: client.classify(batch, model=model),
+        "zero-shot-classification": lambda batch: client.zero_shot(batch, model=model),
+        "token-classification": lambda batch: client.ner(batch, model=model),
+        "feature-extraction": lambda batch: client.embed(batch, model=model),
+        "text-generation": lambda batch: [client.generate(text, model=model, max_tokens=16) for text in batch],
+    }
+    if task not in calls:
+        return lambda batch: client.infer(model, TEXT=[[text] for text in batch])
+    return calls[task]
+
+
+def _percentile(values: list[float], fraction: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+def _server_view(before: dict[str, Any], after: dict[str, Any]) -> ServerView:
+    def stats(snapshot: dict[str, Any]) -> dict[str, Any]:
+        models = snapshot.get("model_stats", [])
+        return dict(models[0]) if models else {}
+
+    old, new = stats(before), stats(after)
+
+    def delta(path: Sequence[str], key: str) -> int:
+        def dig(source: dict[str, Any]) -> int:
+            for part in path:
+                source = source.get(part, {})
+            return int(source.get(key, 0))
+
+        return dig(new) - dig(old)
+
+    requests = delta(("inference_stats", "success"), "count")
+    executions = int(new.get("execution_count", 0)) - int(old.get("execution_count", 0))
+    compute = sum(
+        delta(("inference_stats", part), "ns") for part in ("compute_input", "compute_infer", "compute_output")
+    )
+    old_batches = {
+        int(b["batch_size"]): int(b.get("compute_infer", {}).get("count", 0)) for b in old.get("batch_stats", [])
+    }
+    batches = {}
+    for entry in new.get("batch_stats", []):
+        size = int(entry["batch_size"])
+        count = int(entry.get("compute_infer", {}).get("count", 0)) - old_batches.get(size, 0)
+        if count:
+            batches[size] = count
+    return ServerView(
+        requests=requests,
+        executions=executions,
+        queue_ms=delta(("inference_stats", "queue"), "ns") / max(requests, 1) / 1e6,
+        compute_ms=compute / max(executions, 1) / 1e6,
+        batch_sizes=dict(sorted(batches.items())),
+    )
+
+
+def run_level(
+    client: Client,
+    model: str,
+    call: Callable[[list[str]], object],
+    texts: Sequence[str],
+    concurrency: int,
+    batch: int,
+    duration: float | None,
+    requests: int | None,
+) -> LevelResult:
+    limit_requests = requests if requests is not None else 10**9
+    stop_at = time.monotonic() + (duration if duration is not None else 3600.0)
+    latencies: list[float] = []
+    errors: dict[str, int] = {}
+    lock = threading.Lock()
+    issued = 0
+
+    def next_index() -> int | None:
+        nonlocal issued
+        with lock:
+            if issued >= limit_requests or time.monotonic() >= stop_at:
+                return None
+            issued += 1
+            return issued
+
+    def worker() -> None:
+        while (index := next_index()) is not None:
+            chunk = [texts[(index * batch + i) % len(texts)] for i in range(batch)]
+            started = time.perf_counter()
+            try:
+                call(chunk)
+            except ClientError as exc:
+                with lock:
+                    errors[type(exc).__name__] = errors.get(type(exc).__name__, 0) + 1
+                continue
+            elapsed = time.perf_counter() - started
+            with lock:
+                latencies.append(elapsed)
+
+    before = client.statistics(model)
+    started = time.perf_counter()
+    with ThreadPoolExecutor(concurrency) as pool:
+        for future in [pool.submit(worker) for _ in range(concurrency)]:
+            future.result()  # an unexpected error in a worker is raised, not lost
+    seconds = time.perf_counter() - started
+    after = client.statistics(model)
+    done = len(latencies)
+    return LevelResult(
+        concurrency=concurrency,
+        requests=done,
+        errors=sum(errors.values()),
+        seconds=seconds,
+        throughput=done / seconds if seconds else 0.0,
+        items_per_second=done * batch / seconds if seconds else 0.0,
+        p50_ms=1000 * (statistics.median(latencies) if latencies else 0.0),
+        p95_ms=1000 * _percentile(latencies, 0.95),
+        p99_ms=1000 * _percentile(latencies, 0.99),
+        server=_server_view(before, after),
+        error_kinds=errors,
+    )
+
+
+def run_bench(
+    client: Client,
+    model: str,
+    concurrencies: Sequence[int] = (1, 4, 16),
+    duration: float | None = 10.0,
+    requests: int | None = None,
+    texts: Sequence[str] = DEFAULT_TEXTS,
+    batch: int = 1,
+) -> list[LevelResult]:
+    """Every concurrency level in turn, after a short warm-up."""
+    ensure_loopback(client.url)
+    if any(level < 1 for level in concurrencies) or batch < 1:
+        raise InvalidInputError("concurrency levels and --batch must be positive numbers.")
+    if not texts:
+        raise InvalidInputError("the texts to send must not be empty.")
+    task = next((info.task for info in client.models() if info.name == model), None)
+    call = task_call(client, model, task, texts)
+    for _ in range(3):
+        call(list(texts[:batch]))
+    return [run_level(client, model, call, texts, level, batch, duration, requests) for level in concurrencies]
+
+
+def write_json(results: list[LevelResult], path: Path, model: str) -> None:
+    path.write_text(json.dumps({"model": model, "levels": [asdict(r) for r in results]}, indent=2) + "\n")
+
+
+def write_plot(results: list[LevelResult], path: Path, model: str) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as exc:
+        raise InvalidInputError("--plot needs matplotlib: pip install 'tritonhf[plot]'.") from exc
+    levels = [r.concurrency for r in results]
+    figure, throughput_axis = plt.subplots(figsize=(7, 4))
+    throughput_axis.plot(levels, [r.throughput for r in results], "o-", color="tab:blue", label="throughput")
+    throughput_axis.set_xlabel("concurrency")
+    throughput_axis.set_ylabel("requests / s", color="tab:blue")
+    latency_axis = throughput_axis.twinx()
+    latency_axis.plot(levels, [r.p50_ms for r in results], "s--", color="tab:red", label="p50")
+    latency_axis.plot(levels, [r.p99_ms for r in results], "^:", color="tab:red", label="p99")
+    latency_axis.set_ylabel("latency (ms)", color="tab:red")
+    throughput_axis.set_title(f"tritonhf bench: {model}")
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
