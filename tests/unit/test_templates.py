@@ -280,3 +280,38 @@ def test_options_reach_the_config(tmp_path: Path, tiny: dict[str, Path]) -> None
     )
     text = (folder / "config.pbtxt").read_text()
     assert "max_batch_size: 8" in text and "count: 2" in text and 'name: "sst"' in text
+
+
+# ------------------------------------------------------------------ the ONNX Runtime path
+
+
+def test_onnx_embeddings_match_pytorch(tmp_path: Path, tiny: dict[str, Path]) -> None:
+    folder = _add(tmp_path, "feature-extraction", tiny["encoder"], backend="onnx")
+    weights = folder / "1" / "weights"
+    assert (weights / "model.onnx").is_file() and not list(weights.glob("*.safetensors"))
+    assert 'key: "tritonhf.backend"' in (folder / "config.pbtxt").read_text()
+    model = instantiate(folder)
+    batch = ["the cat", "a dog and a cat lives in london"]
+    (response,) = model.execute([pb.InferenceRequest(TEXT=texts(*batch), NORMALIZE=np.array([[False], [False]]))])
+    np.testing.assert_allclose(response.output("EMBEDDING"), _reference_embeddings(tiny["encoder"], batch), atol=1e-3)
+
+
+def test_onnx_classification_and_zero_shot_match_pytorch(tmp_path: Path, tiny: dict[str, Path]) -> None:
+    batch = ["a wonderful movie", "the plot was awful", "i love this film"]
+    torch_model = instantiate(_add(tmp_path, "text-classification", tiny["classifier"], name="pt"))
+    onnx_model = instantiate(_add(tmp_path, "text-classification", tiny["classifier"], name="ox", backend="onnx"))
+    (expected,) = torch_model.execute([pb.InferenceRequest(TEXT=texts(*batch))])
+    (got,) = onnx_model.execute([pb.InferenceRequest(TEXT=texts(*batch))])
+    assert list(got.output("LABEL").ravel()) == list(expected.output("LABEL").ravel())
+    np.testing.assert_allclose(got.output("SCORES"), expected.output("SCORES"), atol=1e-3)
+    zero = instantiate(_add(tmp_path, "zero-shot", tiny["encoder"], name="zs", backend="onnx", labels=("a", "b")))
+    (answer,) = zero.execute([pb.InferenceRequest(TEXT=texts("the cat"))])
+    assert abs(float(answer.output("SCORES").sum()) - 1) < 1e-5
+
+
+def test_onnx_is_refused_for_tasks_it_does_not_cover(tmp_path: Path, tiny: dict[str, Path]) -> None:
+    from tritonhf.errors import GalleryError
+
+    for task, source in (("ner", tiny["ner"]), ("text-generation", tiny["generator"])):
+        with pytest.raises(GalleryError, match="--backend onnx supports"):
+            _add(tmp_path, task, source, backend="onnx")

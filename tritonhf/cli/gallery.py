@@ -76,6 +76,9 @@ def add_command(
     labels: Annotated[str | None, typer.Option(help="Zero-shot candidate labels, comma-separated.")] = None,
     allow_pickle: Annotated[bool, typer.Option(help="Allow pickled (.bin) weights; they can run code.")] = False,
     trust_remote_code: Annotated[bool, typer.Option(help="Let the model run code it ships (off by default).")] = False,
+    backend: Annotated[
+        str, typer.Option(help="pytorch, or onnx (exported once, served with onnxruntime).")
+    ] = "pytorch",
     param: Annotated[list[str] | None, typer.Option(help="Extra config parameter KEY=VALUE (repeatable).")] = None,
 ) -> None:
     """Add a model of TASK to the repository: NAME/config.pbtxt, NAME/1/model.py and its weights."""
@@ -88,6 +91,7 @@ def add_command(
         vendor=vendor,
         allow_pickle=allow_pickle,
         trust_remote_code=trust_remote_code,
+        backend=backend,
         labels=tuple(labels.split(",")) if labels else (),
         options=ModelOptions(max_batch_size=max_batch_size, instances=instances, device=device),
         params=parse_params(param or []),

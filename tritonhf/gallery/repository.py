@@ -24,9 +24,10 @@ from tritonclient.grpc import model_config_pb2 as mc
 from tritonhf._progress import Progress, SilentProgress
 from tritonhf._version import __version__
 from tritonhf.errors import GalleryError, InvalidNameError, ModelExistsError
-from tritonhf.gallery import models
+from tritonhf.gallery import models, onnx_export
 from tritonhf.gallery.config import ModelOptions, build_config, config_to_text, parameters_of, parse_config
 from tritonhf.tasks import (
+    PARAM_BACKEND,
     PARAM_DEVICE,
     PARAM_SOURCE,
     PARAM_TASK,
@@ -42,6 +43,7 @@ from tritonhf.tasks import (
 NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 PARAM_KEY = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 VERSION = "1"
+BACKENDS = ("pytorch", "onnx")
 
 
 def check_name(name: str) -> str:
@@ -98,6 +100,7 @@ class AddRequest:
     vendor: bool = True
     allow_pickle: bool = False
     trust_remote_code: bool = False
+    backend: str = "pytorch"  # or "onnx": exported once, served with onnxruntime
     labels: tuple[str, ...] = ()
     options: ModelOptions = field(default_factory=ModelOptions)
     params: Mapping[str, str] = field(default_factory=dict)
@@ -131,6 +134,14 @@ def add_model(request: AddRequest, progress: Progress | None = None) -> Path:
     task = get_task(request.task)
     name = check_name(request.name or default_name(request.source))
     request.options.check()
+    if request.backend not in BACKENDS:
+        raise GalleryError(f"--backend must be one of {', '.join(BACKENDS)}, not {request.backend!r}.")
+    if request.backend == "onnx":
+        onnx_export.check_exportable(task.name)
+        if not request.vendor:
+            raise GalleryError(
+                "--backend onnx writes model.onnx into the repository; it cannot be used with --no-vendor."
+            )
     repository = request.repository.absolute()
     target = repository / name
     if target.exists():
@@ -149,11 +160,20 @@ def add_model(request: AddRequest, progress: Progress | None = None) -> Path:
             progress.step(f"Copying weights, config and tokenizer into {name}/{VERSION}/{VENDORED_WEIGHTS_DIR}")
             models.vendor(resolved.folder, version_dir / VENDORED_WEIGHTS_DIR, request.allow_pickle)
             weights = VENDORED_WEIGHTS_DIR
+        extra: dict[str, str] = {}
+        if request.backend == "onnx":
+            weights_dir = version_dir / VENDORED_WEIGHTS_DIR
+            difference = onnx_export.export(task.name, weights_dir, weights_dir, progress)
+            for tensor_file in weights_dir.glob("*.safetensors"):
+                tensor_file.unlink()  # served from model.onnx; config and tokenizer stay
+            extra["tritonhf.onnx_max_abs_diff"] = f"{difference:.2e}"
         else:
             weights = str(resolved.folder) if resolved.kind != "hub" else request.source
         params = _task_parameters(task, resolved.folder, request)
+        params.update(extra)
         params.update(
             {
+                PARAM_BACKEND: request.backend,
                 PARAM_TASK: task.name,
                 PARAM_SOURCE: request.source,
                 PARAM_VERSION: __version__,

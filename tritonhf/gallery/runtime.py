@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from tritonhf.tasks import PARAM_DEVICE, PARAM_TRUST_REMOTE_CODE, PARAM_WEIGHTS
+from tritonhf.tasks import PARAM_BACKEND, PARAM_DEVICE, PARAM_TRUST_REMOTE_CODE, PARAM_WEIGHTS
 
 
 class BadRequest(ValueError):
@@ -36,6 +36,55 @@ def parameters(args: dict[str, str]) -> dict[str, str]:
     """The config's ``parameters`` as a plain dict of strings."""
     config = json.loads(args["model_config"])
     return {key: value.get("string_value", "") for key, value in config.get("parameters", {}).items()}
+
+
+class OnnxModel:
+    """An exported ``model.onnx`` run by onnxruntime behind the PyTorch model's call.
+
+    ``model(**batch).logits`` (or ``.last_hidden_state``) works the same, so a template
+    does not change with the backend.
+    """
+
+    def __init__(self, folder: str, output: str, threads: int) -> None:
+        import onnxruntime
+        from transformers import AutoConfig
+
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+        self.session = onnxruntime.InferenceSession(
+            str(Path(folder) / "model.onnx"), options, providers=["CPUExecutionProvider"]
+        )
+        self.inputs = [tensor.name for tensor in self.session.get_inputs()]
+        self.output = output
+        self.config = AutoConfig.from_pretrained(folder)
+
+    def __call__(self, **batch: Any) -> Any:
+        import types
+
+        import torch
+
+        feeds = {name: batch[name].cpu().numpy().astype(np.int64) for name in self.inputs}
+        (result,) = self.session.run([self.output], feeds)
+        return types.SimpleNamespace(**{self.output: torch.from_numpy(result)})
+
+    def to(self, device: str) -> OnnxModel:
+        return self
+
+    def eval(self) -> OnnxModel:
+        return self
+
+
+def load_model(auto_class: Any, args: dict[str, str], params: dict[str, str], device_name: str) -> Any:
+    """The model as PyTorch (the default) or, when added with --backend onnx, as an OnnxModel."""
+    source = weights_location(args, params)
+    if params.get(PARAM_BACKEND) == "onnx":
+        output = "logits" if "Classification" in auto_class.__name__ else "last_hidden_state"
+        return OnnxModel(source, output, threads=instance_threads(args))
+    model = auto_class.from_pretrained(
+        source, dtype=torch_dtype(device_name), trust_remote_code=trust_remote_code(params)
+    )
+    return model.to(device_name).eval()
 
 
 def trust_remote_code(params: dict[str, str]) -> bool:
@@ -61,6 +110,8 @@ def device(args: dict[str, str], params: dict[str, str]) -> str:
     import torch
 
     wanted = params.get(PARAM_DEVICE, "auto")
+    if params.get(PARAM_BACKEND) == "onnx":
+        return "cpu"  # the onnxruntime path runs on the CPU execution provider
     gpu_wanted = args.get("model_instance_kind") == "GPU" or wanted in ("gpu", "auto")
     if gpu_wanted and torch.cuda.is_available():
         return f"cuda:{args.get('model_instance_device_id', '0')}"
@@ -74,13 +125,18 @@ def torch_dtype(device_name: str) -> Any:
     return torch.float16 if device_name.startswith("cuda") else torch.float32
 
 
-def limit_threads(args: dict[str, str]) -> None:
-    """Share the cores between instances: N instances each get cores/N intra-op threads."""
-    import torch
-
+def instance_threads(args: dict[str, str]) -> int:
+    """Cores per instance: N instances each get cores/N intra-op threads."""
     groups = model_config(args).get("instance_group", [{}])
     instances = max(1, sum(int(group.get("count", 1)) for group in groups))
-    torch.set_num_threads(max(1, (os.cpu_count() or 1) // instances))
+    return max(1, (os.cpu_count() or 1) // instances)
+
+
+def limit_threads(args: dict[str, str]) -> None:
+    """Share the cores between instances (torch's intra-op thread pool)."""
+    import torch
+
+    torch.set_num_threads(instance_threads(args))
 
 
 def max_length(tokenizer: Any, config: Any, default: int = 512) -> int:

@@ -26,10 +26,8 @@ class TritonPythonModel:
         self.device = runtime.device(args, params)
         source = runtime.weights_location(args, params)
         self.tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=runtime.trust_remote_code(params))
-        self.model = AutoModel.from_pretrained(
-            source, dtype=runtime.torch_dtype(self.device), trust_remote_code=runtime.trust_remote_code(params)
-        )
-        self.model.to(self.device).eval()
+        # PyTorch, or onnxruntime when the model was added with --backend onnx: the same call either way.
+        self.model = runtime.load_model(AutoModel, args, params, self.device)
         self.pooling = params.get("pooling", "mean")
         self.normalize = params.get("normalize", "true") == "true"
         self.max_length = runtime.max_length(self.tokenizer, self.model.config)

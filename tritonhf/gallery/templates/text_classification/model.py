@@ -27,10 +27,8 @@ class TritonPythonModel:
         self.device = runtime.device(args, params)
         source = runtime.weights_location(args, params)
         self.tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=runtime.trust_remote_code(params))
-        self.model = AutoModelForSequenceClassification.from_pretrained(
-            source, dtype=runtime.torch_dtype(self.device), trust_remote_code=runtime.trust_remote_code(params)
-        )
-        self.model.to(self.device).eval()
+        # PyTorch, or onnxruntime when the model was added with --backend onnx: the same call either way.
+        self.model = runtime.load_model(AutoModelForSequenceClassification, args, params, self.device)
         config = self.model.config
         self.labels = [config.id2label[index] for index in range(config.num_labels)]
         self.multi_label = config.problem_type == "multi_label_classification"
