@@ -160,6 +160,8 @@ def add_model(request: AddRequest, progress: Progress | None = None) -> Path:
             progress.step(f"Copying weights, config and tokenizer into {name}/{VERSION}/{VENDORED_WEIGHTS_DIR}")
             models.vendor(resolved.folder, version_dir / VENDORED_WEIGHTS_DIR, request.allow_pickle)
             weights = VENDORED_WEIGHTS_DIR
+        else:
+            weights = str(resolved.folder) if resolved.kind != "hub" else request.source
         extra: dict[str, str] = {}
         if request.backend == "onnx":
             weights_dir = version_dir / VENDORED_WEIGHTS_DIR
@@ -167,8 +169,6 @@ def add_model(request: AddRequest, progress: Progress | None = None) -> Path:
             for tensor_file in weights_dir.glob("*.safetensors"):
                 tensor_file.unlink()  # served from model.onnx; config and tokenizer stay
             extra["tritonhf.onnx_max_abs_diff"] = f"{difference:.2e}"
-        else:
-            weights = str(resolved.folder) if resolved.kind != "hub" else request.source
         params = _task_parameters(task, resolved.folder, request)
         params.update(extra)
         params.update(
