@@ -37,6 +37,7 @@ demo: setup
 	$(BIN)/tritonhf demo
 
 bench: setup
+	$(BIN)/python bench/run.py
 	$(BIN)/python bench/sdk_vs_tritonclient.py
 
 clean:

@@ -234,8 +234,9 @@ def main() -> int:
         f"/dev/shm (triton regions): {shm_before:.1f} MiB before, {shm_after_soak:.1f} MiB after the soak, "
         f"{shm_mib():.1f} MiB after stop"
     )
+    print(f"stub processes of the killed server still running: {orphans}")
     print(f"took {15 * 60 - (deadline - time.monotonic()):.0f} s")
-    bad = sum(t.lost + t.mismatched for t in tallies) + sum("NOT" in t.recovery for t in tallies)
+    bad = sum(t.lost + t.mismatched for t in tallies) + sum("NOT" in t.recovery for t in tallies) + orphans
     return 1 if bad else 0
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from tritonhf import Client, ClientError
 from tritonhf.bootstrap import Server, Workspace
-from tritonhf.bootstrap.supervisor import Counters, stubs_of, supervisor_file
+from tritonhf.bootstrap.supervisor import Counters, orphaned_stubs, stubs_of, supervisor_file
 from tritonhf.gallery import AddRequest, ModelOptions, add_model
 
 pytestmark = pytest.mark.integration
@@ -104,6 +104,7 @@ def test_killed_server_is_restarted_with_the_same_models(supervised: Server) -> 
         took = time.monotonic() - started
     assert supervised.pid != old_pid
     assert [m.state for m in supervised.models()] == ["READY"]
+    assert orphaned_stubs(old_pid) == [], "the killed server's stubs must not keep running"
     counters = Counters.load(supervisor_file(supervised.workspace))
     assert counters is not None and counters.server_restarts == 1
     print(f"server back and answering {took:.1f} s after kill -9")

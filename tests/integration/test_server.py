@@ -17,6 +17,7 @@ import pytest
 
 from tritonhf.bootstrap import Server, Workspace, bootstrap
 from tritonhf.bootstrap.process import shm_regions
+from tritonhf.bootstrap.supervisor import orphaned_stubs
 from tritonhf.errors import ServerStartError
 
 pytestmark = pytest.mark.integration
@@ -143,9 +144,11 @@ def test_stale_state_from_a_killed_server_is_cleaned_on_next_up(workspace: Works
     os.kill(first.pid, 9)
     first._wait_exit(10)
     assert shm_regions(prefix), "a killed server leaves its region behind"
+    assert orphaned_stubs(first.pid), "a SIGKILLed server leaves its stub running"
     with _auto(workspace) as second:
         assert second.is_ready()
     assert shm_regions(prefix) == []
+    assert orphaned_stubs(first.pid) == [], "the next start kills the stubs a dead server left"
 
 
 def test_doctor_reports_every_check(installed_server: Workspace) -> None:

@@ -315,3 +315,11 @@ def test_onnx_is_refused_for_tasks_it_does_not_cover(tmp_path: Path, tiny: dict[
     for task, source in (("ner", tiny["ner"]), ("text-generation", tiny["generator"])):
         with pytest.raises(GalleryError, match="--backend onnx supports"):
             _add(tmp_path, task, source, backend="onnx")
+
+
+def test_no_vendor_keeps_a_reference_and_still_serves(tmp_path: Path, tiny: dict[str, Path]) -> None:
+    folder = _add(tmp_path, "text-classification", tiny["classifier"], vendor=False)
+    assert not (folder / "1" / "weights").exists()
+    assert str(tiny["classifier"]) in (folder / "config.pbtxt").read_text()
+    (response,) = instantiate(folder).execute([pb.InferenceRequest(TEXT=texts("a wonderful movie"))])
+    assert response.output("LABEL").shape == (1, 1)

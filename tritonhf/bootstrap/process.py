@@ -156,8 +156,13 @@ def ensure_api_key(workspace: Workspace) -> str:
     return path.read_text().strip()
 
 
-def _http_get(url: str, timeout: float = 2.0, headers: dict[str, str] | None = None) -> tuple[int, bytes]:
-    request = urllib.request.Request(url, headers=headers or {})
+def _http(
+    url: str, body: bytes | None = None, timeout: float = 2.0, headers: dict[str, str] | None = None
+) -> tuple[int, bytes]:
+    """(status, body) of a GET, or of a JSON POST when ``body`` is given; status 0 when nothing answers."""
+    request = urllib.request.Request(url, data=body, method="GET" if body is None else "POST", headers=headers or {})
+    if body is not None:
+        request.add_header("Content-Type", "application/json")
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
             return int(response.status), bytes(response.read())
@@ -165,20 +170,16 @@ def _http_get(url: str, timeout: float = 2.0, headers: dict[str, str] | None = N
         return int(exc.code), exc.read()
     except (urllib.error.URLError, OSError, TimeoutError):
         return 0, b""
+
+
+def _http_get(url: str, timeout: float = 2.0, headers: dict[str, str] | None = None) -> tuple[int, bytes]:
+    return _http(url, None, timeout, headers)
 
 
 def _http_post(
     url: str, body: bytes = b"{}", timeout: float = 5.0, headers: dict[str, str] | None = None
 ) -> tuple[int, bytes]:
-    request = urllib.request.Request(url, data=body, method="POST", headers=headers or {})
-    request.add_header("Content-Type", "application/json")
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            return int(response.status), bytes(response.read())
-    except urllib.error.HTTPError as exc:
-        return int(exc.code), exc.read()
-    except (urllib.error.URLError, OSError, TimeoutError):
-        return 0, b""
+    return _http(url, body, timeout, headers)
 
 
 class Server:
@@ -258,6 +259,9 @@ class Server:
                 f"{state.http_url}). Use it, or stop it first with `tritonhf down`."
             )
         # The state of a server that died without `down`: clean up what it left behind.
+        from tritonhf.bootstrap.supervisor import kill_orphaned_stubs
+
+        kill_orphaned_stubs(state.pid)
         remove_shm_regions(state.shm_prefix)
         self.workspace.state_file.unlink(missing_ok=True)
 
@@ -578,6 +582,9 @@ class Server:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(state.pid, signal.SIGKILL)
                 self._wait_exit(10.0)
+        from tritonhf.bootstrap.supervisor import kill_orphaned_stubs
+
+        kill_orphaned_stubs(state.pid)  # left running when the server was killed rather than stopped
         remove_shm_regions(state.shm_prefix)
         current = ServerState.load(self.workspace.state_file)
         if current is not None and current.pid == state.pid:

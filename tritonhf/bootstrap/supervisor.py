@@ -8,8 +8,9 @@ killed ``tritonserver``. The supervisor checks, every ``interval`` seconds:
 
 * the server process: dead -> restart it with the same command (capped, with backoff);
 * each ready model's stub processes (children of the server named by instance, e.g.
-  ``clf_0_0``): fewer alive than the config's instance count -> unload + load the
-  model (capped per model, with backoff), and remove the dead stubs' shared memory.
+  ``clf_0_0``): fewer alive than the config's instance count, or a "Stub process ... is
+  not healthy" line in the server log -> unload + load the model (capped per model, with
+  backoff), and remove the dead stubs' shared memory.
 
 Every event goes to ``logs/supervisor.log`` with its cause; counts go to
 ``run/supervisor.json`` for ``tritonhf status``. ``tritonhf up`` runs it as a detached
@@ -24,6 +25,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import signal
 import sys
 import threading
@@ -38,6 +40,14 @@ if TYPE_CHECKING:
     from tritonhf.bootstrap.process import Server
 
 STUB_NAME = "triton_python_backend_stub"
+_UNHEALTHY = re.compile(r"Stub process '([^']+)' is not healthy")
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 @dataclass(frozen=True)
@@ -112,6 +122,33 @@ def stubs_of(server_pid: int) -> list[Stub]:
     return found
 
 
+def orphaned_stubs(server_pid: int) -> list[int]:
+    """Stubs started by ``server_pid`` (their argv names it) that outlived it.
+
+    A SIGKILLed tritonserver leaves its stubs running (~350 MiB each), re-parented to init.
+    """
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            argv = Path(f"/proc/{entry}/cmdline").read_bytes().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        if len(argv) > 5 and argv[0].endswith(STUB_NAME) and argv[5] == str(server_pid):
+            found.append(int(entry))
+    return found
+
+
+def kill_orphaned_stubs(server_pid: int) -> int:
+    killed = 0
+    for pid in orphaned_stubs(server_pid):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+            killed += 1
+    return killed
+
+
 def instance_model(instance: str) -> str:
     """``clf_0_0`` -> ``clf`` (instance names are model name, group index, instance index)."""
     return instance.rsplit("_", 2)[0]
@@ -128,6 +165,7 @@ class Supervisor:
         self.counters = Counters(pid=os.getpid())
         self._known_regions: dict[str, str] = {}  # instance -> shm region, learnt while alive
         self._next_try: dict[str, float] = {}
+        self._log_offset = _size(self.workspace.server_log)  # only what is logged from now on
         self.stopped = threading.Event()
 
     # ---------------------------------------------------------------- one check
@@ -146,12 +184,31 @@ class Supervisor:
                 self._known_regions[stub.instance] = stub.shm_region
                 model = instance_model(stub.instance)
                 alive[model] = alive.get(model, 0) + 1
+        reported = self._reported_unhealthy()
         for model, count in expected.items():
             if alive.get(model, 0) < count:
                 self._repair(model, f"{count - alive.get(model, 0)} of its {count} stub process(es) died")
+            elif model in reported:
+                self._repair(model, "the server reported its stub not healthy")
             else:
                 self.counters.unhealthy.pop(model, None)
         self._save()
+
+    def _reported_unhealthy(self) -> set[str]:
+        """Models named in "Stub process '...' is not healthy" lines logged since the last check."""
+        log = self.workspace.server_log
+        try:
+            with log.open("rb") as handle:
+                handle.seek(0, 2)
+                size = handle.tell()
+                if size < self._log_offset:  # a new log (restart): read from its start
+                    self._log_offset = 0
+                handle.seek(self._log_offset)
+                fresh = handle.read(size - self._log_offset).decode(errors="replace")
+                self._log_offset = size
+        except OSError:
+            return set()
+        return {instance_model(name) for name in _UNHEALTHY.findall(fresh)}
 
     def _expected_instances(self) -> dict[str, int]:
         expected = {}
@@ -180,6 +237,8 @@ class Supervisor:
         self.log.warning("model %s: %s; repairing (unload + load, attempt %d)", model, cause, attempt)
         started = time.monotonic()
         ok = self.server.reload_model(model)
+        # What was logged until now is about the stub just replaced: do not repair twice for it.
+        self._log_offset = _size(self.workspace.server_log)
         removed = self._remove_dead_regions(model)
         if ok:
             self.counters.unhealthy.pop(model, None)
@@ -215,6 +274,10 @@ class Supervisor:
         self.log.warning("%s; restarting it with the same options in %.0f s (attempt %d)", cause, delay, attempt)
         if self.stopped.wait(delay):
             return
+        if self.server.state is not None:
+            killed = kill_orphaned_stubs(self.server.state.pid)
+            if killed:
+                self.log.info("killed %d stub process(es) the dead server left running", killed)
         started = time.monotonic()
         try:
             self.server.relaunch()

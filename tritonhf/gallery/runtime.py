@@ -243,6 +243,21 @@ def float_tensor(name: str, values: Any) -> Any:
     return pb_utils().Tensor(name, np.ascontiguousarray(values, dtype=np.float32))
 
 
+def ranked_labels_response(scores: np.ndarray[Any, Any], labels: Sequence[str], top_k: int | None = None) -> Any:
+    """LABEL, SCORE (the best label per row) and LABELS, SCORES (the ``top_k`` best, best first)."""
+    order = np.argsort(-scores, axis=1)[:, : top_k or len(labels)]
+    ranked_scores = np.take_along_axis(scores, order, axis=1)
+    ranked_labels = [[labels[index] for index in row] for row in order]
+    return pb_utils().InferenceResponse(
+        output_tensors=[
+            string_tensor("LABEL", [row[0] for row in ranked_labels]),
+            float_tensor("SCORE", ranked_scores[:, :1]),
+            string_matrix("LABELS", ranked_labels),
+            float_tensor("SCORES", ranked_scores),
+        ]
+    )
+
+
 def respond(requests: Sequence[Any], gathered: Gathered, answer: Callable[[Any, slice], Any]) -> list[Any]:
     """One response per request, in order: ``answer(request, rows)`` or that request's error.
 

@@ -189,6 +189,10 @@ class Client:
             return self._transport.infer(model, build(chunk), outputs, limit)
 
         deadline = time.monotonic() + limit
+        if len(chunks) == 1 and (self._transport.protocol == "grpc" or limit >= self.timeout):
+            # One chunk: send it from this thread (no hand-over to the pool); the transport itself
+            # bounds the call (gRPC deadline, or the HTTP client's network timeout = this timeout).
+            return self._call(model, lambda: send(chunks[0]), deadline)
         futures = [self._pool.submit(self._call, model, lambda c=chunk: send(c), deadline) for chunk in chunks]
         try:
             parts = [future.result(timeout=max(deadline - time.monotonic(), 0.001)) for future in futures]

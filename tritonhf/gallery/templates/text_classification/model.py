@@ -14,7 +14,6 @@ Labels come from the model's ``id2label``; multi-label models use a sigmoid per 
 
 import numpy as np
 import torch
-import triton_python_backend_utils as pb_utils
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from tritonhf.gallery import runtime
@@ -53,16 +52,7 @@ class TritonPythonModel:
             top_k = runtime.optional_scalar(
                 request, "TOP_K", len(self.labels), lambda k: k >= 1, "a positive number of labels"
             )
-            order = np.argsort(-scores[rows], axis=1)[:, : min(top_k, len(self.labels))]
-            best_scores = np.take_along_axis(scores[rows], order, axis=1)
-            best_labels = [[self.labels[index] for index in row] for row in order]
-            return pb_utils.InferenceResponse(
-                output_tensors=[
-                    runtime.string_tensor("LABEL", [row[0] for row in best_labels]),
-                    runtime.float_tensor("SCORE", best_scores[:, :1]),
-                    runtime.string_matrix("LABELS", best_labels),
-                    runtime.float_tensor("SCORES", best_scores),
-                ]
-            )
+            # LABEL/SCORE: the best label per text; LABELS/SCORES: the top_k best, best first.
+            return runtime.ranked_labels_response(scores[rows], self.labels, top_k)
 
         return runtime.respond(requests, gathered, answer)

