@@ -219,6 +219,7 @@ def main() -> int:
                 lambda: server.pid != old and server.is_ready(),
             )
         )
+        orphans = len(orphaned_stubs(old))
         client.close()
     shutil.rmtree(root, ignore_errors=True)
 
