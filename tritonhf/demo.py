@@ -232,20 +232,23 @@ class Demo:
                 f"{queue_ms:>10.2f}{compute / max(batches, 1) / 1e6:>11.2f}"
             )
 
+    def _plain(self, text: str) -> None:
+        self.console.print(text, soft_wrap=True, markup=False)  # commands to copy: never wrapped
+
     def how_to_query(self, server: Server) -> None:
         self.section("The server keeps running")
-        self.console.print(
+        self._plain(
             f"  curl -s {server.http_url}/v2/models/sentiment/infer -d "
             '\'{"inputs":[{"name":"TEXT","shape":[1,1],"datatype":"BYTES","data":["I love it"]}]}\''
         )
-        self.console.print(
+        self._plain(
             f"  curl -N {server.http_url}/v2/models/smollm2-chat/generate_stream -d "
             '\'{"text_input":"Hello","max_tokens":20}\''
         )
-        self.console.print(
+        self._plain(
             f"  python -c \"from tritonhf import Client; print(Client('{server.http_url}').classify('I love it'))\""
         )
-        self.console.print(f"  stop it with: tritonhf down --workspace {self.workspace.root}")
+        self._plain(f"  stop it with: tritonhf down --workspace {self.workspace.root}")
 
 
 def _batch_counts(client: Client, model: str) -> dict[int, int]:
