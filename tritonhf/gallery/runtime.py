@@ -75,6 +75,13 @@ class OnnxModel:
         return self
 
 
+def load_tokenizer(args: dict[str, str], params: dict[str, str]) -> Any:
+    """The tokenizer saved beside the weights (or of the hub id, with --no-vendor)."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(weights_location(args, params), trust_remote_code=trust_remote_code(params))
+
+
 def load_model(auto_class: Any, args: dict[str, str], params: dict[str, str], device_name: str) -> Any:
     """The model as PyTorch (the default) or, when added with --backend onnx, as an OnnxModel."""
     source = weights_location(args, params)

@@ -425,10 +425,7 @@ class Client:
         """Generated text for ``prompt``; with ``stream=True`` an iterator of chunks as they arrive."""
         if not isinstance(prompt, str):
             raise InvalidInputError(f"prompt must be a str, not {type(prompt).__name__}.")
-        inputs = self._generation_inputs(prompt, False, max_tokens, temperature, top_p, seed, stop)
-        name = self.resolve_model(("text-generation",), model)
-        chunks = self._stream(name, inputs, timeout)
-        return chunks if stream else "".join(chunks)
+        return self._generation(prompt, False, model, max_tokens, temperature, top_p, seed, stop, stream, timeout)
 
     def chat(
         self,
@@ -446,9 +443,23 @@ class Client:
         if not isinstance(messages, Sequence) or not all(isinstance(m, dict) and "content" in m for m in messages):
             raise InvalidInputError('messages must be a list of {"role": ..., "content": ...} dicts.')
         text = json.dumps(list(messages))
-        inputs = self._generation_inputs(text, True, max_tokens, temperature, top_p, seed, stop)
-        name = self.resolve_model(("text-generation",), model)
-        chunks = self._stream(name, inputs, timeout)
+        return self._generation(text, True, model, max_tokens, temperature, top_p, seed, stop, stream, timeout)
+
+    def _generation(
+        self,
+        text: str,
+        chat: bool,
+        model: str | None,
+        max_tokens: int | None,
+        temperature: float | None,
+        top_p: float | None,
+        seed: int | None,
+        stop: Sequence[str] | None,
+        stream: bool,
+        timeout: float | None,
+    ) -> Any:
+        inputs = self._generation_inputs(text, chat, max_tokens, temperature, top_p, seed, stop)
+        chunks = self._stream(self.resolve_model(("text-generation",), model), inputs, timeout)
         return chunks if stream else "".join(chunks)
 
     # ---------------------------------------------------------------- any model

@@ -14,7 +14,7 @@ Outputs: EMBEDDING [n, dim] FP32.
 import numpy as np
 import torch
 import triton_python_backend_utils as pb_utils
-from transformers import AutoModel, AutoTokenizer
+from transformers import AutoModel
 
 from tritonhf.gallery import runtime
 
@@ -24,8 +24,7 @@ class TritonPythonModel:
         params = runtime.parameters(args)
         runtime.limit_threads(args)
         self.device = runtime.device(args, params)
-        source = runtime.weights_location(args, params)
-        self.tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=runtime.trust_remote_code(params))
+        self.tokenizer = runtime.load_tokenizer(args, params)
         # PyTorch, or onnxruntime when the model was added with --backend onnx: the same call either way.
         self.model = runtime.load_model(AutoModel, args, params, self.device)
         self.pooling = params.get("pooling", "mean")

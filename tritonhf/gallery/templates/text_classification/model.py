@@ -14,7 +14,7 @@ Labels come from the model's ``id2label``; multi-label models use a sigmoid per 
 
 import numpy as np
 import torch
-from transformers import AutoModelForSequenceClassification, AutoTokenizer
+from transformers import AutoModelForSequenceClassification
 
 from tritonhf.gallery import runtime
 
@@ -24,8 +24,7 @@ class TritonPythonModel:
         params = runtime.parameters(args)
         runtime.limit_threads(args)
         self.device = runtime.device(args, params)
-        source = runtime.weights_location(args, params)
-        self.tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=runtime.trust_remote_code(params))
+        self.tokenizer = runtime.load_tokenizer(args, params)
         # PyTorch, or onnxruntime when the model was added with --backend onnx: the same call either way.
         self.model = runtime.load_model(AutoModelForSequenceClassification, args, params, self.device)
         config = self.model.config

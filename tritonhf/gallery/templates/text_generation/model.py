@@ -22,7 +22,7 @@ import json
 
 import torch
 import triton_python_backend_utils as pb_utils
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import AutoModelForCausalLM
 
 from tritonhf.gallery import runtime
 
@@ -48,15 +48,11 @@ class TritonPythonModel:
         params = runtime.parameters(args)
         runtime.limit_threads(args)
         self.device = runtime.device(args, params)
-        source = runtime.weights_location(args, params)
-        self.tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=runtime.trust_remote_code(params))
+        self.tokenizer = runtime.load_tokenizer(args, params)
         self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
-        self.model = AutoModelForCausalLM.from_pretrained(
-            source, dtype=runtime.torch_dtype(self.device), trust_remote_code=runtime.trust_remote_code(params)
-        )
-        self.model.to(self.device).eval()
+        self.model = runtime.load_model(AutoModelForCausalLM, args, params, self.device)
         # transformers 5 renamed the key/value cache argument from past_key_values to cache.
         self.cache_argument = (
             "cache" if "cache" in inspect.signature(self.model.forward).parameters else "past_key_values"

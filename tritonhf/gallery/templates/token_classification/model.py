@@ -16,7 +16,7 @@ import json
 
 import torch
 import triton_python_backend_utils as pb_utils
-from transformers import AutoModelForTokenClassification, AutoTokenizer, pipeline
+from transformers import AutoModelForTokenClassification, pipeline
 from transformers.pipelines.token_classification import AggregationStrategy
 
 from tritonhf.gallery import runtime
@@ -29,12 +29,8 @@ class TritonPythonModel:
         params = runtime.parameters(args)
         runtime.limit_threads(args)
         self.device = runtime.device(args, params)
-        source = runtime.weights_location(args, params)
-        self.tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=runtime.trust_remote_code(params))
-        self.model = AutoModelForTokenClassification.from_pretrained(
-            source, dtype=runtime.torch_dtype(self.device), trust_remote_code=runtime.trust_remote_code(params)
-        )
-        self.model.to(self.device).eval()
+        self.tokenizer = runtime.load_tokenizer(args, params)
+        self.model = runtime.load_model(AutoModelForTokenClassification, args, params, self.device)
         # Used only for its post-processing (grouping tokens into entities), never to run the model.
         self.grouper = pipeline("token-classification", model=self.model, tokenizer=self.tokenizer, device=self.device)
         self.aggregation = params.get("aggregation", "simple")
