@@ -23,8 +23,10 @@ _HEADER = (
     "# Written by `tritonhf gallery add` from the {task} template.\n"
     "# Fields are Triton's ModelConfig (model_config.proto); `tritonhf gallery validate` checks them.\n"
     "# dynamic_batching with no queue delay: requests that arrive while the model is busy are\n"
-    "# batched together, and a lone request does not wait (a delay measured ~2 ms per lone\n"
-    "# request for no throughput gain on CPU).\n"
+    "# batched together, and a lone request does not wait. Measured with all-MiniLM-L6-v2 on 2\n"
+    "# CPU cores: max_queue_delay 2 ms (with or without preferred sizes 8, 16) made a lone request\n"
+    "# ~2 ms slower (p50 11.9 vs 9.5-11.6 ms) and gave the same throughput at concurrency 16\n"
+    "# (289-340 vs 318-337 texts/s). On a GPU, try preferred_batch_size and a small delay.\n"
 )
 
 
