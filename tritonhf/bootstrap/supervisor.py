@@ -335,6 +335,9 @@ def main(argv: list[str] | None = None) -> None:
 
     args = argv if argv is not None else sys.argv[1:]
     server = Server.attach(args[0])
+    # A server this process restarts must outlive it like the one `up` started: `down` stops
+    # the supervisor first, then the server, gracefully.
+    server.die_with_parent = False
     supervisor = Supervisor(server)
     signal.signal(signal.SIGTERM, lambda *_: supervisor.stopped.set())
     supervisor.run()
