@@ -187,3 +187,36 @@ def test_beyond_loopback_the_repository_api_needs_the_workspace_key(workspace: W
             with Client(url, api_key="wrong") as client, pytest.raises(PermissionDeniedError, match="api_key"):
                 client.models()
         assert "127.0.0.2" in server.http_url
+
+
+def test_up_supervisor_restarts_a_killed_server_and_down_stops_both(workspace: Workspace) -> None:
+    from tritonhf.bootstrap.process import ServerState
+    from tritonhf.bootstrap.supervisor import Counters, supervisor_file
+
+    shutil.copytree(DATA / "echo", workspace.model_repository / "echo")
+    ws = str(workspace.root)
+    up = _cli("up", "-w", ws, "--http-port", "auto", "--grpc-port", "auto", "--metrics-port", "auto")
+    assert up.returncode == 0, up.stderr
+    try:
+        first = ServerState.load(workspace.state_file)
+        assert first is not None
+        os.kill(first.pid, 9)
+        deadline = time.monotonic() + 60
+        state = first
+        while time.monotonic() < deadline:
+            state = ServerState.load(workspace.state_file) or first
+            if state.pid != first.pid and _cli("status", "-w", ws).returncode == 0:
+                break
+            time.sleep(0.5)
+        assert state.pid != first.pid, "the detached supervisor restarts the server"
+        counters = Counters.load(supervisor_file(workspace))
+        assert counters is not None and counters.server_restarts == 1
+        supervisor_pid = counters.pid
+    finally:
+        down = _cli("down", "-w", ws)
+    assert down.returncode == 0, down.stderr
+    assert not Path(f"/proc/{state.pid}").exists() or "zombie" in Path(f"/proc/{state.pid}/status").read_text()
+    assert (
+        not Path(f"/proc/{supervisor_pid}").exists() or "zombie" in Path(f"/proc/{supervisor_pid}/status").read_text()
+    )
+    assert "successfully unloaded 'echo'" in workspace.server_log.read_text(), "down stops it gracefully"

@@ -249,6 +249,16 @@ class Server:
         server.state = state
         return server
 
+    @classmethod
+    def from_state(cls, workspace: Workspace | Path | str | None = None) -> Server:
+        """The server of ``workspace`` as its state file records it, alive or not (for the supervisor)."""
+        server = cls(workspace)
+        state = ServerState.load(server.workspace.state_file)
+        if state is None:
+            raise ServerNotRunningError(f"No server state in {server.workspace.state_file}; nothing to supervise.")
+        server.state = state
+        return server
+
     def _refuse_if_running(self) -> None:
         state = ServerState.load(self.workspace.state_file)
         if state is None:

@@ -233,6 +233,7 @@ class Supervisor:
             self.log.error("model %s: %s; gave up after %d repairs", model, cause, attempt - 1)
             return
         self.counters.model_repairs[model] = attempt
+        self._save()
         self._next_try[model] = now + self.policy.backoff(attempt)
         self.log.warning("model %s: %s; repairing (unload + load, attempt %d)", model, cause, attempt)
         started = time.monotonic()
@@ -270,6 +271,7 @@ class Supervisor:
             self.stopped.set()
             return
         self.counters.server_restarts = attempt
+        self._save()
         delay = self.policy.backoff(attempt)
         self.log.warning("%s; restarting it with the same options in %.0f s (attempt %d)", cause, delay, attempt)
         if self.stopped.wait(delay):
@@ -334,7 +336,9 @@ def main(argv: list[str] | None = None) -> None:
     from tritonhf.bootstrap.process import Server
 
     args = argv if argv is not None else sys.argv[1:]
-    server = Server.attach(args[0])
+    # Not attach(): the server may already have died in the second this process took to start,
+    # and restarting it is exactly the job.
+    server = Server.from_state(args[0])
     # A server this process restarts must outlive it like the one `up` started: `down` stops
     # the supervisor first, then the server, gracefully.
     server.die_with_parent = False
