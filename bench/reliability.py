@@ -35,7 +35,7 @@ import tiny_models
 
 from tritonhf import Client, ClientError, Server
 from tritonhf.bootstrap import Workspace, bootstrap
-from tritonhf.bootstrap.supervisor import orphaned_stubs, stubs_of
+from tritonhf.bootstrap.stubs import orphaned_stubs, stubs_of
 from tritonhf.gallery import AddRequest, ModelOptions, add_model
 
 SOAK_REQUESTS = int(os.environ.get("SOAK_REQUESTS", "20000"))

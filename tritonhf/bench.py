@@ -93,7 +93,9 @@ def _percentile(values: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
-def _server_view(before: dict[str, Any], after: dict[str, Any]) -> ServerView:
+def server_view(before: dict[str, Any], after: dict[str, Any]) -> ServerView:
+    """What Triton's statistics say happened to one model between two snapshots."""
+
     def stats(snapshot: dict[str, Any]) -> dict[str, Any]:
         models = snapshot.get("model_stats", [])
         return dict(models[0]) if models else {}
@@ -188,7 +190,7 @@ def run_level(
         p50_ms=1000 * (statistics.median(latencies) if latencies else 0.0),
         p95_ms=1000 * _percentile(latencies, 0.95),
         p99_ms=1000 * _percentile(latencies, 0.99),
-        server=_server_view(before, after),
+        server=server_view(before, after),
         error_kinds=errors,
     )
 

@@ -17,6 +17,7 @@ from typing import Any
 from rich.console import Console
 
 from tritonhf._progress import Progress
+from tritonhf.bench import server_view
 from tritonhf.bootstrap.install import bootstrap
 from tritonhf.bootstrap.layout import Workspace
 from tritonhf.bootstrap.process import Server
@@ -199,15 +200,13 @@ class Demo:
 
     def burst(self, client: Client, model: str) -> None:
         self.console.print("\n[bold]Dynamic batching[/]: 128 single-text requests from 16 threads at once")
-        before = _batch_counts(client, model)
+        before = client.statistics(model)
         started = time.monotonic()
         texts = [f"request number {i} about {SIMILAR[i % len(SIMILAR)]}" for i in range(128)]
         with ThreadPoolExecutor(16) as pool:
             list(pool.map(lambda text: client.embed(text, model=model), texts))
         elapsed = time.monotonic() - started
-        after = _batch_counts(client, model)
-        executed = {size: after.get(size, 0) - before.get(size, 0) for size in after}
-        executed = {size: count for size, count in sorted(executed.items()) if count}
+        executed = server_view(before, client.statistics(model)).batch_sizes
         runs = sum(executed.values())
         self.console.print(f"  {128 / elapsed:.0f} requests/s; the server ran {runs} batches for 128 requests")
         self.console.print("  batch sizes executed: " + ", ".join(f"{s}x{c}" for s, c in executed.items()))
@@ -249,11 +248,3 @@ class Demo:
             f"  python -c \"from tritonhf import Client; print(Client('{server.http_url}').classify('I love it'))\""
         )
         self._plain(f"  stop it with: tritonhf down --workspace {self.workspace.root}")
-
-
-def _batch_counts(client: Client, model: str) -> dict[int, int]:
-    stats = client.statistics(model).get("model_stats", [{}])[0]
-    return {
-        int(entry["batch_size"]): int(entry.get("compute_infer", {}).get("count", 0))
-        for entry in stats.get("batch_stats", [])
-    }

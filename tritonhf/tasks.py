@@ -23,6 +23,12 @@ PARAM_BACKEND = "tritonhf.backend"  # pytorch | onnx
 VENDORED_WEIGHTS_DIR = "weights"
 
 
+def wire_datatype(data_type: str) -> str:
+    """A ModelConfig datatype as the wire (KServe v2) names it: TYPE_STRING -> BYTES, TYPE_FP32 -> FP32."""
+    short = data_type.removeprefix("TYPE_")
+    return "BYTES" if short == "STRING" else short
+
+
 @dataclass(frozen=True)
 class TensorSpec:
     """One input or output: its name, Triton datatype and dims (without the batch axis)."""
@@ -35,9 +41,7 @@ class TensorSpec:
 
     @property
     def wire_datatype(self) -> str:
-        """The datatype name on the wire (KServe v2): TYPE_STRING -> BYTES, TYPE_FP32 -> FP32."""
-        short = self.data_type.removeprefix("TYPE_")
-        return "BYTES" if short == "STRING" else short
+        return wire_datatype(self.data_type)
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,8 @@ import pytest
 
 from tritonhf import Client, ClientError
 from tritonhf.bootstrap import Server, Workspace
-from tritonhf.bootstrap.supervisor import Counters, orphaned_stubs, stubs_of, supervisor_file
+from tritonhf.bootstrap.stubs import orphaned_stubs, stubs_of
+from tritonhf.bootstrap.supervisor import Counters, supervisor_file
 from tritonhf.gallery import AddRequest, ModelOptions, add_model
 
 pytestmark = pytest.mark.integration

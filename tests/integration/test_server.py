@@ -17,7 +17,7 @@ import pytest
 
 from tritonhf.bootstrap import Server, Workspace, bootstrap
 from tritonhf.bootstrap.process import shm_regions
-from tritonhf.bootstrap.supervisor import orphaned_stubs
+from tritonhf.bootstrap.stubs import orphaned_stubs
 from tritonhf.errors import ServerStartError
 
 pytestmark = pytest.mark.integration

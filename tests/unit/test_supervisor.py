@@ -6,7 +6,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from tritonhf.bootstrap.layout import Workspace
-from tritonhf.bootstrap.supervisor import Policy, Supervisor, instance_model
+from tritonhf.bootstrap.stubs import instance_model
+from tritonhf.bootstrap.supervisor import Policy, Supervisor
 
 
 def test_backoff_doubles_up_to_a_cap() -> None:

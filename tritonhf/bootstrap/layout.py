@@ -10,11 +10,11 @@ WORKSPACE/
 
 from __future__ import annotations
 
-import json
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+
+from tritonhf._files import load_dataclass, save_dataclass
 
 DEFAULT_WORKSPACE = "triton_workspace"
 WORKSPACE_ENV = "TRITONHF_WORKSPACE"
@@ -95,14 +95,8 @@ class Workspace:
         return self.binary.is_file() and self.manifest_path.is_file()
 
     def read_manifest(self) -> Manifest | None:
-        try:
-            data = json.loads(self.manifest_path.read_text())
-        except (OSError, ValueError):
-            return None
-        try:
-            return Manifest(**data)
-        except TypeError:
-            return None  # written by another version: treated as absent, so reinstalled
+        # One written by another version reads as absent, so the server is reinstalled.
+        return load_dataclass(Manifest, self.manifest_path)
 
 
 @dataclass(frozen=True)
@@ -118,7 +112,4 @@ class Manifest:
     tritonhf_version: str
 
     def write(self, path: Path) -> None:
-        path.write_text(json.dumps(asdict(self), indent=2) + "\n")
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        save_dataclass(self, path)

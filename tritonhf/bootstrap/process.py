@@ -22,15 +22,17 @@ import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from tritonhf._files import load_dataclass, save_dataclass
 from tritonhf.bootstrap.diagnose import Diagnosis, diagnose
 from tritonhf.bootstrap.environment import StubEnvironment
 from tritonhf.bootstrap.layout import Workspace
 from tritonhf.bootstrap.ports import ensure_free, free_port, parse_port
+from tritonhf.bootstrap.stubs import kill_orphaned_stubs
 from tritonhf.errors import (
     BootstrapError,
     ServerAlreadyRunningError,
@@ -93,17 +95,11 @@ class ServerState:
         return f"http://{self.client_host}:{self.metrics_port}/metrics"
 
     def save(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_suffix(".tmp")
-        temporary.write_text(json.dumps(asdict(self), indent=2) + "\n")
-        temporary.replace(path)
+        save_dataclass(self, path)
 
     @classmethod
     def load(cls, path: Path) -> ServerState | None:
-        try:
-            return cls(**json.loads(path.read_text()))
-        except (OSError, ValueError, TypeError):
-            return None
+        return load_dataclass(cls, path)
 
 
 def _pid_is_server(pid: int, binary: Path | None = None) -> bool:
@@ -269,8 +265,6 @@ class Server:
                 f"{state.http_url}). Use it, or stop it first with `tritonhf down`."
             )
         # The state of a server that died without `down`: clean up what it left behind.
-        from tritonhf.bootstrap.supervisor import kill_orphaned_stubs
-
         kill_orphaned_stubs(state.pid)
         remove_shm_regions(state.shm_prefix)
         self.workspace.state_file.unlink(missing_ok=True)
@@ -506,6 +500,11 @@ class Server:
             self._configs[name] = dict(json.loads(body))
         return self._configs[name]
 
+    def instance_count(self, name: str) -> int:
+        """How many stub processes the model's config asks for (its instance groups)."""
+        groups = self.model_config(name).get("instance_group", [{"count": 1}])
+        return sum(int(group.get("count", 1)) for group in groups)
+
     def reload_model(self, name: str, timeout: float = 120.0) -> bool:
         """Unload then load ``name`` (explicit model control); True once it is ready again."""
         base = f"{self._require_state().http_url}/v2/repository/models/{name}"
@@ -592,8 +591,6 @@ class Server:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(state.pid, signal.SIGKILL)
                 self._wait_exit(10.0)
-        from tritonhf.bootstrap.supervisor import kill_orphaned_stubs
-
         kill_orphaned_stubs(state.pid)  # left running when the server was killed rather than stopped
         remove_shm_regions(state.shm_prefix)
         current = ServerState.load(self.workspace.state_file)

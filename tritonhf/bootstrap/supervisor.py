@@ -22,7 +22,6 @@ outlives the server it watches.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import re
@@ -30,16 +29,17 @@ import signal
 import sys
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tritonhf._files import load_dataclass, save_dataclass
 from tritonhf.bootstrap.layout import Workspace
+from tritonhf.bootstrap.stubs import Stub, alive_per_model, instance_model, kill_orphaned_stubs, stubs_of
 
 if TYPE_CHECKING:
     from tritonhf.bootstrap.process import Server
 
-STUB_NAME = "triton_python_backend_stub"
 _UNHEALTHY = re.compile(r"Stub process '([^']+)' is not healthy")
 
 
@@ -77,81 +77,15 @@ class Counters:
 
     def save(self, path: Path) -> None:
         self.updated_at = time.time()
-        temporary = path.with_suffix(".tmp")
-        temporary.write_text(json.dumps(asdict(self), indent=2) + "\n")
-        temporary.replace(path)
+        save_dataclass(self, path)
 
     @classmethod
     def load(cls, path: Path) -> Counters | None:
-        try:
-            return cls(**json.loads(path.read_text()))
-        except (OSError, ValueError, TypeError):
-            return None
+        return load_dataclass(cls, path)
 
 
 def supervisor_file(workspace: Workspace) -> Path:
     return workspace.run_dir / "supervisor.json"
-
-
-@dataclass(frozen=True)
-class Stub:
-    pid: int
-    instance: str  # e.g. clf_0_0
-    shm_region: str
-    alive: bool
-
-
-def stubs_of(server_pid: int) -> list[Stub]:
-    """The Python backend stubs whose parent is ``server_pid``, read from /proc."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-            fields = stat.rsplit(")", 1)[1].split()
-            if int(fields[1]) != server_pid:
-                continue
-            argv = Path(f"/proc/{entry}/cmdline").read_bytes().decode(errors="replace").split("\0")
-        except (OSError, IndexError, ValueError):
-            continue
-        if not argv or not argv[0].endswith(STUB_NAME) or len(argv) < 9:
-            continue
-        # argv: stub, model.py path, shm region, shm sizes..., parent pid, backend dir, ?, instance name, ...
-        found.append(Stub(int(entry), argv[8], argv[2], alive=fields[0] != "Z"))
-    return found
-
-
-def orphaned_stubs(server_pid: int) -> list[int]:
-    """Stubs started by ``server_pid`` (their argv names it) that outlived it.
-
-    A SIGKILLed tritonserver leaves its stubs running (~350 MiB each), re-parented to init.
-    """
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            argv = Path(f"/proc/{entry}/cmdline").read_bytes().decode(errors="replace").split("\0")
-        except OSError:
-            continue
-        if len(argv) > 5 and argv[0].endswith(STUB_NAME) and argv[5] == str(server_pid):
-            found.append(int(entry))
-    return found
-
-
-def kill_orphaned_stubs(server_pid: int) -> int:
-    killed = 0
-    for pid in orphaned_stubs(server_pid):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGKILL)
-            killed += 1
-    return killed
-
-
-def instance_model(instance: str) -> str:
-    """``clf_0_0`` -> ``clf`` (instance names are model name, group index, instance index)."""
-    return instance.rsplit("_", 2)[0]
 
 
 class Supervisor:
@@ -177,13 +111,10 @@ class Supervisor:
         if self.server._exit_code() is not None:
             self._restart_server(f"tritonserver (pid {state.pid}) is not running")
             return
-        expected = self._expected_instances()
-        alive: dict[str, int] = {}
-        for stub in stubs_of(state.pid):
-            if stub.alive:
-                self._known_regions[stub.instance] = stub.shm_region
-                model = instance_model(stub.instance)
-                alive[model] = alive.get(model, 0) + 1
+        expected = {m.name: self.server.instance_count(m.name) for m in self.server.models() if m.state == "READY"}
+        stubs = stubs_of(state.pid)
+        self.learn_regions(stubs)
+        alive = alive_per_model(stubs)
         reported = self._reported_unhealthy()
         for model, count in expected.items():
             if alive.get(model, 0) < count:
@@ -209,16 +140,6 @@ class Supervisor:
         except OSError:
             return set()
         return {instance_model(name) for name in _UNHEALTHY.findall(fresh)}
-
-    def _expected_instances(self) -> dict[str, int]:
-        expected = {}
-        for model in self.server.models():
-            if model.state != "READY":
-                continue
-            config = self.server.model_config(model.name)
-            groups = config.get("instance_group", [{"count": 1}])
-            expected[model.name] = sum(int(group.get("count", 1)) for group in groups)
-        return expected
 
     # ---------------------------------------------------------------- repairs
 
@@ -297,12 +218,13 @@ class Supervisor:
         with contextlib.suppress(OSError):
             self.counters.save(supervisor_file(self.workspace))
 
-    def learn_regions(self) -> None:
+    def learn_regions(self, stubs: list[Stub] | None = None) -> None:
         """Remember each living stub's shm region, to remove it if that stub dies."""
-        if self.server.state is not None:
-            for stub in stubs_of(self.server.state.pid):
-                if stub.alive:
-                    self._known_regions[stub.instance] = stub.shm_region
+        if stubs is None:
+            stubs = stubs_of(self.server.state.pid) if self.server.state is not None else []
+        for stub in stubs:
+            if stub.alive:
+                self._known_regions[stub.instance] = stub.shm_region
 
     def run(self) -> None:
         self.log.info("supervising tritonserver pid %s", self.server.state.pid if self.server.state else "?")

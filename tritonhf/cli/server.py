@@ -15,7 +15,8 @@ from tritonhf.bootstrap.install import bootstrap
 from tritonhf.bootstrap.layout import Workspace
 from tritonhf.bootstrap.process import LOOPBACK, MODEL_CONTROL_MODES, ModelStatus, Server
 from tritonhf.bootstrap.sources import choose_source
-from tritonhf.bootstrap.supervisor import Counters, instance_model, stubs_of, supervisor_file
+from tritonhf.bootstrap.stubs import alive_per_model, stubs_of
+from tritonhf.bootstrap.supervisor import Counters, supervisor_file
 from tritonhf.cli._console import RichProgress, console, err_console, friendly_errors, table
 
 WorkspaceOption = Annotated[
@@ -134,14 +135,10 @@ def status_command(workspace: WorkspaceOption = None) -> None:
     counters = Counters.load(supervisor_file(server.workspace))
     if counters is not None:
         console.print(f"  supervisor pid {counters.pid}: {counters.server_restarts} server restart(s)")
-    alive: dict[str, int] = {}
-    for stub in stubs_of(server.pid):
-        if stub.alive:
-            alive[instance_model(stub.instance)] = alive.get(instance_model(stub.instance), 0) + 1
+    alive = alive_per_model(stubs_of(server.pid))
     view = table("model", "state", "stubs alive", "health", "repairs")
     for model in server.models():
-        groups = server.model_config(model.name).get("instance_group", [{"count": 1}]) if model.state == "READY" else []
-        expected = sum(int(group.get("count", 1)) for group in groups)
+        expected = server.instance_count(model.name) if model.state == "READY" else 0
         healthy = model.state == "READY" and alive.get(model.name, 0) >= expected
         health = (
             "[green]healthy[/]"

@@ -12,13 +12,13 @@ weights are explicitly allowed (a pickle can run code when it is loaded).
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tritonhf._files import read_json, read_json_object
 from tritonhf._progress import Progress
 from tritonhf.bootstrap.sources import cache_dir
 from tritonhf.errors import ModelSourceError
@@ -156,26 +156,15 @@ def vendor(source: Path, destination: Path, allow_pickle: bool = False) -> list[
     return keep
 
 
-def read_json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
 def sentence_transformers_options(folder: Path) -> dict[str, str]:
     """Pooling and normalisation as a sentence-transformers model declares them, if it does."""
     options: dict[str, str] = {}
-    pooling = read_json(folder / "1_Pooling" / "config.json")
+    pooling = read_json_object(folder / "1_Pooling" / "config.json")
     if pooling.get("pooling_mode_cls_token"):
         options["pooling"] = "cls"
     elif pooling.get("pooling_mode_mean_tokens"):
         options["pooling"] = "mean"
-    try:
-        raw_modules = json.loads((folder / "modules.json").read_text())  # a list, unlike the other files
-    except (OSError, ValueError):
-        raw_modules = []
+    raw_modules = read_json(folder / "modules.json")  # a list, unlike the other files
     if isinstance(raw_modules, list) and raw_modules:
         # A sentence-transformers model normalises exactly when its module list says so.
         normalizes = any("Normalize" in str(m.get("type", "")) for m in raw_modules if isinstance(m, dict))
@@ -184,4 +173,4 @@ def sentence_transformers_options(folder: Path) -> dict[str, str]:
 
 
 def model_config(folder: Path) -> dict[str, Any]:
-    return read_json(folder / "config.json")
+    return read_json_object(folder / "config.json")

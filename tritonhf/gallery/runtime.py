@@ -45,7 +45,7 @@ class OnnxModel:
     does not change with the backend.
     """
 
-    def __init__(self, folder: str, output: str, threads: int) -> None:
+    def __init__(self, folder: str, threads: int) -> None:
         import onnxruntime
         from transformers import AutoConfig
 
@@ -56,7 +56,7 @@ class OnnxModel:
             str(Path(folder) / "model.onnx"), options, providers=["CPUExecutionProvider"]
         )
         self.inputs = [tensor.name for tensor in self.session.get_inputs()]
-        self.output = output
+        self.output = self.session.get_outputs()[0].name  # logits or last_hidden_state, named at export
         self.config = AutoConfig.from_pretrained(folder)
 
     def __call__(self, **batch: Any) -> Any:
@@ -86,8 +86,7 @@ def load_model(auto_class: Any, args: dict[str, str], params: dict[str, str], de
     """The model as PyTorch (the default) or, when added with --backend onnx, as an OnnxModel."""
     source = weights_location(args, params)
     if params.get(PARAM_BACKEND) == "onnx":
-        output = "logits" if "Classification" in auto_class.__name__ else "last_hidden_state"
-        return OnnxModel(source, output, threads=instance_threads(args))
+        return OnnxModel(source, threads=instance_threads(args))
     model = auto_class.from_pretrained(
         source, dtype=torch_dtype(device_name), trust_remote_code=trust_remote_code(params)
     )

@@ -31,7 +31,7 @@ from tritonhf.errors import (
 from tritonhf.sdk import codecs
 from tritonhf.sdk._transport import Transport, connect, translate_error
 from tritonhf.sdk.results import Classification, Entity, ModelInfo, ZeroShotClassification
-from tritonhf.tasks import PARAM_TASK
+from tritonhf.tasks import PARAM_TASK, wire_datatype
 
 # Worth retrying within a call's timeout: the server restarting, a model being repaired.
 TRANSIENT = (ServerUnavailableError, ModelNotReadyError)
@@ -381,33 +381,16 @@ class Client:
         """Chunks as they arrive. A transient failure before the first chunk reopens the stream
         (within the timeout); after it, a failure raises: a stream never ends silently as if complete."""
         deadline = time.monotonic() + (timeout if timeout is not None else self.timeout)
-        delay = 0.1
-        while True:
+
+        def open_stream() -> tuple[Iterator[str], str | None]:
             chunks = self._transport.stream(model, inputs, max(deadline - time.monotonic(), 0.001))
-            try:
-                first = next(chunks)
-            except StopIteration:
-                return
-            except Exception as exc:
-                error = exc if isinstance(exc, ClientError) else translate_error(exc, model, self.url)
-                if isinstance(error, TRANSIENT) and time.monotonic() + delay < deadline:
-                    time.sleep(delay)
-                    delay = min(delay * 2, 2.0)
-                    continue
-                if error is exc:
-                    raise
-                raise error from exc
-            break
+            return chunks, next(chunks, None)
+
+        chunks, first = self._call(model, open_stream, deadline)
+        if first is None:
+            return
         yield first
-        while True:
-            try:
-                chunk = next(chunks)
-            except StopIteration:
-                return
-            except ClientError:
-                raise
-            except Exception as exc:
-                raise translate_error(exc, model, self.url) from exc
+        while (chunk := self._call(model, lambda: next(chunks, None))) is not None:
             yield chunk
 
     def generate(
@@ -475,7 +458,7 @@ class Client:
                 f"Model '{model}' has no input(s) {', '.join(unknown)}; it takes {', '.join(specs) or 'none'}.", model
             )
         arrays = {
-            name: codecs.to_tensor(value, _wire(specs[name]["data_type"]), specs[name].get("dims", []), batched)
+            name: codecs.to_tensor(value, wire_datatype(specs[name]["data_type"]), specs[name].get("dims", []), batched)
             for name, value in inputs.items()
         }
         outputs = [spec["name"] for spec in config.get("output", [])]
@@ -499,11 +482,6 @@ class Client:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
     ) -> None:
         self.close()
-
-
-def _wire(data_type: str) -> str:
-    short = data_type.removeprefix("TYPE_")
-    return "BYTES" if short == "STRING" else short
 
 
 def _concat(parts: list[np.ndarray[Any, Any]]) -> np.ndarray[Any, Any]:

@@ -1,0 +1,47 @@
+"""Small JSON files tritonhf reads and writes (state, counters, manifests, model configs)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+def read_json(path: Path) -> Any:
+    """The parsed file, or None when it is missing or not JSON."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def read_json_object(path: Path) -> dict[str, Any]:
+    """A JSON object file as a dict; empty when missing, unreadable or not an object."""
+    data = read_json(path)
+    return data if isinstance(data, dict) else {}
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write through a temporary file and a rename, so readers never see half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_suffix(path.suffix + ".tmp")
+    temporary.write_text(json.dumps(data, indent=2) + "\n")
+    temporary.replace(path)
+
+
+def save_dataclass(instance: Any, path: Path) -> None:
+    write_json_atomic(path, asdict(instance))
+
+
+def load_dataclass(cls: type[T], path: Path) -> T | None:
+    """``cls(**file)``, or None when the file is missing, broken or written by another version."""
+    data = read_json(path)
+    if not isinstance(data, dict):
+        return None
+    try:
+        return cls(**data)
+    except TypeError:
+        return None
