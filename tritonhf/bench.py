@@ -112,23 +112,26 @@ def server_view(before: dict[str, Any], after: dict[str, Any]) -> ServerView:
 
     requests = delta(("inference_stats", "success"), "count")
     executions = int(new.get("execution_count", 0)) - int(old.get("execution_count", 0))
-    compute = sum(
-        delta(("inference_stats", part), "ns") for part in ("compute_input", "compute_infer", "compute_output")
-    )
-    old_batches = {
-        int(b["batch_size"]): int(b.get("compute_infer", {}).get("count", 0)) for b in old.get("batch_stats", [])
-    }
-    batches = {}
+    # inference_stats add each request's share (a batch of 8 counts its compute 8 times);
+    # batch_stats count each execution once, so compute per execution comes from them.
+    old_batches = {int(b["batch_size"]): b for b in old.get("batch_stats", [])}
+    batches: dict[int, int] = {}
+    compute_ns = 0
     for entry in new.get("batch_stats", []):
         size = int(entry["batch_size"])
-        count = int(entry.get("compute_infer", {}).get("count", 0)) - old_batches.get(size, 0)
+        previous = old_batches.get(size, {})
+        count = int(entry.get("compute_infer", {}).get("count", 0)) - int(
+            previous.get("compute_infer", {}).get("count", 0)
+        )
         if count:
             batches[size] = count
+        for part in ("compute_input", "compute_infer", "compute_output"):
+            compute_ns += int(entry.get(part, {}).get("ns", 0)) - int(previous.get(part, {}).get("ns", 0))
     return ServerView(
         requests=requests,
         executions=executions,
         queue_ms=delta(("inference_stats", "queue"), "ns") / max(requests, 1) / 1e6,
-        compute_ms=compute / max(executions, 1) / 1e6,
+        compute_ms=compute_ns / max(executions, 1) / 1e6,
         batch_sizes=dict(sorted(batches.items())),
     )
 
