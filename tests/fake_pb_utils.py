@@ -1,17 +1,21 @@
 """A stand-in for ``triton_python_backend_utils`` so templates run outside the Triton stub.
 
 It mimics the few parts templates use: Tensor, InferenceResponse, TritonError, the input
-lookup, and a response sender for decoupled models. Requests carry numpy arrays exactly
-as the stub hands them over (BYTES as object arrays of bytes).
+lookup, a response sender for decoupled models, and BLS (a request to another model by
+name, answered by the function a test puts in ``bls_models``). Requests carry numpy arrays
+exactly as the stub hands them over (BYTES as object arrays of bytes).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 TRITONSERVER_RESPONSE_COMPLETE_FINAL = 1
+# BLS: model name -> function {input name: array} -> {output name: array}
+bls_models: dict[str, Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]] = {}
 
 
 class TritonError:
@@ -41,10 +45,13 @@ class Tensor:
 class InferenceResponse:
     def __init__(self, output_tensors: list[Tensor] | None = None, error: TritonError | None = None) -> None:
         self.output_tensors = output_tensors or []
-        self.error = error
+        self._error = error
 
     def has_error(self) -> bool:
-        return self.error is not None
+        return self._error is not None
+
+    def error(self) -> TritonError | None:
+        return self._error
 
     def output(self, name: str) -> np.ndarray:
         return next(t.as_numpy() for t in self.output_tensors if t.name() == name)
@@ -65,9 +72,27 @@ class ResponseSender:
 
 
 class InferenceRequest:
-    def __init__(self, **inputs: Any) -> None:
-        self.inputs = {name: Tensor(name, value) for name, value in inputs.items()}
+    """A request as a template receives it (``InferenceRequest(TEXT=...)``), or a BLS request it
+    builds (``InferenceRequest(model_name=..., inputs=[...], requested_output_names=[...])``)."""
+
+    def __init__(
+        self,
+        model_name: str | None = None,
+        inputs: list[Tensor] | None = None,
+        requested_output_names: list[str] | None = None,
+        **named: Any,
+    ) -> None:
+        self.model_name = model_name
+        self.inputs = {name: Tensor(name, value) for name, value in named.items()}
+        self.inputs.update({tensor.name(): tensor for tensor in inputs or []})
+        self.requested = requested_output_names or []
         self.sender = ResponseSender()
+
+    def exec(self) -> InferenceResponse:
+        if self.model_name not in bls_models:
+            return InferenceResponse(error=TritonError(f"Request for unknown model: '{self.model_name}'"))
+        outputs = bls_models[self.model_name]({name: t.as_numpy() for name, t in self.inputs.items()})
+        return InferenceResponse([Tensor(name, outputs[name]) for name in self.requested])
 
     def get_response_sender(self) -> ResponseSender:
         return self.sender
@@ -75,6 +100,10 @@ class InferenceRequest:
 
 def get_input_tensor_by_name(request: InferenceRequest, name: str) -> Tensor | None:
     return request.inputs.get(name)
+
+
+def get_output_tensor_by_name(response: InferenceResponse, name: str) -> Tensor | None:
+    return next((t for t in response.output_tensors if t.name() == name), None)
 
 
 def texts(*values: str | bytes) -> np.ndarray:

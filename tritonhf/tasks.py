@@ -20,6 +20,12 @@ PARAM_WEIGHTS = "tritonhf.weights"
 PARAM_DEVICE = "tritonhf.device"
 PARAM_TRUST_REMOTE_CODE = "tritonhf.trust_remote_code"
 PARAM_BACKEND = "tritonhf.backend"  # pytorch | onnx
+# With --backend onnx on a server that has Triton's onnxruntime backend, the forward pass is
+# a second model (the "ONNX part"): the template calls it by name (BLS) with these tensors.
+PARAM_ONNX_MODEL = "tritonhf.onnx_model"  # the part's model name
+PARAM_ONNX_INPUTS = "tritonhf.onnx_inputs"  # comma-separated: input_ids,attention_mask[,token_type_ids]
+PARAM_ONNX_OUTPUT = "tritonhf.onnx_output"  # logits | last_hidden_state
+PARAM_PART_OF = "tritonhf.part_of"  # written into the part: the model it belongs to
 VENDORED_WEIGHTS_DIR = "weights"
 
 

@@ -62,8 +62,8 @@ def test_classification_answers_each_request_with_its_own_rows(tmp_path: Path, t
         np.testing.assert_allclose(np.sort(got_first[row])[::-1], np.sort(expected[row])[::-1], atol=1e-5)
     assert responses[1].output("LABELS").shape == (1, 2), "TOP_K=2 returns two labels"
     np.testing.assert_allclose(responses[1].output("SCORE")[0, 0], expected[2].max(), atol=1e-5)
-    assert "not valid UTF-8" in responses[2].error.message()
-    assert "missing required input 'TEXT'" in responses[3].error.message()
+    assert "not valid UTF-8" in responses[2].error().message()
+    assert "missing required input 'TEXT'" in responses[3].error().message()
 
 
 def test_classification_refuses_a_bad_top_k_for_that_request_only(tmp_path: Path, tiny: dict[str, Path]) -> None:
@@ -72,7 +72,7 @@ def test_classification_refuses_a_bad_top_k_for_that_request_only(tmp_path: Path
     bad = pb.InferenceRequest(TEXT=texts("bad"), TOP_K=np.array([[0]], dtype=np.int32))
     responses = model.execute([good, bad])
     assert not responses[0].has_error()
-    assert "TOP_K" in responses[1].error.message()
+    assert "TOP_K" in responses[1].error().message()
 
 
 def test_multi_label_uses_sigmoid(tmp_path: Path, tiny: dict[str, Path]) -> None:
@@ -114,7 +114,7 @@ def test_ner_unknown_aggregation_fails_only_that_request(tmp_path: Path, tiny: d
     bad = pb.InferenceRequest(TEXT=texts("bob"), AGGREGATION=texts("loudest"))
     responses = model.execute([good, bad])
     assert not responses[0].has_error()
-    assert "AGGREGATION" in responses[1].error.message()
+    assert "AGGREGATION" in responses[1].error().message()
 
 
 # ------------------------------------------------------------------ feature-extraction
@@ -175,7 +175,7 @@ def test_zero_shot_scores_sum_to_one_and_labels_can_be_overridden(tmp_path: Path
 def test_zero_shot_without_any_labels_is_a_request_error(tmp_path: Path, tiny: dict[str, Path]) -> None:
     model = instantiate(_add(tmp_path, "zero-shot", tiny["encoder"]))
     (response,) = model.execute([pb.InferenceRequest(TEXT=texts("x"))])
-    assert "no candidate labels" in response.error.message()
+    assert "no candidate labels" in response.error().message()
 
 
 # ------------------------------------------------------------------ text-generation
@@ -237,8 +237,8 @@ def test_generation_refuses_bad_settings_per_request(tmp_path: Path, tiny: dict[
     cold = _gen_request("hello", temperature=np.array([[-0.5]], dtype=np.float32))
     model.execute([good, negative, cold])
     assert _streamed(good)[0] == _generate_reference(tiny["generator"], "hello", 3)
-    assert "max_tokens" in negative.sender.responses[0].error.message() and negative.sender.closed
-    assert "temperature" in cold.sender.responses[0].error.message() and cold.sender.closed
+    assert "max_tokens" in negative.sender.responses[0].error().message() and negative.sender.closed
+    assert "temperature" in cold.sender.responses[0].error().message() and cold.sender.closed
 
 
 def test_generation_chat_applies_the_template(tmp_path: Path, tiny: dict[str, Path]) -> None:
@@ -251,7 +251,7 @@ def test_generation_chat_applies_the_template(tmp_path: Path, tiny: dict[str, Pa
     assert _streamed(request)[0] == _generate_reference(tiny["generator"], prompt, 5)
     broken = _gen_request("not json", chat=np.array([[True]]))
     model.execute([broken])
-    assert "JSON list" in broken.sender.responses[0].error.message()
+    assert "JSON list" in broken.sender.responses[0].error().message()
 
 
 def test_sampling_with_a_seed_is_reproducible(tmp_path: Path, tiny: dict[str, Path]) -> None:

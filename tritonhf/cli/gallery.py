@@ -79,6 +79,13 @@ def add_command(
     backend: Annotated[
         str, typer.Option(help="pytorch, or onnx (exported once, served with onnxruntime).")
     ] = "pytorch",
+    onnx_runtime: Annotated[
+        str,
+        typer.Option(
+            help="With --backend onnx: native (Triton's onnxruntime backend, as model NAME__onnx), python "
+            "(onnxruntime inside the Python backend), or auto (native if this workspace's server has it)."
+        ),
+    ] = "auto",
     param: Annotated[list[str] | None, typer.Option(help="Extra config parameter KEY=VALUE (repeatable).")] = None,
 ) -> None:
     """Add a model of TASK to the repository: NAME/config.pbtxt, NAME/1/model.py and its weights."""
@@ -92,6 +99,7 @@ def add_command(
         allow_pickle=allow_pickle,
         trust_remote_code=trust_remote_code,
         backend=backend,
+        onnx_runtime=onnx_runtime,
         labels=tuple(labels.split(",")) if labels else (),
         options=ModelOptions(max_batch_size=max_batch_size, instances=instances, device=device),
         params=parse_params(param or []),

@@ -7,7 +7,7 @@ the text-format writer instead of being pasted into a template.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,7 +15,7 @@ from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as mc
 
 from tritonhf.errors import GalleryError
-from tritonhf.tasks import Task, TensorSpec
+from tritonhf.tasks import PARAM_PART_OF, Task, TensorSpec
 
 DEVICES = ("auto", "cpu", "gpu")
 
@@ -27,6 +27,14 @@ _HEADER = (
     "# CPU cores: max_queue_delay 2 ms (with or without preferred sizes 8, 16) made a lone request\n"
     "# ~2 ms slower (p50 11.9 vs 9.5-11.6 ms) and gave the same throughput at concurrency 16\n"
     "# (289-340 vs 318-337 texts/s). On a GPU, try preferred_batch_size and a small delay.\n"
+)
+
+
+_PART_HEADER = (
+    "# Written by `tritonhf gallery add --backend onnx`: the forward pass of model {owner}, run by\n"
+    "# Triton's native onnxruntime backend. {owner}'s model.py tokenizes the texts of all its requests,\n"
+    "# sends them here as one batch (a BLS call), and turns the answer into its outputs. No batch axis\n"
+    "# of its own (max_batch_size 0): {owner} batches; this model runs whatever batch it is given.\n"
 )
 
 
@@ -76,6 +84,36 @@ def build_config(task: Task, name: str, options: ModelOptions) -> mc.ModelConfig
     for key, value in sorted(options.parameters.items()):
         config.parameters[key].string_value = value
     return config
+
+
+def build_onnx_part_config(
+    name: str, owner: str, inputs: Sequence[str], output: str, output_dims: Sequence[int], options: ModelOptions
+) -> mc.ModelConfig:
+    """The config of the model that runs ``owner``'s model.onnx on Triton's onnxruntime backend.
+
+    Inputs are token tensors [batch, sequence] INT64; the output is ``logits`` [batch, labels]
+    or ``last_hidden_state`` [batch, sequence, hidden]. A warm-up request runs at load time.
+    """
+    config = mc.ModelConfig(name=name, backend="onnxruntime", max_batch_size=0)
+    for input_name in inputs:
+        config.input.add(name=input_name, data_type=mc.TYPE_INT64, dims=[-1, -1])
+    rank_dims = [-1, *output_dims] if output == "logits" else [-1, -1, *output_dims]
+    config.output.add(name=output, data_type=mc.TYPE_FP32, dims=rank_dims)
+    group = config.instance_group.add()
+    group.count = options.instances
+    group.kind = mc.ModelInstanceGroup.KIND_GPU if options.device == "gpu" else mc.ModelInstanceGroup.KIND_CPU
+    warmup = config.model_warmup.add(name="eight tokens", batch_size=1)
+    for input_name in inputs:
+        sample = warmup.inputs[input_name]
+        sample.data_type = mc.TYPE_INT64
+        sample.dims.extend([1, 8])
+        sample.zero_data = True
+    config.parameters[PARAM_PART_OF].string_value = owner
+    return config
+
+
+def part_config_to_text(config: mc.ModelConfig, owner: str) -> str:
+    return _PART_HEADER.format(owner=owner) + str(text_format.MessageToString(config))
 
 
 def config_to_text(config: mc.ModelConfig, task: Task) -> str:

@@ -3,13 +3,14 @@
 ``gallery add ... --backend onnx`` exports the model with dynamic batch and sequence axes
 into the vendored weights folder (``weights/model.onnx``, beside the config and tokenizer),
 runs both versions on sample texts and refuses the export if any output differs by more
-than ``TOLERANCE``. The same template then runs it with onnxruntime inside the Python
-backend (the wheel's Triton has no native onnxruntime backend), so clients see the same
-tensors either way.
+than ``TOLERANCE``. The same template then runs it, either with onnxruntime inside the
+Python backend, or (when the server has Triton's native onnxruntime backend) by calling a
+second model that holds only ``model.onnx``. Clients see the same tensors either way.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,17 @@ EXPORTABLE = {
 }
 
 
+@dataclass(frozen=True)
+class Exported:
+    """What an export wrote: the file, its input and output names, and how close it is to PyTorch."""
+
+    path: Path
+    inputs: tuple[str, ...]  # input_ids, attention_mask[, token_type_ids]: what the tokenizer gives
+    output: str  # logits | last_hidden_state
+    output_dims: tuple[int, ...]  # without batch (and sequence) axes: (num_labels,) or (hidden_size,)
+    max_abs_diff: float
+
+
 def check_exportable(task: str) -> None:
     if task not in EXPORTABLE:
         raise GalleryError(
@@ -34,8 +46,8 @@ def check_exportable(task: str) -> None:
         )
 
 
-def export(task: str, folder: Path, destination: Path, progress: Progress) -> float:
-    """Export ``folder``'s model for ``task`` to ``destination/model.onnx``; return the max abs difference."""
+def export(task: str, folder: Path, destination: Path, progress: Progress) -> Exported:
+    """Export ``folder``'s model for ``task`` to ``destination/model.onnx``, checked against PyTorch."""
     check_exportable(task)
     try:
         import numpy as np
@@ -88,4 +100,4 @@ def export(task: str, folder: Path, destination: Path, progress: Progress) -> fl
             f"The ONNX export of {folder} differs from PyTorch by {difference:.2e} (> {TOLERANCE}); serve it with "
             "PyTorch (drop --backend onnx)."
         )
-    return difference
+    return Exported(path, tuple(names), output, tuple(reference.shape[-1:]), difference)

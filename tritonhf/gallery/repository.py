@@ -3,6 +3,8 @@
     REPOSITORY/NAME/config.pbtxt       built from the task's signature (gallery.config)
     REPOSITORY/NAME/1/model.py         the task's template, copied unchanged
     REPOSITORY/NAME/1/weights/         the vendored weights, config and tokenizer
+    REPOSITORY/NAME__onnx/1/model.onnx with --backend onnx on a server that has Triton's
+                                       onnxruntime backend: the forward pass, called by NAME
 
 A model is built in a hidden folder beside the repository and renamed into place when
 complete, so an interrupted ``add`` (Ctrl-C, full disk, failed download) leaves the
@@ -25,10 +27,22 @@ from tritonhf._progress import Progress, SilentProgress
 from tritonhf._version import __version__
 from tritonhf.errors import GalleryError, InvalidNameError, ModelExistsError
 from tritonhf.gallery import models, onnx_export
-from tritonhf.gallery.config import ModelOptions, build_config, config_to_text, parameters_of, parse_config
+from tritonhf.gallery.config import (
+    ModelOptions,
+    build_config,
+    build_onnx_part_config,
+    config_to_text,
+    parameters_of,
+    parse_config,
+    part_config_to_text,
+)
 from tritonhf.tasks import (
     PARAM_BACKEND,
     PARAM_DEVICE,
+    PARAM_ONNX_INPUTS,
+    PARAM_ONNX_MODEL,
+    PARAM_ONNX_OUTPUT,
+    PARAM_PART_OF,
     PARAM_SOURCE,
     PARAM_TASK,
     PARAM_TRUST_REMOTE_CODE,
@@ -44,6 +58,11 @@ NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 PARAM_KEY = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 VERSION = "1"
 BACKENDS = ("pytorch", "onnx")
+# Where --backend onnx runs model.onnx: Triton's native onnxruntime backend (a second model,
+# NAME__onnx), onnxruntime inside the Python backend, or "auto": native when the server
+# installed beside the repository has that backend.
+ONNX_RUNTIMES = ("auto", "native", "python")
+ONNX_PART_SUFFIX = "__onnx"
 
 
 def check_name(name: str) -> str:
@@ -101,6 +120,7 @@ class AddRequest:
     allow_pickle: bool = False
     trust_remote_code: bool = False
     backend: str = "pytorch"  # or "onnx": exported once, served with onnxruntime
+    onnx_runtime: str = "auto"  # with backend onnx: one of ONNX_RUNTIMES
     labels: tuple[str, ...] = ()
     options: ModelOptions = field(default_factory=ModelOptions)
     params: Mapping[str, str] = field(default_factory=dict)
@@ -128,33 +148,54 @@ def _output_dims(task: Task, folder: Path) -> dict[str, tuple[int, ...]]:
     return {}
 
 
-def add_model(request: AddRequest, progress: Progress | None = None) -> Path:
-    """Write ``NAME/config.pbtxt``, ``NAME/1/model.py`` and the weights; return the model folder."""
-    progress = progress or SilentProgress()
-    task = get_task(request.task)
-    name = check_name(request.name or default_name(request.source))
-    request.options.check()
+def native_onnx_available(repository: Path) -> bool:
+    """Does the server installed beside ``repository`` (a tritonhf workspace) have the onnxruntime backend?"""
+    return (repository.absolute().parent / "triton_server" / "backends" / "onnxruntime").is_dir()
+
+
+def _check_backend(request: AddRequest, task: Task) -> None:
     if request.backend not in BACKENDS:
         raise GalleryError(f"--backend must be one of {', '.join(BACKENDS)}, not {request.backend!r}.")
+    if request.onnx_runtime not in ONNX_RUNTIMES:
+        raise GalleryError(f"--onnx-runtime must be one of {', '.join(ONNX_RUNTIMES)}, not {request.onnx_runtime!r}.")
     if request.backend == "onnx":
         onnx_export.check_exportable(task.name)
         if not request.vendor:
             raise GalleryError(
                 "--backend onnx writes model.onnx into the repository; it cannot be used with --no-vendor."
             )
-    repository = request.repository.absolute()
+
+
+def _free(repository: Path, name: str) -> Path:
     target = repository / name
     if target.exists():
         raise ModelExistsError(
             f"A model named {name!r} already exists in {repository}. Choose another --name, or remove it "
             f"first with `tritonhf gallery remove {name}`."
         )
+    return target
+
+
+def add_model(request: AddRequest, progress: Progress | None = None) -> Path:
+    """Write ``NAME/config.pbtxt``, ``NAME/1/model.py`` and the weights; return the model folder."""
+    progress = progress or SilentProgress()
+    task = get_task(request.task)
+    name = check_name(request.name or default_name(request.source))
+    request.options.check()
+    _check_backend(request, task)
+    repository = request.repository.absolute()
+    target = _free(repository, name)
+    native = request.backend == "onnx" and (
+        request.onnx_runtime == "native" or (request.onnx_runtime == "auto" and native_onnx_available(repository))
+    )
+    part_name = check_name(name + ONNX_PART_SUFFIX) if native else None
+    part_target = _free(repository, part_name) if part_name else None
     resolved = models.resolve(request.source, request.revision, progress)
     repository.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{name}.partial-", dir=repository.parent))
     try:
-        version_dir = staging / VERSION
-        version_dir.mkdir()
+        version_dir = staging / name / VERSION
+        version_dir.mkdir(parents=True)
         (version_dir / "model.py").write_text(template_source(task))
         if request.vendor:
             progress.step(f"Copying weights, config and tokenizer into {name}/{VERSION}/{VENDORED_WEIGHTS_DIR}")
@@ -162,15 +203,9 @@ def add_model(request: AddRequest, progress: Progress | None = None) -> Path:
             weights = VENDORED_WEIGHTS_DIR
         else:
             weights = str(resolved.folder) if resolved.kind != "hub" else request.source
-        extra: dict[str, str] = {}
-        if request.backend == "onnx":
-            weights_dir = version_dir / VENDORED_WEIGHTS_DIR
-            difference = onnx_export.export(task.name, weights_dir, weights_dir, progress)
-            for tensor_file in weights_dir.glob("*.safetensors"):
-                tensor_file.unlink()  # served from model.onnx; config and tokenizer stay
-            extra["tritonhf.onnx_max_abs_diff"] = f"{difference:.2e}"
         params = _task_parameters(task, resolved.folder, request)
-        params.update(extra)
+        if request.backend == "onnx":
+            params.update(_export_onnx(task, name, part_name, version_dir, staging, request.options, progress))
         params.update(
             {
                 PARAM_BACKEND: request.backend,
@@ -192,23 +227,82 @@ def add_model(request: AddRequest, progress: Progress | None = None) -> Path:
         config = build_config(task, name, options)
         text = config_to_text(config, task)
         parse_config(text)  # what we write must read back as Triton's ModelConfig
-        (staging / "config.pbtxt").write_text(text)
-        staging.replace(target)
+        (staging / name / "config.pbtxt").write_text(text)
+        if part_name and part_target:
+            (staging / part_name).replace(part_target)  # the part first: NAME calls it
+        try:
+            (staging / name).replace(target)
+        except OSError:
+            if part_target:
+                shutil.rmtree(part_target, ignore_errors=True)
+            raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return target
 
 
+def _export_onnx(
+    task: Task,
+    name: str,
+    part_name: str | None,
+    version_dir: Path,
+    staging: Path,
+    options: ModelOptions,
+    progress: Progress,
+) -> dict[str, str]:
+    """Export model.onnx (beside the tokenizer, or into the NAME__onnx part); the parameters that say so."""
+    weights_dir = version_dir / VENDORED_WEIGHTS_DIR
+    destination = staging / part_name / VERSION if part_name else weights_dir
+    destination.mkdir(parents=True, exist_ok=True)
+    exported = onnx_export.export(task.name, weights_dir, destination, progress)
+    for tensor_file in weights_dir.glob("*.safetensors"):
+        tensor_file.unlink()  # served from model.onnx; config and tokenizer stay
+    params = {"tritonhf.onnx_max_abs_diff": f"{exported.max_abs_diff:.2e}"}
+    if part_name is None:
+        progress.step("model.onnx will run with onnxruntime inside the Python backend")
+        return params
+    progress.step(f"model.onnx will run on Triton's onnxruntime backend, as model {part_name}")
+    part = build_onnx_part_config(part_name, name, exported.inputs, exported.output, exported.output_dims, options)
+    text = part_config_to_text(part, name)
+    parse_config(text)
+    (staging / part_name / "config.pbtxt").write_text(text)
+    params.update(
+        {
+            PARAM_ONNX_MODEL: part_name,
+            PARAM_ONNX_INPUTS: ",".join(exported.inputs),
+            PARAM_ONNX_OUTPUT: exported.output,
+        }
+    )
+    return params
+
+
 def remove_model(repository: Path, name: str) -> Path:
+    """Remove model ``name`` and, for a native ONNX model, its ``NAME__onnx`` part."""
     check_name(name)
     target = repository.absolute() / name
     if not (target / "config.pbtxt").is_file():
         raise GalleryError(f"No model named {name!r} in {repository}. See `tritonhf gallery validate {repository}`.")
+    params = _parameters_of_folder(target)
+    if PARAM_PART_OF in params:
+        owner = params[PARAM_PART_OF]
+        raise GalleryError(f"{name!r} is the ONNX part of model {owner!r}: remove {owner!r}, and it goes with it.")
+    folders = [target]
+    part = params.get(PARAM_ONNX_MODEL)
+    if part and NAME.match(part) and (repository.absolute() / part).is_dir():
+        folders.append(repository.absolute() / part)
     # Rename first: the model leaves the repository at once, even if deleting its files is slow.
     trash = Path(tempfile.mkdtemp(prefix=f".{name}.removed-", dir=repository.absolute().parent))
-    target.replace(trash / name)
+    for folder in folders:
+        folder.replace(trash / folder.name)
     shutil.rmtree(trash, ignore_errors=True)
     return target
+
+
+def _parameters_of_folder(folder: Path) -> dict[str, str]:
+    try:
+        return parameters_of(parse_config((folder / "config.pbtxt").read_text()))
+    except (OSError, GalleryError):
+        return {}
 
 
 @dataclass(frozen=True)
@@ -227,6 +321,8 @@ def list_models(repository: Path) -> list[ModelEntry]:
         except (OSError, GalleryError):
             continue
         params = parameters_of(config)
+        if PARAM_PART_OF in params:
+            continue  # listed through the model it belongs to
         entries.append(
             ModelEntry(folder.name, params.get(PARAM_TASK, "?"), params.get(PARAM_SOURCE, "?"), config.max_batch_size)
         )
@@ -274,6 +370,7 @@ def validate_model(folder: Path) -> list[Problem]:
         if config.backend == "python" and not (version / "model.py").is_file():
             problems.append(Problem(name, f"{version.name}/model.py is missing", "Put the model's model.py there."))
     params = parameters_of(config)
+    problems.extend(_check_onnx_part(folder, params, versions))
     task_name = params.get(PARAM_TASK)
     if task_name is None:
         return problems  # not a gallery model: only Triton's own rules apply
@@ -287,6 +384,33 @@ def validate_model(folder: Path) -> list[Problem]:
         if weights == VENDORED_WEIGHTS_DIR and not (vendored / "config.json").is_file():
             problems.append(Problem(name, f"vendored weights missing in {version.name}/{weights}", "Re-add the model."))
     return problems
+
+
+def _check_onnx_part(folder: Path, params: dict[str, str], versions: list[Path]) -> list[Problem]:
+    """A native ONNX model and its part must both be there, the part with its model.onnx."""
+    name, repository = folder.name, folder.parent
+    if PARAM_PART_OF in params:
+        owner = params[PARAM_PART_OF]
+        problems = [
+            Problem(name, f"{version.name}/{onnx_export.ONNX_FILE} is missing", f"Re-add model {owner!r}.")
+            for version in versions
+            if not (version / onnx_export.ONNX_FILE).is_file()
+        ]
+        if not (repository / owner / "config.pbtxt").is_file():
+            problems.append(
+                Problem(name, f"it is the ONNX part of model {owner!r}, which is missing", "Remove this folder.")
+            )
+        return problems
+    part = params.get(PARAM_ONNX_MODEL)
+    if part and not (repository / part / "config.pbtxt").is_file():
+        return [
+            Problem(
+                name,
+                f"its ONNX part {part!r} is missing",
+                f"Re-add the model: `tritonhf gallery remove {name}`, then add it.",
+            )
+        ]
+    return []
 
 
 def _check_tensors(name: str, config: mc.ModelConfig, task: Task) -> list[Problem]:

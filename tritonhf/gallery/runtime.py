@@ -19,7 +19,15 @@ from typing import Any
 
 import numpy as np
 
-from tritonhf.tasks import PARAM_BACKEND, PARAM_DEVICE, PARAM_TRUST_REMOTE_CODE, PARAM_WEIGHTS
+from tritonhf.tasks import (
+    PARAM_BACKEND,
+    PARAM_DEVICE,
+    PARAM_ONNX_INPUTS,
+    PARAM_ONNX_MODEL,
+    PARAM_ONNX_OUTPUT,
+    PARAM_TRUST_REMOTE_CODE,
+    PARAM_WEIGHTS,
+)
 
 
 class BadRequest(ValueError):
@@ -75,6 +83,48 @@ class OnnxModel:
         return self
 
 
+class TritonOnnxModel:
+    """``model.onnx`` served by Triton's native onnxruntime backend as another model (the "part"),
+    called with the whole gathered batch through BLS, behind the PyTorch model's call.
+
+    The template tokenizes as always; the token tensors go to the part in one request and its
+    answer comes back as ``.logits`` (or ``.last_hidden_state``), so the template does not change.
+    """
+
+    runs_in_this_process = False  # the part may still be loading while this model initialises
+
+    def __init__(self, part: str, inputs: Sequence[str], output: str, folder: str) -> None:
+        from transformers import AutoConfig
+
+        self.part, self.inputs, self.output = part, list(inputs), output
+        self.config = AutoConfig.from_pretrained(folder)
+
+    def __call__(self, **batch: Any) -> Any:
+        import types
+
+        import torch
+
+        pb = pb_utils()
+        tensors = [pb.Tensor(name, batch[name].cpu().numpy().astype(np.int64)) for name in self.inputs]
+        request = pb.InferenceRequest(model_name=self.part, inputs=tensors, requested_output_names=[self.output])
+        response = request.exec()
+        if response.has_error():
+            raise RuntimeError(f"the ONNX part {self.part!r} failed: {response.error().message()}")
+        result = pb.get_output_tensor_by_name(response, self.output).as_numpy()
+        return types.SimpleNamespace(**{self.output: torch.from_numpy(np.array(result))})
+
+    def to(self, device: str) -> TritonOnnxModel:
+        return self
+
+    def eval(self) -> TritonOnnxModel:
+        return self
+
+
+def forward_is_local(model: Any) -> bool:
+    """False when the forward pass is another Triton model: no warm-up call during initialize."""
+    return bool(getattr(model, "runs_in_this_process", True))
+
+
 def load_tokenizer(args: dict[str, str], params: dict[str, str]) -> Any:
     """The tokenizer saved beside the weights (or of the hub id, with --no-vendor)."""
     from transformers import AutoTokenizer
@@ -83,8 +133,12 @@ def load_tokenizer(args: dict[str, str], params: dict[str, str]) -> Any:
 
 
 def load_model(auto_class: Any, args: dict[str, str], params: dict[str, str], device_name: str) -> Any:
-    """The model as PyTorch (the default) or, when added with --backend onnx, as an OnnxModel."""
+    """The model as PyTorch (the default) or, when added with --backend onnx, as an OnnxModel
+    (onnxruntime in this process) or a TritonOnnxModel (Triton's onnxruntime backend)."""
     source = weights_location(args, params)
+    if params.get(PARAM_BACKEND) == "onnx" and params.get(PARAM_ONNX_MODEL):
+        inputs = params.get(PARAM_ONNX_INPUTS, "input_ids,attention_mask").split(",")
+        return TritonOnnxModel(params[PARAM_ONNX_MODEL], inputs, params.get(PARAM_ONNX_OUTPUT, "logits"), source)
     if params.get(PARAM_BACKEND) == "onnx":
         return OnnxModel(source, threads=instance_threads(args))
     model = auto_class.from_pretrained(

@@ -25,13 +25,15 @@ class TritonPythonModel:
         runtime.limit_threads(args)
         self.device = runtime.device(args, params)
         self.tokenizer = runtime.load_tokenizer(args, params)
-        # PyTorch, or onnxruntime when the model was added with --backend onnx: the same call either way.
+        # PyTorch, or ONNX Runtime when added with --backend onnx (here, or Triton's onnxruntime
+        # backend running model.onnx as another model): the same call either way.
         self.model = runtime.load_model(AutoModel, args, params, self.device)
         self.pooling = params.get("pooling", "mean")
         self.normalize = params.get("normalize", "true") == "true"
         self.max_length = runtime.max_length(self.tokenizer, self.model.config)
         self.dim = self.model.config.hidden_size
-        self.embed(["Warm-up so that the first real request is not slow."], self.normalize)
+        if runtime.forward_is_local(self.model):  # not when the forward pass is another model (native ONNX)
+            self.embed(["Warm-up so that the first real request is not slow."], self.normalize)
 
     def embed(self, texts, normalize):
         """Pooled vectors [len(texts), dim] from one forward pass."""

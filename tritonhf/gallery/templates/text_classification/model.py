@@ -25,13 +25,15 @@ class TritonPythonModel:
         runtime.limit_threads(args)
         self.device = runtime.device(args, params)
         self.tokenizer = runtime.load_tokenizer(args, params)
-        # PyTorch, or onnxruntime when the model was added with --backend onnx: the same call either way.
+        # PyTorch, or ONNX Runtime when added with --backend onnx (here, or Triton's onnxruntime
+        # backend running model.onnx as another model): the same call either way.
         self.model = runtime.load_model(AutoModelForSequenceClassification, args, params, self.device)
         config = self.model.config
         self.labels = [config.id2label[index] for index in range(config.num_labels)]
         self.multi_label = config.problem_type == "multi_label_classification"
         self.max_length = runtime.max_length(self.tokenizer, config)
-        self.scores(["Warm-up so that the first real request is not slow."])
+        if runtime.forward_is_local(self.model):  # not when the forward pass is another model (native ONNX)
+            self.scores(["Warm-up so that the first real request is not slow."])
 
     def scores(self, texts):
         """Probabilities [len(texts), num_labels] from one forward pass."""

@@ -22,7 +22,8 @@ class TritonPythonModel:
         runtime.limit_threads(args)
         self.device = runtime.device(args, params)
         self.tokenizer = runtime.load_tokenizer(args, params)
-        # PyTorch, or onnxruntime when the model was added with --backend onnx: the same call either way.
+        # PyTorch, or ONNX Runtime when added with --backend onnx (here, or Triton's onnxruntime
+        # backend running model.onnx as another model): the same call either way.
         self.model = runtime.load_model(AutoModel, args, params, self.device)
         self.pooling = params.get("pooling", "mean")
         self.template = params.get("hypothesis_template", "This example is {}.")
@@ -30,7 +31,7 @@ class TritonPythonModel:
         self.labels = [label.strip() for label in params.get("labels", "").split(",") if label.strip()]
         self.max_length = runtime.max_length(self.tokenizer, self.model.config)
         self.label_cache = {}
-        if self.labels:
+        if self.labels and runtime.forward_is_local(self.model):  # (not when it is another model: native ONNX)
             self.label_vectors(self.labels)  # embeds the default labels now: that is the warm-up
 
     def embed(self, texts):
