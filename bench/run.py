@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -23,6 +24,7 @@ import sys
 import tempfile
 import time
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -71,8 +73,17 @@ def in_process(model: Any, tokenizer: Any, batch: int, seconds: float = 4.0) -> 
     return batch * len(times) / sum(times), 1000 * statistics.median(times)
 
 
-def perf_analyzer(server: Server, model: str, concurrency: int = 16) -> float | None:
-    """Throughput (infer/s) by NVIDIA's perf_analyzer, or None (with a message) if it cannot run."""
+@dataclass(frozen=True)
+class Outside:
+    """perf_analyzer's figures for one concurrency level."""
+
+    throughput: float  # infer/s
+    p50_ms: float
+    client_cores: float  # CPU seconds perf_analyzer used per second of its run
+
+
+def perf_analyzer(server: Server, model: str, concurrency: int = 16) -> Outside | None:
+    """NVIDIA's perf_analyzer on ``model`` at ``concurrency``, or None (with a message) if it cannot run."""
     folder = cache_dir() / "perf_analyzer"
     binary = folder / "perf_analyzer"
     if not binary.exists():
@@ -116,12 +127,32 @@ def perf_analyzer(server: Server, model: str, concurrency: int = 16) -> float | 
         "--measurement-interval",
         "4000",
     ]
+    cpu_before = _children_cpu_seconds()
+    started = time.perf_counter()
     result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
-    match = re.search(r"Throughput: ([0-9.]+) infer/sec", result.stdout)
-    if result.returncode or not match:
+    cores = (_children_cpu_seconds() - cpu_before) / (time.perf_counter() - started)
+    throughput = re.search(r"Throughput: ([0-9.]+) infer/sec", result.stdout)
+    p50 = re.search(r"p50 latency: ([0-9]+) usec", result.stdout)
+    if result.returncode or not throughput or not p50:
         print(f"perf_analyzer: skipped ({(result.stderr or result.stdout).strip().splitlines()[-1:]})")
         return None
-    return float(match.group(1))
+    return Outside(float(throughput.group(1)), int(p50.group(1)) / 1000, cores)
+
+
+def _children_cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def floor_p50(client: Client, sleep_ms: float, calls: int = 200) -> float:
+    """p50 ms of the no-work model (bench/floor) asked to sleep ``sleep_ms``, one call at a time."""
+    client.infer("floor", SLEEP_MS=[[sleep_ms]])
+    times = []
+    for _ in range(calls):
+        started = time.perf_counter()
+        client.infer("floor", SLEEP_MS=[[sleep_ms]])
+        times.append(time.perf_counter() - started)
+    return 1000 * statistics.median(times)
 
 
 def served_levels(client: Client, model: str) -> dict[int, Any]:
@@ -141,6 +172,9 @@ def encoder_section(
     pt = served_levels(client, pt_model)
     ox = served_levels(client, onnx_model)
     pa = perf_analyzer(server, pt_model)
+    pa_lone = perf_analyzer(server, pt_model, concurrency=1)
+    batch1_ms = ceiling[1][1]
+    hot, after_work = floor_p50(client, 0.0), floor_p50(client, batch1_ms)
     lines = [f"\n### {title}\n", "| path | texts/s | x ceiling | notes |", "| --- | --- | --- | --- |"]
     for batch, (rate, ms) in ceiling.items():
         lines.append(row(f"in-process transformers, batch {batch}", rate, best, f"{ms:.2f} ms per call"))
@@ -152,7 +186,8 @@ def encoder_section(
                 f"served PyTorch template, concurrency {level}",
                 result.throughput,
                 best,
-                f"p50 {result.p50_ms:.2f} ms, p99 {result.p99_ms:.2f} ms; batches {batches}",
+                f"p50 {result.p50_ms:.2f} ms, p99 {result.p99_ms:.2f} ms; batches {batches}; "
+                f"client CPU {result.client_cores:.2f} cores",
             )
         )
     for level, result in ox.items():
@@ -164,21 +199,29 @@ def encoder_section(
                 f"p50 {result.p50_ms:.2f} ms; {result.throughput / pt[level].throughput:.2f}x PyTorch",
             )
         )
-    if pa is not None:
-        lines.append(
-            row(
-                "perf_analyzer on the PyTorch template, concurrency 16",
-                pa,
-                best,
-                f"sdk/perf_analyzer {pt[16].throughput / pa:.2f}",
+    for level, outside in ((1, pa_lone), (16, pa)):
+        if outside is not None:
+            lines.append(
+                row(
+                    f"perf_analyzer (C++ client) on the PyTorch template, concurrency {level}",
+                    outside.throughput,
+                    best,
+                    f"p50 {outside.p50_ms:.2f} ms; sdk/perf_analyzer {pt[level].throughput / outside.throughput:.2f}; "
+                    f"client CPU {outside.client_cores:.2f} cores (sdk: {pt[level].client_cores:.2f})",
+                )
             )
-        )
-    lone = pt[1].p50_ms - ceiling[1][1]
+    lone = pt[1].p50_ms - batch1_ms
     lines.append(
         f"\nTargets: served c16 / ceiling = {pt[16].throughput / best:.2f} (>= 0.85); lone request p50 "
         f"+{lone:.2f} ms over in-process batch 1 (<= 1 ms); ONNX/PyTorch at c16 = "
         f"{ox[16].throughput / pt[16].throughput:.2f} (>= 2)"
-        + (f"; sdk/perf_analyzer = {pt[16].throughput / pa:.2f} (>= 0.95)" if pa else "")
+        + (f"; sdk/perf_analyzer = {pt[16].throughput / pa.throughput:.2f} (>= 0.95)" if pa else "")
+    )
+    lines.append(
+        f"Served overhead with no work at all (bench/floor, a Python-backend model that only sleeps): "
+        f"p50 {hot:.2f} ms when it answers at once, +{after_work - batch1_ms:.2f} ms over its sleep when it "
+        f"sleeps {batch1_ms:.1f} ms (the in-process batch-1 time): what Triton and the Python backend cost a "
+        f"lone request before any template code runs."
     )
     return lines
 
@@ -258,6 +301,7 @@ def main() -> None:
         ("text-generation", smollm, "smollm2", "pytorch"),
     ):
         add_model(AddRequest(task, str(source), repo, name=name, backend=backend))
+    shutil.copytree(Path(__file__).parent / "floor", repo / "floor")
     print(
         f"# tritonhf bench ({os.cpu_count()} cores, torch {torch.__version__}, {REQUESTS_PER_LEVEL} requests per level)"
     )

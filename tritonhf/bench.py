@@ -4,13 +4,15 @@ For each concurrency level, ``concurrency`` threads send requests (``batch`` tex
 until ``duration`` seconds or ``requests`` requests have passed, whichever the user chose.
 Reported per level: throughput, p50/p95/p99 latency, errors, and from Triton's statistics
 (the difference before/after the level): queue and compute time per request and the
-histogram of batch sizes the server actually executed. Loopback only.
+histogram of batch sizes the server actually executed, and the CPU the load generator itself
+used (it shares the machine with the server). Loopback only.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import json
+import resource
 import statistics
 import threading
 import time
@@ -60,6 +62,9 @@ class LevelResult:
     p99_ms: float
     server: ServerView | None = None
     error_kinds: dict[str, int] = field(default_factory=dict)
+    # CPU the load generator itself used, in cores (CPU seconds per second): on a small machine
+    # the client competes with the server for the same cores, and this says how much.
+    client_cores: float = 0.0
 
 
 def ensure_loopback(url: str) -> None:
@@ -84,6 +89,11 @@ def task_call(client: Client, model: str, task: str | None, texts: Sequence[str]
     if task not in calls:
         return lambda batch: client.infer(model, TEXT=[[text] for text in batch])
     return calls[task]
+
+
+def _process_cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _percentile(values: list[float], fraction: float) -> float:
@@ -176,11 +186,13 @@ def run_level(
                 latencies.append(elapsed)
 
     before = client.statistics(model)
+    cpu_before = _process_cpu_seconds()
     started = time.perf_counter()
     with ThreadPoolExecutor(concurrency) as pool:
         for future in [pool.submit(worker) for _ in range(concurrency)]:
             future.result()  # an unexpected error in a worker is raised, not lost
     seconds = time.perf_counter() - started
+    client_cores = (_process_cpu_seconds() - cpu_before) / seconds if seconds else 0.0
     after = client.statistics(model)
     done = len(latencies)
     return LevelResult(
@@ -195,6 +207,7 @@ def run_level(
         p99_ms=1000 * _percentile(latencies, 0.99),
         server=server_view(before, after),
         error_kinds=errors,
+        client_cores=client_cores,
     )
 
 

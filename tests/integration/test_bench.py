@@ -45,6 +45,8 @@ def test_bench_reports_levels_with_server_view(served: Server, tmp_path: Path) -
     assert [level["concurrency"] for level in figures["levels"]] == [1, 4]
     for level in figures["levels"]:
         assert level["requests"] == 40 and level["errors"] == 0 and level["throughput"] > 0
+        assert 0 < level["client_cores"] < 64  # the load generator's own CPU, in cores
+        assert level["server"]["compute_ms"] > 0
         assert level["server"]["requests"] == 40
         assert sum(int(size) * count for size, count in level["server"]["batch_sizes"].items()) == 40
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -123,6 +123,7 @@ def bench_command(
         "queue ms",
         "compute ms",
         "batches executed",
+        "client CPU",
         title=f"{model} over {base}",
     )
     for r in results:
@@ -138,6 +139,7 @@ def bench_command(
             f"{server.queue_ms:.2f}" if server else "-",
             f"{server.compute_ms:.2f}" if server else "-",
             " ".join(f"{size}x{count}" for size, count in server.batch_sizes.items()) if server else "-",
+            f"{r.client_cores:.2f} cores",
         )
     console.print(view)
     if json_out:
