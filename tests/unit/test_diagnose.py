@@ -18,6 +18,16 @@ RECORDED = {
         "argument: unable to find backend library for backend 'pythn', try specifying runtime on the model "
         'configuration."',
     ],
+    # The same line as "backend", for the part of a `--backend onnx --onnx-runtime native` model.
+    "onnxruntime": [
+        "E1202 09:21:35.108485 2597 model_lifecycle.cc:642] \"failed to load 'emb__onnx' version 1: Invalid "
+        "argument: unable to find backend library for backend 'onnxruntime', try specifying runtime on the model "
+        'configuration."',
+    ],
+    "no version": [
+        "E1202 12:05:58.836624 17861 model_repository_manager.cc:724] \"failed to load model 'floor': at least "
+        "one version must be available under the version policy of model 'floor'\"",
+    ],
     "module": [
         "E1202 09:21:35.134888 2597 model_lifecycle.cc:642] \"failed to load 'missing' version 1: Internal: "
         "ModuleNotFoundError: No module named 'not_a_module_xyz'\\n\\nAt:\\n  /tmp/repo/missing/1/model.py(1)\"",
@@ -47,6 +57,8 @@ RECORDED = {
     [
         ("config typo", "typo", ["line 2", "max_batch_sise"]),
         ("backend", "nobackend", ["pythn", 'backend: "python"']),
+        ("onnxruntime", "emb__onnx", ["onnxruntime backend", "--onnx-runtime python"]),
+        ("no version", "floor", ["floor/1/", "gallery validate"]),
         ("module", "missing", ["not_a_module_xyz", "pip install not_a_module_xyz"]),
         ("numpy", None, ["numpy 2", "numpy<2"]),
         ("stub", "clf", ["stub process died"]),

@@ -37,6 +37,23 @@ def _config_parse_error(match: re.Match[str]) -> Diagnosis:
     )
 
 
+def _backend_missing(match: re.Match[str]) -> Diagnosis:
+    backend, model = match.group("backend"), match.group("model")
+    if backend == "onnxruntime":  # most likely a part written by `gallery add --backend onnx`
+        return Diagnosis(
+            cause="it needs Triton's onnxruntime backend, which this server does not have",
+            fix="Re-add its model with `--backend onnx --onnx-runtime python` (onnxruntime inside the Python "
+            "backend), or run `tritonhf bootstrap --from-dir` with a server that has backends/onnxruntime.",
+            model=model,
+        )
+    return Diagnosis(
+        cause=f"no backend named '{backend}' in the server's backends folder",
+        fix='Set `backend: "python"` in config.pbtxt (the only backend this install ships), '
+        "or run `tritonhf bootstrap --from-dir` with a server that has that backend.",
+        model=model,
+    )
+
+
 _RULES: list[Rule] = [
     (
         re.compile(r"Error parsing text-format inference\.ModelConfig: (?P<line>\d+):(?P<col>\d+): (?P<detail>.*)"),
@@ -54,10 +71,14 @@ _RULES: list[Rule] = [
         re.compile(
             r"failed to load '(?P<model>[^']+)'.*unable to find backend library for backend '(?P<backend>[^']+)'"
         ),
+        _backend_missing,
+    ),
+    (
+        re.compile(r"failed to load model '(?P<model>[^']+)': at least one version must be available"),
         lambda m: Diagnosis(
-            cause=f"no backend named '{m.group('backend')}' in the server's backends folder",
-            fix='Set `backend: "python"` in config.pbtxt (the only backend this install ships), '
-            "or run `tritonhf bootstrap --from-dir` with a server that has that backend.",
+            cause="its folder has no version folder with the model in it",
+            fix=f"Put model.py (or the model file) in {m.group('model')}/1/: Triton serves numbered version "
+            "folders. `tritonhf gallery validate` checks the layout.",
             model=m.group("model"),
         ),
     ),
