@@ -14,6 +14,8 @@ Prints markdown tables with ratios against the targets. Not part of `make test`.
 from __future__ import annotations
 
 import importlib.util
+import itertools
+import json
 import os
 import re
 import resource
@@ -60,16 +62,21 @@ def package_folder(name: str) -> Path:
 
 
 def in_process(model: Any, tokenizer: Any, batch: int, seconds: float = 4.0) -> tuple[float, float]:
-    """(items per second, median ms per call) calling the model directly at ``batch``."""
-    texts = [TEXTS[i % len(TEXTS)] for i in range(batch)]
+    """(items per second, median ms per call) calling the model directly at ``batch``.
+
+    Call i takes the texts the load generator's request i would (TEXTS cycled), so every path
+    in the tables sees the same mix of lengths: batch 1 is not just the first, shortest text."""
     times = []
     deadline = time.perf_counter() + seconds
     with torch.inference_mode():
-        model(**tokenizer(texts, padding=True, truncation=True, return_tensors="pt"))  # warm-up
-        while time.perf_counter() < deadline:
+        for call in itertools.count():
+            texts = [TEXTS[(call * batch + i) % len(TEXTS)] for i in range(batch)]
             started = time.perf_counter()
             model(**tokenizer(texts, padding=True, truncation=True, return_tensors="pt"))
-            times.append(time.perf_counter() - started)
+            if call >= len(TEXTS):  # the first round warms up
+                times.append(time.perf_counter() - started)
+            if time.perf_counter() >= deadline and len(times) >= len(TEXTS):
+                break
     return batch * len(times) / sum(times), 1000 * statistics.median(times)
 
 
@@ -120,10 +127,8 @@ def perf_analyzer(server: Server, model: str, concurrency: int = 16) -> Outside 
         server.grpc_url.removeprefix("grpc://"),
         "--concurrency-range",
         str(concurrency),
-        "--string-data",
-        TEXTS[0],
-        "--shape",
-        "TEXT:1",
+        "--input-data",
+        str(_perf_analyzer_texts(folder)),
         "--measurement-interval",
         "4000",
     ]
@@ -137,6 +142,13 @@ def perf_analyzer(server: Server, model: str, concurrency: int = 16) -> Outside 
         print(f"perf_analyzer: skipped ({(result.stderr or result.stdout).strip().splitlines()[-1:]})")
         return None
     return Outside(float(throughput.group(1)), int(p50.group(1)) / 1000, cores)
+
+
+def _perf_analyzer_texts(folder: Path) -> Path:
+    """perf_analyzer's input file: the same TEXTS, one per request, cycled like the sdk load generator."""
+    path = folder / "texts.json"
+    path.write_text(json.dumps({"data": [{"TEXT": {"content": [text], "shape": [1]}} for text in TEXTS]}))
+    return path
 
 
 def _children_cpu_seconds() -> float:

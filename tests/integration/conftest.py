@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -15,14 +15,23 @@ DATA = Path(__file__).parent.parent / "data"
 
 
 @pytest.fixture(scope="session")
-def served(
-    installed_server: Workspace, tiny: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Server]:
-    root = tmp_path_factory.mktemp("gallery") / "workspace"
-    root.mkdir()
-    (root / "triton_server").symlink_to(installed_server.server_dir)
-    workspace = Workspace(root)
-    workspace.create_folders()
+def make_workspace(installed_server: Workspace, tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Workspace]:
+    """``make_workspace(name)``: a fresh, empty workspace that shares the session's installed server."""
+
+    def make(name: str) -> Workspace:
+        root = tmp_path_factory.mktemp(name) / "workspace"
+        root.mkdir()
+        (root / "triton_server").symlink_to(installed_server.server_dir)
+        workspace = Workspace(root)
+        workspace.create_folders()
+        return workspace
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def served(make_workspace: Callable[[str], Workspace], tiny: dict[str, Path]) -> Iterator[Server]:
+    workspace = make_workspace("gallery")
     repo = workspace.model_repository
     small = ModelOptions(max_batch_size=8)
     for task, source, name, extra in (

@@ -9,7 +9,7 @@ models, batches requests for the template, which tokenizes and sends one BLS req
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -31,14 +31,8 @@ TEXTS = [
 
 
 @pytest.fixture(scope="module")
-def native_server(
-    installed_server: Workspace, tiny: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Server]:
-    root = tmp_path_factory.mktemp("native-onnx") / "workspace"
-    root.mkdir()
-    (root / "triton_server").symlink_to(installed_server.server_dir)
-    workspace = Workspace(root)
-    workspace.create_folders()
+def native_server(make_workspace: Callable[[str], Workspace], tiny: dict[str, Path]) -> Iterator[Server]:
+    workspace = make_workspace("native-onnx")
     repo = workspace.model_repository
     source = str(tiny["encoder"])
     add_model(AddRequest("feature-extraction", source, repo, name="emb", backend="onnx", onnx_runtime="native"))
