@@ -50,7 +50,9 @@ TEXTS = [
     "Stock markets fell sharply today after the central bank raised rates",
     "A kitten sleeps on a warm rug by the fire",
 ]
-REQUESTS_PER_LEVEL = int(os.environ.get("BENCH_REQUESTS", "400"))
+REQUESTS_PER_LEVEL = int(os.environ.get("BENCH_REQUESTS", "300"))
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
+LEVELS = (1, 4, 16)
 torch.set_num_threads(os.cpu_count() or 1)
 
 
@@ -87,6 +89,7 @@ class Outside:
     throughput: float  # infer/s
     p50_ms: float
     client_cores: float  # CPU seconds perf_analyzer used per second of its run
+    server_ms: float  # Triton's own latency per request under this load
 
 
 def perf_analyzer(server: Server, model: str, concurrency: int = 16) -> Outside | None:
@@ -138,10 +141,11 @@ def perf_analyzer(server: Server, model: str, concurrency: int = 16) -> Outside 
     cores = (_children_cpu_seconds() - cpu_before) / (time.perf_counter() - started)
     throughput = re.search(r"Throughput: ([0-9.]+) infer/sec", result.stdout)
     p50 = re.search(r"p50 latency: ([0-9]+) usec", result.stdout)
-    if result.returncode or not throughput or not p50:
+    server_side = re.search(r"Avg request latency: ([0-9]+) usec", result.stdout)
+    if result.returncode or not throughput or not p50 or not server_side:
         print(f"perf_analyzer: skipped ({(result.stderr or result.stdout).strip().splitlines()[-1:]})")
         return None
-    return Outside(float(throughput.group(1)), int(p50.group(1)) / 1000, cores)
+    return Outside(float(throughput.group(1)), int(p50.group(1)) / 1000, cores, int(server_side.group(1)) / 1000)
 
 
 def _perf_analyzer_texts(folder: Path) -> Path:
@@ -167,72 +171,134 @@ def floor_p50(client: Client, sleep_ms: float, calls: int = 200) -> float:
     return 1000 * statistics.median(times)
 
 
-def served_levels(client: Client, model: str) -> dict[int, Any]:
-    results = run_bench(client, model, (1, 4, 16), duration=None, requests=REQUESTS_PER_LEVEL, texts=TEXTS)
-    return {r.concurrency: r for r in results}
+def row(name: str, figure: tuple[float, float, float], ceiling: float, extra: str = "") -> str:
+    return f"| {name} | {spread(figure)} | {figure[0] / ceiling:.2f} | {extra} |"
 
 
-def row(name: str, value: float, ceiling: float, extra: str = "") -> str:
-    return f"| {name} | {value:.0f} | {value / ceiling:.2f} | {extra} |"
+def one_round(
+    client: Client, server: Server, pt_model: str, onnx_model: str, model: Any, tokenizer: Any
+) -> dict[str, Any]:
+    """Every path once, back to back, with ratios taken within the round (this machine drifts by
+    tens of percent over minutes, so a ratio between two rounds would mostly measure the drift)."""
+    figures: dict[str, Any] = {}
+    for batch in (1, 8, 32):
+        figures[f"in-process {batch}"], figures[f"in-process {batch} ms"] = in_process(model, tokenizer, batch, 2.0)
+    best = max(figures[f"in-process {batch}"] for batch in (1, 8, 32))
+    for path, name in (("pytorch", pt_model), ("onnx", onnx_model)):
+        for result in run_bench(client, name, LEVELS, duration=None, requests=REQUESTS_PER_LEVEL, texts=TEXTS):
+            key = f"{path} {result.concurrency}"
+            figures[key], figures[f"{key} p50"] = result.throughput, result.p50_ms
+            figures[f"{key} client CPU"] = result.client_cores
+            if result.server:
+                figures[f"{key} batches"] = result.server.batch_sizes
+                figures[f"{key} server ms"] = result.server.latency_ms
+                figures[f"{key} mean batch"] = result.server.requests / max(result.server.executions, 1)
+    for level in (1, 16):
+        outside = perf_analyzer(server, pt_model, concurrency=level)
+        if outside is not None:
+            figures[f"perf_analyzer {level}"], figures[f"perf_analyzer {level} p50"] = (
+                outside.throughput,
+                outside.p50_ms,
+            )
+            figures[f"perf_analyzer {level} client CPU"] = outside.client_cores
+            figures[f"perf_analyzer {level} server ms"] = outside.server_ms
+            figures[f"sdk/perf_analyzer {level}"] = figures[f"pytorch {level}"] / outside.throughput
+    batch1_ms = figures["in-process 1 ms"]
+    figures["floor hot p50"] = floor_p50(client, 0.0)
+    figures["floor overhead"] = floor_p50(client, batch1_ms) - batch1_ms
+    figures["served c16 / ceiling"] = figures["pytorch 16"] / best
+    figures["lone request overhead"] = figures["pytorch 1 p50"] - batch1_ms
+    for level in LEVELS:
+        figures[f"onnx/pytorch {level}"] = figures[f"onnx {level}"] / figures[f"pytorch {level}"]
+    figures["best"] = best
+    return figures
+
+
+def summarise(rounds: list[dict[str, Any]]) -> dict[str, tuple[float, float, float]]:
+    """(median, lowest, highest) of every number measured in every round."""
+    keys = [key for key, value in rounds[0].items() if isinstance(value, float) and all(key in r for r in rounds)]
+    return {
+        key: (statistics.median(r[key] for r in rounds), min(r[key] for r in rounds), max(r[key] for r in rounds))
+        for key in keys
+    }
+
+
+def spread(figure: tuple[float, float, float], digits: int = 0) -> str:
+    median, low, high = figure
+    return f"{median:.{digits}f} ({low:.{digits}f}-{high:.{digits}f})"
 
 
 def encoder_section(
     title: str, client: Client, server: Server, pt_model: str, onnx_model: str, model: Any, tokenizer: Any
 ) -> list[str]:
-    ceiling = {batch: in_process(model, tokenizer, batch) for batch in (1, 8, 32)}
-    best = max(rate for rate, _ in ceiling.values())
-    pt = served_levels(client, pt_model)
-    ox = served_levels(client, onnx_model)
-    pa = perf_analyzer(server, pt_model)
-    pa_lone = perf_analyzer(server, pt_model, concurrency=1)
-    batch1_ms = ceiling[1][1]
-    hot, after_work = floor_p50(client, 0.0), floor_p50(client, batch1_ms)
-    lines = [f"\n### {title}\n", "| path | texts/s | x ceiling | notes |", "| --- | --- | --- | --- |"]
-    for batch, (rate, ms) in ceiling.items():
-        lines.append(row(f"in-process transformers, batch {batch}", rate, best, f"{ms:.2f} ms per call"))
-    for level, result in pt.items():
-        server_view = result.server
-        batches = " ".join(f"{s}x{c}" for s, c in server_view.batch_sizes.items()) if server_view else ""
+    rounds = [one_round(client, server, pt_model, onnx_model, model, tokenizer) for _ in range(ROUNDS)]
+    m = summarise(rounds)
+    best = m["best"][0]
+    lines = [
+        f"\n### {title}\n",
+        f"Median of {ROUNDS} rounds (lowest-highest); each round runs every path once, back to back.\n",
+        "| path | texts/s | x ceiling | notes |",
+        "| --- | --- | --- | --- |",
+    ]
+    for batch in (1, 8, 32):
+        rate = m[f"in-process {batch}"]
+        lines.append(
+            row(
+                f"in-process transformers, batch {batch}",
+                rate,
+                best,
+                f"{m[f'in-process {batch} ms'][0]:.2f} ms per call",
+            )
+        )
+    for level in LEVELS:
+        batches = rounds[-1].get(f"pytorch {level} batches", {})
+        executed = " ".join(f"{size}x{count}" for size, count in batches.items())
         lines.append(
             row(
                 f"served PyTorch template, concurrency {level}",
-                result.throughput,
+                m[f"pytorch {level}"],
                 best,
-                f"p50 {result.p50_ms:.2f} ms, p99 {result.p99_ms:.2f} ms; batches {batches}; "
-                f"client CPU {result.client_cores:.2f} cores",
+                f"p50 {m[f'pytorch {level} p50'][0]:.2f} ms (Triton's own {m[f'pytorch {level} server ms'][0]:.2f} ms, "
+                f"mean batch {m[f'pytorch {level} mean batch'][0]:.1f}); client CPU "
+                f"{m[f'pytorch {level} client CPU'][0]:.2f} cores; batches (last round) {executed}",
             )
         )
-    for level, result in ox.items():
+    for level in LEVELS:
         lines.append(
             row(
                 f"served ONNX Runtime path, concurrency {level}",
-                result.throughput,
+                m[f"onnx {level}"],
                 best,
-                f"p50 {result.p50_ms:.2f} ms; {result.throughput / pt[level].throughput:.2f}x PyTorch",
+                f"p50 {m[f'onnx {level} p50'][0]:.2f} ms; {spread(m[f'onnx/pytorch {level}'], 2)}x PyTorch",
             )
         )
-    for level, outside in ((1, pa_lone), (16, pa)):
-        if outside is not None:
+    for level in (1, 16):
+        if f"perf_analyzer {level}" in m:
             lines.append(
                 row(
                     f"perf_analyzer (C++ client) on the PyTorch template, concurrency {level}",
-                    outside.throughput,
+                    m[f"perf_analyzer {level}"],
                     best,
-                    f"p50 {outside.p50_ms:.2f} ms; sdk/perf_analyzer {pt[level].throughput / outside.throughput:.2f}; "
-                    f"client CPU {outside.client_cores:.2f} cores (sdk: {pt[level].client_cores:.2f})",
+                    f"p50 {m[f'perf_analyzer {level} p50'][0]:.2f} ms (Triton's own "
+                    f"{m[f'perf_analyzer {level} server ms'][0]:.2f} ms); client CPU "
+                    f"{m[f'perf_analyzer {level} client CPU'][0]:.2f} cores; sdk/perf_analyzer "
+                    f"{spread(m[f'sdk/perf_analyzer {level}'], 2)}",
                 )
             )
-    lone = pt[1].p50_ms - batch1_ms
     lines.append(
-        f"\nTargets: served c16 / ceiling = {pt[16].throughput / best:.2f} (>= 0.85); lone request p50 "
-        f"+{lone:.2f} ms over in-process batch 1 (<= 1 ms); ONNX/PyTorch at c16 = "
-        f"{ox[16].throughput / pt[16].throughput:.2f} (>= 2)"
-        + (f"; sdk/perf_analyzer = {pt[16].throughput / pa.throughput:.2f} (>= 0.95)" if pa else "")
+        f"\nTargets (per-round ratios): served c16 / ceiling = {spread(m['served c16 / ceiling'], 2)} (>= 0.85); "
+        f"lone request p50 +{spread(m['lone request overhead'], 2)} ms over in-process batch 1 (<= 1 ms); "
+        f"ONNX/PyTorch at c16 = {spread(m['onnx/pytorch 16'], 2)} (>= 2)"
+        + (
+            f"; sdk/perf_analyzer at 16 = {spread(m['sdk/perf_analyzer 16'], 2)} (>= 0.95)"
+            if "perf_analyzer 16" in m
+            else ""
+        )
     )
     lines.append(
         f"Served overhead with no work at all (bench/floor, a Python-backend model that only sleeps): "
-        f"p50 {hot:.2f} ms when it answers at once, +{after_work - batch1_ms:.2f} ms over its sleep when it "
-        f"sleeps {batch1_ms:.1f} ms (the in-process batch-1 time): what Triton and the Python backend cost a "
+        f"p50 {spread(m['floor hot p50'], 2)} ms when it answers at once; +{spread(m['floor overhead'], 2)} ms over "
+        f"its sleep when it sleeps as long as in-process batch 1 takes: what Triton and the Python backend cost a "
         f"lone request before any template code runs."
     )
     return lines

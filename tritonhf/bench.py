@@ -44,6 +44,7 @@ class ServerView:
 
     requests: int
     executions: int
+    latency_ms: float  # per request, from arrival to response: the server's share of the client's latency
     queue_ms: float  # per request
     compute_ms: float  # per execution (input + infer + output)
     batch_sizes: dict[int, int]
@@ -140,6 +141,7 @@ def server_view(before: dict[str, Any], after: dict[str, Any]) -> ServerView:
     return ServerView(
         requests=requests,
         executions=executions,
+        latency_ms=delta(("inference_stats", "success"), "ns") / max(requests, 1) / 1e6,
         queue_ms=delta(("inference_stats", "queue"), "ns") / max(requests, 1) / 1e6,
         compute_ms=compute_ns / max(executions, 1) / 1e6,
         batch_sizes=dict(sorted(batches.items())),

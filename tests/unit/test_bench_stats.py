@@ -18,7 +18,7 @@ def snapshot(requests: int, queue_ms: int, executions: int, batches: dict[int, t
                 "name": "embed",
                 "execution_count": str(executions),
                 "inference_stats": {
-                    "success": stat(requests, 0),
+                    "success": stat(requests, 2 * queue_ms),
                     "queue": stat(requests, queue_ms),
                     # Triton adds a batch's compute once per request in it: these must not be used per execution.
                     "compute_infer": stat(requests, 10**6),
@@ -47,6 +47,7 @@ def test_server_view_is_the_difference_between_snapshots() -> None:
     assert view.batch_sizes == {1: 1, 4: 1}
     assert view.compute_ms == 15.0  # (10 + 20) / 2 executions
     assert view.queue_ms == 2.0  # 10 ms over 5 requests
+    assert view.latency_ms == 4.0  # 20 ms over 5 requests
 
 
 def test_server_view_of_an_idle_level_is_zero() -> None:
