@@ -134,6 +134,10 @@ def perf_analyzer(server: Server, model: str, concurrency: int = 16) -> Outside 
         str(_perf_analyzer_texts(folder)),
         "--measurement-interval",
         "4000",
+        # perf_analyzer wants 3 windows within 10% of each other; on this shared machine that can
+        # take forever (it gave up: "Failed to obtain stable measurement"), so accept 30%.
+        "--stability-percentage",
+        "30",
     ]
     cpu_before = _children_cpu_seconds()
     started = time.perf_counter()

@@ -2,7 +2,10 @@
 
 Prints requests/s and p50 latency at concurrency 1 and 8 for both, and the ratio
 (SDK / hand-written; the target is >= 0.95). A tiny classifier keeps the model's own
-time small, so client overhead shows as much as it can. Run: `make bench`.
+time small, so client overhead shows as much as it can. The two alternate over ROUNDS
+rounds (who goes first alternates too) and the medians are printed, with the range of the
+per-round ratios: one pair of runs on this machine can differ by 30% either way. Run:
+`make bench`.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from tritonhf.bootstrap import Workspace, bootstrap
 from tritonhf.gallery import AddRequest, ModelOptions, add_model
 
 REQUESTS = 400
+ROUNDS = 5
 TEXTS = [f"the movie number {i} was great" for i in range(REQUESTS)]
 
 
@@ -73,14 +77,24 @@ def main() -> None:
             result = client.infer("clf", [tensor], outputs=outputs)
             return result.as_numpy("LABEL")[0, 0].decode(), float(result.as_numpy("SCORE")[0, 0])
 
-        print("| concurrency | hand-written req/s | sdk req/s | ratio | hand p50 ms | sdk p50 ms |")
+        def with_sdk(text: str) -> object:
+            return sdk.classify(text, model="clf")
+
+        print(f"| concurrency | hand-written req/s | sdk req/s | sdk / hand, {ROUNDS} rounds | hand p50 | sdk p50 |")
         print("| --- | --- | --- | --- | --- | --- |")
         for concurrency in (1, 8):
-            raw_rate, raw_p50 = measure(hand_written, concurrency)
-            sdk_rate, sdk_p50 = measure(lambda text: sdk.classify(text, model="clf"), concurrency)
+            raw, ours, ratios = [], [], []
+            for round_number in range(ROUNDS):
+                order = (hand_written, with_sdk) if round_number % 2 == 0 else (with_sdk, hand_written)
+                results = {call: measure(call, concurrency) for call in order}
+                raw.append(results[hand_written])
+                ours.append(results[with_sdk])
+                ratios.append(results[with_sdk][0] / results[hand_written][0])
             print(
-                f"| {concurrency} | {raw_rate:.0f} | {sdk_rate:.0f} | {sdk_rate / raw_rate:.2f} "
-                f"| {raw_p50:.2f} | {sdk_p50:.2f} |"
+                f"| {concurrency} | {statistics.median(r for r, _ in raw):.0f} | "
+                f"{statistics.median(r for r, _ in ours):.0f} | {statistics.median(ratios):.2f} "
+                f"({min(ratios):.2f}-{max(ratios):.2f}) | {statistics.median(p for _, p in raw):.2f} | "
+                f"{statistics.median(p for _, p in ours):.2f} |"
             )
         sdk.close()
 
