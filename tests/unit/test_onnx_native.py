@@ -18,12 +18,15 @@ import torch
 from onnx_part_standin import run_onnx
 from template_harness import instantiate
 from transformers import AutoModel, AutoModelForSequenceClassification, AutoTokenizer
+from typer.testing import CliRunner
 
+from tritonhf.cli.main import app
 from tritonhf.errors import GalleryError
 from tritonhf.gallery import AddRequest, add_model, list_models, remove_model, validate_repository
 from tritonhf.gallery.config import parameters_of, parse_config
 
 texts = pb.texts
+runner = CliRunner()
 
 
 @pytest.fixture(autouse=True)
@@ -142,3 +145,18 @@ def test_bad_onnx_runtime_and_taken_part_name(tmp_path: Path, tiny: dict[str, Pa
     with pytest.raises(GalleryError, match="'emb__onnx' already exists"):
         _add(repo, "feature-extraction", tiny["encoder"], "emb", onnx_runtime="native")
     assert not (repo / "emb").exists()
+
+
+def test_cli_add_list_remove_native(tmp_path: Path, tiny: dict[str, Path]) -> None:
+    repo = tmp_path / "repo"
+    source = str(tiny["encoder"])
+    add = ["gallery", "add", "feature-extraction", "--model", source, "-r", str(repo), "--backend", "onnx"]
+    added = runner.invoke(app, [*add, "--name", "emb", "--onnx-runtime", "native"], terminal_width=200)
+    assert added.exit_code == 0, added.output
+    assert "model emb__onnx" in added.output and "onnxruntime backend" in added.output
+    assert runner.invoke(app, ["gallery", "validate", str(repo)]).exit_code == 0
+    removed = runner.invoke(app, ["gallery", "remove", "emb", "-r", str(repo)])
+    assert removed.exit_code == 0, removed.output
+    assert list(repo.iterdir()) == []
+    refused = runner.invoke(app, [*add, "--onnx-runtime", "tensorrt"])
+    assert refused.exit_code != 0 and "--onnx-runtime must be one of" in refused.output

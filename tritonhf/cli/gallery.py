@@ -12,6 +12,7 @@ from tritonhf.bootstrap.layout import Workspace
 from tritonhf.cli._console import RichProgress, console, err_console, friendly_errors, table
 from tritonhf.gallery.config import ModelOptions, build_config, config_to_text
 from tritonhf.gallery.repository import (
+    ONNX_PART_SUFFIX,
     AddRequest,
     add_model,
     parse_params,
@@ -113,6 +114,9 @@ def add_command(
     finally:
         progress.close()
     console.print(f"[green]✓[/] added {folder.name} ({get_task(task).name}) in {folder}")
+    part = folder.parent / (folder.name + ONNX_PART_SUFFIX)
+    if part.is_dir():
+        console.print(f"  its forward pass is model {part.name}: model.onnx on Triton's onnxruntime backend")
     console.print("  next: `tritonhf up` (or restart the server) to serve it")
 
 
