@@ -63,6 +63,13 @@ def _tensor(spec: TensorSpec, message: Any, dims: tuple[int, ...] | None = None)
     message.dims.extend(dims or spec.dims)
 
 
+def _add_instances(config: mc.ModelConfig, options: ModelOptions) -> None:
+    group = config.instance_group.add()
+    group.count = options.instances
+    # KIND_GPU makes Triton place one instance per GPU; "auto" lets model.py use a GPU if there is one.
+    group.kind = mc.ModelInstanceGroup.KIND_GPU if options.device == "gpu" else mc.ModelInstanceGroup.KIND_CPU
+
+
 def build_config(task: Task, name: str, options: ModelOptions) -> mc.ModelConfig:
     """The ModelConfig for a model of ``task`` called ``name``."""
     options.check()
@@ -75,10 +82,7 @@ def build_config(task: Task, name: str, options: ModelOptions) -> mc.ModelConfig
     for spec in task.outputs:
         _tensor(spec, config.output.add(), options.output_dims.get(spec.name))
     config.dynamic_batching.SetInParent()
-    group = config.instance_group.add()
-    group.count = options.instances
-    # KIND_GPU makes Triton place one instance per GPU; "auto" lets model.py use a GPU if there is one.
-    group.kind = mc.ModelInstanceGroup.KIND_GPU if options.device == "gpu" else mc.ModelInstanceGroup.KIND_CPU
+    _add_instances(config, options)
     if task.decoupled:
         config.model_transaction_policy.decoupled = True
     for key, value in sorted(options.parameters.items()):
@@ -99,9 +103,7 @@ def build_onnx_part_config(
         config.input.add(name=input_name, data_type=mc.TYPE_INT64, dims=[-1, -1])
     rank_dims = [-1, *output_dims] if output == "logits" else [-1, -1, *output_dims]
     config.output.add(name=output, data_type=mc.TYPE_FP32, dims=rank_dims)
-    group = config.instance_group.add()
-    group.count = options.instances
-    group.kind = mc.ModelInstanceGroup.KIND_GPU if options.device == "gpu" else mc.ModelInstanceGroup.KIND_CPU
+    _add_instances(config, options)
     warmup = config.model_warmup.add(name="eight tokens", batch_size=1)
     for input_name in inputs:
         sample = warmup.inputs[input_name]

@@ -25,6 +25,7 @@ from tritonclient.grpc import model_config_pb2 as mc
 
 from tritonhf._progress import Progress, SilentProgress
 from tritonhf._version import __version__
+from tritonhf.bootstrap.layout import Workspace
 from tritonhf.errors import GalleryError, InvalidNameError, ModelExistsError
 from tritonhf.gallery import models, onnx_export
 from tritonhf.gallery.config import (
@@ -150,7 +151,7 @@ def _output_dims(task: Task, folder: Path) -> dict[str, tuple[int, ...]]:
 
 def native_onnx_available(repository: Path) -> bool:
     """Does the server installed beside ``repository`` (a tritonhf workspace) have the onnxruntime backend?"""
-    return (repository.absolute().parent / "triton_server" / "backends" / "onnxruntime").is_dir()
+    return (Workspace.at(repository.parent).backends_dir / "onnxruntime").is_dir()
 
 
 def _check_backend(request: AddRequest, task: Task) -> None:
@@ -228,8 +229,8 @@ def add_model(request: AddRequest, progress: Progress | None = None) -> Path:
         text = config_to_text(config, task)
         parse_config(text)  # what we write must read back as Triton's ModelConfig
         (staging / name / "config.pbtxt").write_text(text)
-        if part_name and part_target:
-            (staging / part_name).replace(part_target)  # the part first: NAME calls it
+        if part_target:
+            (staging / part_target.name).replace(part_target)  # the part first: NAME calls it
         try:
             (staging / name).replace(target)
         except OSError:
