@@ -57,7 +57,7 @@ RECORDED = {
     [
         ("config typo", "typo", ["line 2", "max_batch_sise"]),
         ("backend", "nobackend", ["pythn", 'backend: "python"']),
-        ("onnxruntime", "emb__onnx", ["onnxruntime backend", "--onnx-runtime python"]),
+        ("onnxruntime", "emb__onnx", ["onnxruntime backend", "Re-add model 'emb'", "--onnx-runtime python"]),
         ("no version", "floor", ["floor/1/", "gallery validate"]),
         ("module", "missing", ["not_a_module_xyz", "pip install not_a_module_xyz"]),
         ("numpy", None, ["numpy 2", "numpy<2"]),

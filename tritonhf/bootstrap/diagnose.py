@@ -42,8 +42,9 @@ def _backend_missing(match: re.Match[str]) -> Diagnosis:
     if backend == "onnxruntime":  # most likely a part written by `gallery add --backend onnx`
         return Diagnosis(
             cause="it needs Triton's onnxruntime backend, which this server does not have",
-            fix="Re-add its model with `--backend onnx --onnx-runtime python` (onnxruntime inside the Python "
-            "backend), or run `tritonhf bootstrap --from-dir` with a server that has backends/onnxruntime.",
+            fix=f"Re-add model '{model.removesuffix('__onnx')}' with `--backend onnx --onnx-runtime python` "
+            "(onnxruntime inside the Python backend), or run `tritonhf bootstrap --from-dir` with a server that "
+            "has backends/onnxruntime.",
             model=model,
         )
     return Diagnosis(
