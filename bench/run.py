@@ -92,8 +92,52 @@ class Outside:
     server_ms: float  # Triton's own latency per request under this load
 
 
-def perf_analyzer(server: Server, model: str, concurrency: int = 16) -> Outside | None:
-    """NVIDIA's perf_analyzer on ``model`` at ``concurrency``, or None (with a message) if it cannot run."""
+@dataclass(frozen=True)
+class PerfAnalyzer:
+    """NVIDIA's perf_analyzer, ready to run against one server: fetched, linked and fed once."""
+
+    binary: Path
+    env: dict[str, str]
+    texts: Path
+    address: str
+
+    def run(self, model: str, concurrency: int) -> Outside | None:
+        """Its figures for ``model`` at ``concurrency``, or None (with a message) if it did not finish."""
+        command = [
+            str(self.binary),
+            "-m",
+            model,
+            "-i",
+            "grpc",
+            "-u",
+            self.address,
+            "--concurrency-range",
+            str(concurrency),
+            "--input-data",
+            str(self.texts),
+            "--measurement-interval",
+            "4000",
+            # perf_analyzer wants 3 windows within 10% of each other; on this shared machine that can
+            # take forever (it gave up: "Failed to obtain stable measurement"), so accept 30%.
+            "--stability-percentage",
+            "30",
+        ]
+        cpu_before = _children_cpu_seconds()
+        started = time.perf_counter()
+        result = subprocess.run(command, capture_output=True, text=True, env=self.env, timeout=300)
+        cores = (_children_cpu_seconds() - cpu_before) / (time.perf_counter() - started)
+        throughput = re.search(r"Throughput: ([0-9.]+) infer/sec", result.stdout)
+        p50 = re.search(r"p50 latency: ([0-9]+) usec", result.stdout)
+        server_side = re.search(r"Avg request latency: ([0-9]+) usec", result.stdout)
+        if result.returncode or not throughput or not p50 or not server_side:
+            print(f"perf_analyzer: skipped ({(result.stderr or result.stdout).strip().splitlines()[-1:]})")
+            return None
+        return Outside(float(throughput.group(1)), int(p50.group(1)) / 1000, cores, int(server_side.group(1)) / 1000)
+
+
+def prepare_perf_analyzer(server: Server) -> PerfAnalyzer | None:
+    """perf_analyzer from the tritonclient 2.41.1 wheel, linked to ``server``'s libraries; None
+    (with a message) if it cannot be had."""
     folder = cache_dir() / "perf_analyzer"
     binary = folder / "perf_analyzer"
     if not binary.exists():
@@ -120,36 +164,7 @@ def perf_analyzer(server: Server, model: str, concurrency: int = 16) -> Outside 
             (libs / wanted).unlink(missing_ok=True)
             (libs / wanted).symlink_to(found[0])
     env = {**os.environ, "LD_LIBRARY_PATH": f"{libs}:{server_lib}"}
-    command = [
-        str(binary),
-        "-m",
-        model,
-        "-i",
-        "grpc",
-        "-u",
-        server.grpc_url.removeprefix("grpc://"),
-        "--concurrency-range",
-        str(concurrency),
-        "--input-data",
-        str(_perf_analyzer_texts(folder)),
-        "--measurement-interval",
-        "4000",
-        # perf_analyzer wants 3 windows within 10% of each other; on this shared machine that can
-        # take forever (it gave up: "Failed to obtain stable measurement"), so accept 30%.
-        "--stability-percentage",
-        "30",
-    ]
-    cpu_before = _children_cpu_seconds()
-    started = time.perf_counter()
-    result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
-    cores = (_children_cpu_seconds() - cpu_before) / (time.perf_counter() - started)
-    throughput = re.search(r"Throughput: ([0-9.]+) infer/sec", result.stdout)
-    p50 = re.search(r"p50 latency: ([0-9]+) usec", result.stdout)
-    server_side = re.search(r"Avg request latency: ([0-9]+) usec", result.stdout)
-    if result.returncode or not throughput or not p50 or not server_side:
-        print(f"perf_analyzer: skipped ({(result.stderr or result.stdout).strip().splitlines()[-1:]})")
-        return None
-    return Outside(float(throughput.group(1)), int(p50.group(1)) / 1000, cores, int(server_side.group(1)) / 1000)
+    return PerfAnalyzer(binary, env, _perf_analyzer_texts(folder), server.grpc_url.removeprefix("grpc://"))
 
 
 def _perf_analyzer_texts(folder: Path) -> Path:
@@ -180,7 +195,7 @@ def row(name: str, figure: tuple[float, float, float], ceiling: float, extra: st
 
 
 def one_round(
-    client: Client, server: Server, pt_model: str, onnx_model: str, model: Any, tokenizer: Any
+    client: Client, outside_client: PerfAnalyzer | None, pt_model: str, onnx_model: str, model: Any, tokenizer: Any
 ) -> dict[str, Any]:
     """Every path once, back to back, with ratios taken within the round (this machine drifts by
     tens of percent over minutes, so a ratio between two rounds would mostly measure the drift)."""
@@ -198,7 +213,7 @@ def one_round(
                 figures[f"{key} server ms"] = result.server.latency_ms
                 figures[f"{key} mean batch"] = result.server.requests / max(result.server.executions, 1)
     for level in (1, 16):
-        outside = perf_analyzer(server, pt_model, concurrency=level)
+        outside = outside_client.run(pt_model, level) if outside_client is not None else None
         if outside is not None:
             figures[f"perf_analyzer {level}"], figures[f"perf_analyzer {level} p50"] = (
                 outside.throughput,
@@ -233,9 +248,15 @@ def spread(figure: tuple[float, float, float], digits: int = 0) -> str:
 
 
 def encoder_section(
-    title: str, client: Client, server: Server, pt_model: str, onnx_model: str, model: Any, tokenizer: Any
+    title: str,
+    client: Client,
+    outside_client: PerfAnalyzer | None,
+    pt_model: str,
+    onnx_model: str,
+    model: Any,
+    tokenizer: Any,
 ) -> list[str]:
-    rounds = [one_round(client, server, pt_model, onnx_model, model, tokenizer) for _ in range(ROUNDS)]
+    rounds = [one_round(client, outside_client, pt_model, onnx_model, model, tokenizer) for _ in range(ROUNDS)]
     m = summarise(rounds)
     best = m["best"][0]
     lines = [
@@ -390,10 +411,11 @@ def main() -> None:
     server = Server(workspace, http_port="auto", grpc_port="auto", metrics_port="auto", startup_timeout=300)
     with server, Client(server.grpc_url, concurrency=20, timeout=120) as client:  # nested: server starts first
         tokenizer = AutoTokenizer.from_pretrained(minilm)
+        outside_client = prepare_perf_analyzer(server)
         lines = encoder_section(
             "all-MiniLM-L6-v2 embeddings",
             client,
-            server,
+            outside_client,
             "embed",
             "embed-onnx",
             AutoModel.from_pretrained(minilm).eval(),
@@ -402,7 +424,7 @@ def main() -> None:
         lines += encoder_section(
             "MiniLM-sized text classifier",
             client,
-            server,
+            outside_client,
             "classify",
             "classify-onnx",
             AutoModelForSequenceClassification.from_pretrained(classifier).eval(),
