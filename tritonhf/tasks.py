@@ -11,22 +11,49 @@ from dataclasses import dataclass
 
 from tritonhf.errors import UnknownTaskError
 
-# Config parameters the gallery writes into every model, so that clients and
-# `gallery validate` can tell what a model is without guessing from its name.
-PARAM_TASK = "tritonhf.task"
-PARAM_SOURCE = "tritonhf.source"
-PARAM_VERSION = "tritonhf.version"
-PARAM_WEIGHTS = "tritonhf.weights"
-PARAM_DEVICE = "tritonhf.device"
-PARAM_TRUST_REMOTE_CODE = "tritonhf.trust_remote_code"
-PARAM_BACKEND = "tritonhf.backend"  # pytorch | onnx
-# With --backend onnx on a server that has Triton's onnxruntime backend, the forward pass is
-# a second model (the "ONNX part"): the template calls it by name (BLS) with these tensors.
-PARAM_ONNX_MODEL = "tritonhf.onnx_model"  # the part's model name
-PARAM_ONNX_INPUTS = "tritonhf.onnx_inputs"  # comma-separated: input_ids,attention_mask[,token_type_ids]
-PARAM_ONNX_OUTPUT = "tritonhf.onnx_output"  # logits | last_hidden_state
-PARAM_PART_OF = "tritonhf.part_of"  # written into the part: the model it belongs to
-VENDORED_WEIGHTS_DIR = "weights"
+# The config parameter names live in the runtime module (the one file every served model
+# carries); they are re-exported here for the gallery, the sdk and the CLI.
+from tritonhf.runtime import (
+    PARAM_BACKEND,
+    PARAM_DEVICE,
+    PARAM_MAX_BATCH_TOKENS,
+    PARAM_ONNX_FILE,
+    PARAM_ONNX_INPUTS,
+    PARAM_ONNX_MODEL,
+    PARAM_ONNX_OUTPUT,
+    PARAM_PART_OF,
+    PARAM_SOURCE,
+    PARAM_TASK,
+    PARAM_TRUST_REMOTE_CODE,
+    PARAM_VERSION,
+    PARAM_WEIGHTS,
+    RUNTIME_FILE,
+    VENDORED_WEIGHTS_DIR,
+)
+
+__all__ = [
+    "ALIASES",
+    "PARAM_BACKEND",
+    "PARAM_DEVICE",
+    "PARAM_MAX_BATCH_TOKENS",
+    "PARAM_ONNX_FILE",
+    "PARAM_ONNX_INPUTS",
+    "PARAM_ONNX_MODEL",
+    "PARAM_ONNX_OUTPUT",
+    "PARAM_PART_OF",
+    "PARAM_SOURCE",
+    "PARAM_TASK",
+    "PARAM_TRUST_REMOTE_CODE",
+    "PARAM_VERSION",
+    "PARAM_WEIGHTS",
+    "RUNTIME_FILE",
+    "TASKS",
+    "VENDORED_WEIGHTS_DIR",
+    "Task",
+    "TensorSpec",
+    "get_task",
+    "wire_datatype",
+]
 
 
 def wire_datatype(data_type: str) -> str:
@@ -74,6 +101,11 @@ _LABEL = TensorSpec("LABEL", "TYPE_STRING", (1,), doc="the best label")
 _SCORE = TensorSpec("SCORE", "TYPE_FP32", (1,), doc="its score")
 _LABELS = TensorSpec("LABELS", "TYPE_STRING", (-1,), doc="labels, best first")
 _SCORES = TensorSpec("SCORES", "TYPE_FP32", (-1,), doc="their scores")
+# The long-input policy (README "Long inputs"): cut to the model's limit by default and say so;
+# TRUNCATE=false makes a too-long text a 400 naming the limit instead.
+_TRUNCATE = TensorSpec("TRUNCATE", "TYPE_BOOL", (1,), optional=True, doc="cut a too-long text (default true)")
+# Outputs marked optional may be missing from models added by older versions; clients check the config.
+_TRUNCATED = TensorSpec("TRUNCATED", "TYPE_BOOL", (1,), optional=True, doc="the text was cut to the model's limit")
 
 TASKS: dict[str, Task] = {
     task.name: task
@@ -82,12 +114,16 @@ TASKS: dict[str, Task] = {
             name="text-classification",
             summary="Label each text (sentiment, topic ...) with the model's own labels.",
             template="text_classification",
-            inputs=(_TEXT, TensorSpec("TOP_K", "TYPE_INT32", (1,), optional=True, doc="how many labels to return")),
-            outputs=(_LABEL, _SCORE, _LABELS, _SCORES),
+            inputs=(
+                _TEXT,
+                TensorSpec("TOP_K", "TYPE_INT32", (1,), optional=True, doc="how many labels to return"),
+                _TRUNCATE,
+            ),
+            outputs=(_LABEL, _SCORE, _LABELS, _SCORES, _TRUNCATED),
         ),
         Task(
             name="token-classification",
-            summary="Named entities with character offsets into the original text (NER).",
+            summary="Named entities with character offsets into the whole text (NER; long texts in windows).",
             template="token_classification",
             inputs=(
                 _TEXT,
@@ -99,8 +135,8 @@ TASKS: dict[str, Task] = {
             name="feature-extraction",
             summary="One pooled embedding vector per text (mean or CLS, optionally L2-normalised).",
             template="feature_extraction",
-            inputs=(_TEXT, TensorSpec("NORMALIZE", "TYPE_BOOL", (1,), optional=True, doc="L2-normalise")),
-            outputs=(TensorSpec("EMBEDDING", "TYPE_FP32", (-1,), doc="the vector"),),
+            inputs=(_TEXT, TensorSpec("NORMALIZE", "TYPE_BOOL", (1,), optional=True, doc="L2-normalise"), _TRUNCATE),
+            outputs=(TensorSpec("EMBEDDING", "TYPE_FP32", (-1,), doc="the vector"), _TRUNCATED),
         ),
         Task(
             name="zero-shot-classification",
@@ -108,9 +144,12 @@ TASKS: dict[str, Task] = {
             template="zero_shot_classification",
             inputs=(
                 _TEXT,
-                TensorSpec("CANDIDATE_LABELS", "TYPE_STRING", (-1,), optional=True, doc="labels for this request"),
+                TensorSpec(
+                    "CANDIDATE_LABELS", "TYPE_STRING", (-1,), optional=True, doc="labels per row (pad with empty)"
+                ),
+                _TRUNCATE,
             ),
-            outputs=(_LABEL, _SCORE, _LABELS, _SCORES),
+            outputs=(_LABEL, _SCORE, _LABELS, _SCORES, _TRUNCATED),
         ),
         Task(
             name="text-generation",

@@ -2,6 +2,8 @@
 
     REPOSITORY/NAME/config.pbtxt       built from the task's signature (gallery.config)
     REPOSITORY/NAME/1/model.py         the task's template, copied unchanged
+    REPOSITORY/NAME/1/tritonhf_runtime.py  the helpers templates share (tritonhf/runtime.py),
+                                       so the repository serves without tritonhf installed
     REPOSITORY/NAME/1/weights/         the vendored weights, config and tokenizer
     REPOSITORY/NAME__onnx/1/model.onnx with --backend onnx on a server that has Triton's
                                        onnxruntime backend: the forward pass, called by NAME
@@ -49,6 +51,7 @@ from tritonhf.tasks import (
     PARAM_TRUST_REMOTE_CODE,
     PARAM_VERSION,
     PARAM_WEIGHTS,
+    RUNTIME_FILE,
     TASKS,
     VENDORED_WEIGHTS_DIR,
     Task,
@@ -106,6 +109,17 @@ def template_source(task: Task) -> str:
         .joinpath("model.py")
         .read_text()
     )
+
+
+def runtime_source() -> str:
+    """The runtime module every model.py imports, copied beside it as ``tritonhf_runtime.py``."""
+    return resources.files("tritonhf").joinpath("runtime.py").read_text()
+
+
+def write_template(task: Task, version_dir: Path) -> None:
+    """model.py and the runtime it imports: everything of tritonhf a served model needs."""
+    (version_dir / "model.py").write_text(template_source(task))
+    (version_dir / RUNTIME_FILE).write_text(runtime_source())
 
 
 @dataclass(frozen=True)
@@ -197,7 +211,7 @@ def add_model(request: AddRequest, progress: Progress | None = None) -> Path:
     try:
         version_dir = staging / name / VERSION
         version_dir.mkdir(parents=True)
-        (version_dir / "model.py").write_text(template_source(task))
+        write_template(task, version_dir)
         if request.vendor:
             progress.step(f"Copying weights, config and tokenizer into {name}/{VERSION}/{VENDORED_WEIGHTS_DIR}")
             models.vendor(resolved.folder, version_dir / VENDORED_WEIGHTS_DIR, request.allow_pickle)

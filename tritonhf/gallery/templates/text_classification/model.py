@@ -1,22 +1,25 @@
 """Text classification on Triton's Python backend (tritonhf gallery template).
 
 Triton calls ``execute`` with a *list* of requests (dynamic batching gathers the
-requests that arrived while the model was busy). This template:
+requests that arrived while the model was busy), each with one or more rows. This template:
 
-1. gathers the texts of all requests into one list,
-2. runs one tokenizer call and one forward pass over all of them,
-3. splits the scores back so that each request gets exactly its own rows.
+1. gathers the rows of all requests into one list and reads each row's own options,
+2. tokenizes each row once, cut to the model's limit (or refused, with TRUNCATE=false),
+3. runs forward passes over rows grouped by length under a token budget,
+4. answers each request with exactly its own rows.
 
-Inputs:  TEXT [n, 1] BYTES, optional TOP_K [n, 1] INT32 (labels to return, default all).
-Outputs: LABEL, SCORE (the best label per text) and LABELS, SCORES (best first).
+Inputs:  TEXT [n, 1] BYTES, optional TOP_K [n, 1] INT32 (labels to return, default all),
+         optional TRUNCATE [n, 1] BOOL (default true).
+Outputs: LABEL, SCORE (the best label per text), LABELS, SCORES (best first),
+         TRUNCATED (the text was cut to the model's limit).
 Labels come from the model's ``id2label``; multi-label models use a sigmoid per label.
 """
 
 import numpy as np
 import torch
+import triton_python_backend_utils as pb_utils
+import tritonhf_runtime as runtime
 from transformers import AutoModelForSequenceClassification
-
-from tritonhf.gallery import runtime
 
 
 class TritonPythonModel:
@@ -32,28 +35,32 @@ class TritonPythonModel:
         self.labels = [config.id2label[index] for index in range(config.num_labels)]
         self.multi_label = config.problem_type == "multi_label_classification"
         self.max_length = runtime.max_length(self.tokenizer, config)
+        self.budget = runtime.int_parameter(params, runtime.PARAM_MAX_BATCH_TOKENS, runtime.DEFAULT_MAX_BATCH_TOKENS)
         if runtime.forward_is_local(self.model):  # not when the forward pass is another model (native ONNX)
-            self.scores(["Warm-up so that the first real request is not slow."])
+            self.probabilities([dict(self.tokenizer("Warm-up so that the first real request is not slow."))])
 
-    def scores(self, texts):
-        """Probabilities [len(texts), num_labels] from one forward pass."""
-        batch = self.tokenizer(
-            texts, padding=True, truncation=True, max_length=self.max_length, return_tensors="pt"
-        ).to(self.device)
+    def probabilities(self, windows):
+        """Probabilities [len(windows), num_labels] from one forward pass."""
+        batch = runtime.pad(self.tokenizer, windows, self.device)
         with torch.inference_mode():
-            logits = self.model(**batch).logits.float()
+            logits = self.model(**runtime.model_inputs(self.tokenizer, batch)).logits.float()
         probabilities = torch.sigmoid(logits) if self.multi_label else torch.softmax(logits, dim=-1)
         return probabilities.cpu().numpy()
 
     def execute(self, requests):
-        gathered = runtime.gather_texts(requests, "TEXT")
-        scores = self.scores(gathered.texts) if gathered.texts else np.zeros((0, len(self.labels)))
+        batch = runtime.Batch(requests, "TEXT")
+        top_k = batch.option("TOP_K", len(self.labels), lambda k: k >= 1, "a positive number of labels")
+        truncate = batch.option("TRUNCATE", True)
+        encoded = runtime.encode(self.tokenizer, batch, batch.live_rows(), self.max_length, truncate)
+        rows = batch.live_rows()  # without the rows of requests refused for being too long
+        scores = np.zeros((len(batch.texts), len(self.labels)), dtype=np.float32)
+        for group in runtime.budget_groups({row: encoded.length(row) for row in rows}, self.budget):
+            scores[group] = self.probabilities([encoded.features[row][0] for row in group])
 
-        def answer(request, rows):
-            top_k = runtime.optional_scalar(
-                request, "TOP_K", len(self.labels), lambda k: k >= 1, "a positive number of labels"
-            )
-            # LABEL/SCORE: the best label per text; LABELS/SCORES: the top_k best, best first.
-            return runtime.ranked_labels_response(scores[rows], self.labels, top_k)
+        def answer(span):
+            ranked = [runtime.ranked_labels(scores[row], self.labels, top_k[row]) for row in span]
+            outputs = runtime.ranked_labels_outputs(ranked)  # LABEL, SCORE, LABELS, SCORES
+            outputs.append(runtime.bool_tensor("TRUNCATED", [encoded.truncated[row] for row in span]))
+            return pb_utils.InferenceResponse(output_tensors=outputs)
 
-        return runtime.respond(requests, gathered, answer)
+        return batch.respond(answer)

@@ -22,9 +22,8 @@ import json
 
 import torch
 import triton_python_backend_utils as pb_utils
+import tritonhf_runtime as runtime
 from transformers import AutoModelForCausalLM
-
-from tritonhf.gallery import runtime
 
 
 class Job:

@@ -1,13 +1,17 @@
 """Named-entity recognition on Triton's Python backend (tritonhf gallery template).
 
-One tokenizer call and one forward pass over the texts of all requests; then, per text,
-the token scores are grouped into entities by transformers' own token-classification
-post-processing (so results match ``pipeline("ner")``), and split back per request.
+Every row is tokenized once; a row longer than the model's limit becomes overlapping
+windows (``stride`` tokens of overlap, config parameter, default a quarter of the limit),
+so no entity is dropped. All windows of all requests go through forward passes grouped by
+length under a token budget; then, per row, its windows' token scores are grouped into
+entities by transformers' own token-classification post-processing (the same as
+``pipeline("ner", stride=...)``, including the merge of entities seen by two windows), and
+split back per request.
 
 Each entity has ``entity_group``, ``word``, ``start`` and ``end`` (character offsets into
 the original text, also for emoji, CJK or combining characters) and ``score``.
 
-Inputs:  TEXT [n, 1] BYTES, optional AGGREGATION [n, 1] BYTES: none|simple|first|average|max
+Inputs:  TEXT [n, 1] BYTES, optional AGGREGATION [n, 1] BYTES per row: none|simple|first|average|max
          (default: parameter ``aggregation``, else simple).
 Outputs: ENTITIES [n, 1] BYTES, a JSON list of entities per text.
 """
@@ -16,10 +20,9 @@ import json
 
 import torch
 import triton_python_backend_utils as pb_utils
+import tritonhf_runtime as runtime
 from transformers import AutoModelForTokenClassification, pipeline
 from transformers.pipelines.token_classification import AggregationStrategy
-
-from tritonhf.gallery import runtime
 
 STRATEGIES = [strategy.value for strategy in AggregationStrategy]
 
@@ -35,36 +38,30 @@ class TritonPythonModel:
         self.grouper = pipeline("token-classification", model=self.model, tokenizer=self.tokenizer, device=self.device)
         self.aggregation = params.get("aggregation", "simple")
         self.max_length = runtime.max_length(self.tokenizer, self.model.config)
-        self.entities(["Warm-up in Paris so that the first real request is not slow."], [self.aggregation])
+        self.stride = runtime.int_parameter(params, "stride", max(1, self.max_length // 4))
+        self.budget = runtime.int_parameter(params, runtime.PARAM_MAX_BATCH_TOKENS, runtime.DEFAULT_MAX_BATCH_TOKENS)
+        self.logits([dict(self.tokenizer("Warm-up in Paris so that the first real request is not slow."))])
 
-    def entities(self, texts, strategies):
-        """A list of entity dicts per text, from one forward pass over all texts."""
-        batch = self.tokenizer(
-            texts,
-            padding=True,
-            truncation=True,
-            max_length=self.max_length,
-            return_offsets_mapping=True,
-            return_special_tokens_mask=True,
-            return_tensors="pt",
-        )
-        offsets = batch.pop("offset_mapping")
-        special = batch.pop("special_tokens_mask")
+    def logits(self, windows):
+        """Token logits of each window (without its padding), from one forward pass."""
+        batch = runtime.pad(self.tokenizer, windows, self.device)
         with torch.inference_mode():
-            logits = self.model(**batch.to(self.device)).logits.float().cpu()
-        results = []
-        for row, (text, strategy) in enumerate(zip(texts, strategies, strict=False)):
-            length = int(batch["attention_mask"][row].sum())
-            outputs = {
-                "logits": logits[row : row + 1, :length],
+            logits = self.model(**runtime.model_inputs(self.tokenizer, batch)).logits.float().cpu()
+        return [logits[index, : len(window["input_ids"])] for index, window in enumerate(windows)]
+
+    def entities(self, text, windows, window_logits, strategy):
+        outputs = [
+            {
+                "logits": logits.unsqueeze(0),
                 "sentence": text,
-                "input_ids": batch["input_ids"][row : row + 1, :length].cpu(),
-                "offset_mapping": offsets[row : row + 1, :length],
-                "special_tokens_mask": special[row : row + 1, :length],
+                "input_ids": torch.tensor([window["input_ids"]]),
+                "offset_mapping": torch.tensor([window["offset_mapping"]]),
+                "special_tokens_mask": torch.tensor([window["special_tokens_mask"]]),
             }
-            found = self.grouper.postprocess([outputs], aggregation_strategy=AggregationStrategy(strategy))
-            results.append([self.plain(entity) for entity in found])
-        return results
+            for window, logits in zip(windows, window_logits, strict=True)
+        ]
+        found = self.grouper.postprocess(outputs, aggregation_strategy=AggregationStrategy(strategy))
+        return [self.plain(entity) for entity in found]
 
     @staticmethod
     def plain(entity):
@@ -77,24 +74,33 @@ class TritonPythonModel:
         }
 
     def execute(self, requests):
-        gathered = runtime.gather_texts(requests, "TEXT")
-        strategies = []
-        for position, (request, rows) in enumerate(zip(requests, gathered.rows, strict=False)):
-            if isinstance(rows, str):
-                continue
-            try:
-                strategy = runtime.optional_scalar(
-                    request, "AGGREGATION", self.aggregation, STRATEGIES.__contains__, "one of " + ", ".join(STRATEGIES)
-                )
-            except runtime.BadRequest as error:
-                # This request is answered with the error; its texts are still run, then dropped.
-                gathered.rows[position] = str(error)
-                strategy = self.aggregation
-            strategies.extend([strategy] * (rows.stop - rows.start))
-        found = self.entities(gathered.texts, strategies) if gathered.texts else []
+        batch = runtime.Batch(requests, "TEXT")
+        strategies = batch.option(
+            "AGGREGATION", self.aggregation, STRATEGIES.__contains__, "one of " + ", ".join(STRATEGIES)
+        )
+        encoded = runtime.encode(
+            self.tokenizer,
+            batch,
+            batch.live_rows(),
+            self.max_length,
+            windows=True,
+            stride=self.stride,
+            return_offsets_mapping=True,
+            return_special_tokens_mask=True,
+        )
+        windows = [(row, index) for row in batch.live_rows() for index in range(len(encoded.features[row]))]
+        lengths = {p: len(encoded.features[row][index]["input_ids"]) for p, (row, index) in enumerate(windows)}
+        logits = {}
+        for group in runtime.budget_groups(lengths, self.budget):
+            features = [encoded.features[windows[p][0]][windows[p][1]] for p in group]
+            logits.update(zip((windows[p] for p in group), self.logits(features), strict=True))
 
-        def answer(request, rows):
-            encoded = [json.dumps(entities, ensure_ascii=False) for entities in found[rows]]
-            return pb_utils.InferenceResponse(output_tensors=[runtime.string_tensor("ENTITIES", encoded)])
+        def answer(span):
+            found = []
+            for row in span:
+                row_logits = [logits[(row, index)] for index in range(len(encoded.features[row]))]
+                found.append(self.entities(batch.texts[row], encoded.features[row], row_logits, strategies[row]))
+            encoded_json = [json.dumps(entities, ensure_ascii=False) for entities in found]
+            return pb_utils.InferenceResponse(output_tensors=[runtime.string_tensor("ENTITIES", encoded_json)])
 
-        return runtime.respond(requests, gathered, answer)
+        return batch.respond(answer)

@@ -2,18 +2,23 @@
 
 Any sentence-embedding model becomes a classifier: each candidate label is put into a
 sentence (parameter ``hypothesis_template``, e.g. "This is a {} review."), embedded once
-and cached; each text is scored by cosine similarity against the label sentences, and
-``softmax(similarity * scale)`` turns the similarities into scores that sum to 1.
+and cached; each text is scored by cosine similarity against *its own row's* label
+sentences, and ``softmax(similarity * scale)`` turns the similarities into scores that sum to 1.
 
-Inputs:  TEXT [n, 1] BYTES, optional CANDIDATE_LABELS [n, k] BYTES (default: parameter ``labels``).
-Outputs: LABEL, SCORE (the best label per text), LABELS, SCORES (all labels, best first).
+Inputs:  TEXT [n, 1] BYTES, optional CANDIDATE_LABELS [n, k] BYTES (row j holds text j's labels;
+         shorter lists are padded with empty strings; default: parameter ``labels``),
+         optional TRUNCATE [n, 1] BOOL (default true).
+Outputs: LABEL, SCORE (the best label per text), LABELS, SCORES (that row's labels, best first,
+         padded with "" and 0 to the longest row), TRUNCATED [n, 1] BOOL.
 """
+
+from collections import OrderedDict
 
 import numpy as np
 import torch
+import triton_python_backend_utils as pb_utils
+import tritonhf_runtime as runtime
 from transformers import AutoModel
-
-from tritonhf.gallery import runtime
 
 
 class TritonPythonModel:
@@ -30,41 +35,56 @@ class TritonPythonModel:
         self.scale = float(params.get("scale", "20"))
         self.labels = [label.strip() for label in params.get("labels", "").split(",") if label.strip()]
         self.max_length = runtime.max_length(self.tokenizer, self.model.config)
-        self.label_cache = {}
+        self.budget = runtime.int_parameter(params, runtime.PARAM_MAX_BATCH_TOKENS, runtime.DEFAULT_MAX_BATCH_TOKENS)
+        self.label_cache = OrderedDict()  # label -> vector, the most recently used last
+        self.label_cache_size = runtime.int_parameter(params, "label_cache_size", 10000)
         if self.labels and runtime.forward_is_local(self.model):  # (not when it is another model: native ONNX)
             self.label_vectors(self.labels)  # embeds the default labels now: that is the warm-up
 
-    def embed(self, texts):
-        """L2-normalised pooled vectors [len(texts), dim] from one forward pass."""
-        batch = self.tokenizer(
-            texts, padding=True, truncation=True, max_length=self.max_length, return_tensors="pt"
-        ).to(self.device)
+    def embed(self, windows):
+        """L2-normalised pooled vectors [len(windows), dim] from one forward pass."""
+        batch = runtime.pad(self.tokenizer, windows, self.device)
         with torch.inference_mode():
-            tokens = self.model(**batch).last_hidden_state.float()
+            tokens = self.model(**runtime.model_inputs(self.tokenizer, batch)).last_hidden_state.float()
             vectors = runtime.pool(tokens, batch["attention_mask"], self.pooling)
             vectors = torch.nn.functional.normalize(vectors, p=2, dim=1)
         return vectors.cpu().numpy()
 
     def label_vectors(self, labels):
-        missing = [label for label in labels if label not in self.label_cache]
-        if missing:
-            vectors = self.embed([self.template.format(label) for label in missing])
-            self.label_cache.update(zip(missing, vectors, strict=False))
+        """Each label's sentence embedded alone (so a label's vector never depends on its company)."""
+        for label in labels:
+            if label in self.label_cache:
+                self.label_cache.move_to_end(label)
+                continue
+            sentence = self.template.format(label)
+            features = dict(self.tokenizer(sentence, truncation=True, max_length=self.max_length))
+            self.label_cache[label] = self.embed([features])[0]
+            if len(self.label_cache) > self.label_cache_size:
+                self.label_cache.popitem(last=False)
         return np.stack([self.label_cache[label] for label in labels])
 
     def execute(self, requests):
-        gathered = runtime.gather_texts(requests, "TEXT")
-        vectors = self.embed(gathered.texts) if gathered.texts else None
+        batch = runtime.Batch(requests, "TEXT")
+        candidates = batch.string_lists("CANDIDATE_LABELS")
+        for row in batch.live_rows():
+            if not (candidates[row] or self.labels):
+                batch.fail_row(row, "no candidate labels: send CANDIDATE_LABELS, or add the model with --labels a,b,c.")
+        truncate = batch.option("TRUNCATE", True)
+        encoded = runtime.encode(self.tokenizer, batch, batch.live_rows(), self.max_length, truncate)
+        rows = batch.live_rows()
+        vectors = {}
+        for group in runtime.budget_groups({row: encoded.length(row) for row in rows}, self.budget):
+            vectors.update(zip(group, self.embed([encoded.features[row][0] for row in group]), strict=True))
 
-        def answer(request, rows):
-            labels = runtime.optional_strings(request, "CANDIDATE_LABELS") or self.labels
-            if not labels:
-                raise runtime.BadRequest(
-                    "no candidate labels: send CANDIDATE_LABELS, or add the model with --labels a,b,c."
-                )
-            logits = vectors[rows] @ self.label_vectors(labels).T * self.scale
-            scores = np.exp(logits - logits.max(axis=1, keepdims=True))
-            scores /= scores.sum(axis=1, keepdims=True)
-            return runtime.ranked_labels_response(scores, labels)  # LABEL, SCORE, LABELS, SCORES
+        def answer(span):
+            ranked = []
+            for row in span:
+                labels = candidates[row] or self.labels
+                logits = self.label_vectors(labels) @ vectors[row] * self.scale
+                scores = np.exp(logits - logits.max())
+                ranked.append(runtime.ranked_labels(scores / scores.sum(), labels, len(labels)))
+            outputs = runtime.ranked_labels_outputs(ranked)  # LABEL, SCORE, LABELS, SCORES
+            outputs.append(runtime.bool_tensor("TRUNCATED", [encoded.truncated[row] for row in span]))
+            return pb_utils.InferenceResponse(output_tensors=outputs)
 
-        return runtime.respond(requests, gathered, answer)
+        return batch.respond(answer)

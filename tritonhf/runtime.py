@@ -1,0 +1,610 @@
+"""What the gallery's model.py templates share inside the Triton stub: one plain module.
+
+`tritonhf gallery add` copies this file next to each model.py as ``tritonhf_runtime.py``
+(the stub puts a model's version folder on ``sys.path``), so a model repository runs on
+any Triton whose Python has the serving requirements, without tritonhf installed. It is a
+leaf: it imports only the standard library and numpy at module level; torch, transformers,
+onnxruntime and Triton's ``triton_python_backend_utils`` are imported where used.
+
+What a template finds here:
+
+* loading: ``parameters``, ``load_tokenizer``, ``load_model`` (PyTorch, or ONNX Runtime in
+  this process, or Triton's onnxruntime backend through BLS), ``device``, ``max_length``;
+* a batch of requests: ``Batch`` gathers the texts of every request of one ``execute``
+  into one list of rows, reads per-row options (one value per row, never row 0's value for
+  all), and fails a request alone when its input is unusable;
+* the long-input policy: ``encode`` tokenizes each row once, with windows when asked, and
+  either truncates (recording that it did) or refuses a row that is too long;
+* token-budget batching: ``budget_groups`` sorts rows by length and groups them so one
+  long text does not pad many short ones;
+* answers: tensors, ranked labels, and ``Batch.respond``.
+
+The parameter names below are the single place that knows them: ``tritonhf.tasks``
+imports them from here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+# Config parameters the gallery writes into every model, so that clients and
+# `gallery validate` can tell what a model is without guessing from its name.
+PARAM_TASK = "tritonhf.task"
+PARAM_SOURCE = "tritonhf.source"
+PARAM_VERSION = "tritonhf.version"
+PARAM_WEIGHTS = "tritonhf.weights"
+PARAM_DEVICE = "tritonhf.device"
+PARAM_TRUST_REMOTE_CODE = "tritonhf.trust_remote_code"
+PARAM_BACKEND = "tritonhf.backend"  # pytorch | onnx
+# With --backend onnx on a server that has Triton's onnxruntime backend, the forward pass is
+# a second model (the "ONNX part"): the template calls it by name (BLS) with these tensors.
+PARAM_ONNX_MODEL = "tritonhf.onnx_model"  # the part's model name
+PARAM_ONNX_INPUTS = "tritonhf.onnx_inputs"  # comma-separated: input_ids,attention_mask[,token_type_ids]
+PARAM_ONNX_OUTPUT = "tritonhf.onnx_output"  # logits | last_hidden_state
+PARAM_ONNX_FILE = "tritonhf.onnx_file"  # model.onnx, or model.int8.onnx with --quantize int8
+PARAM_PART_OF = "tritonhf.part_of"  # written into the part: the model it belongs to
+# Token-budget batching: at most this many padded tokens per forward pass (rows sorted by length).
+PARAM_MAX_BATCH_TOKENS = "max_batch_tokens"
+DEFAULT_MAX_BATCH_TOKENS = 8192
+VENDORED_WEIGHTS_DIR = "weights"
+RUNTIME_FILE = "tritonhf_runtime.py"  # this module's name beside model.py
+
+
+class BadRequest(ValueError):
+    """A request's input is unusable; answered as an error for that request alone."""
+
+
+def pb_utils() -> Any:
+    import triton_python_backend_utils  # type: ignore[import-not-found]  # provided by the stub
+
+    return triton_python_backend_utils
+
+
+# ---------------------------------------------------------------------------- loading
+
+
+def model_config(args: dict[str, str]) -> dict[str, Any]:
+    return dict(json.loads(args["model_config"]))
+
+
+def parameters(args: dict[str, str]) -> dict[str, str]:
+    """The config's ``parameters`` as a plain dict of strings."""
+    return {key: value.get("string_value", "") for key, value in model_config(args).get("parameters", {}).items()}
+
+
+def int_parameter(params: dict[str, str], name: str, default: int, minimum: int = 1) -> int:
+    """An integer config parameter; a clear error at load time when it is not one."""
+    raw = params.get(name, "")
+    if raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        value = minimum - 1
+    if value < minimum:
+        raise ValueError(f"config parameter {name!r} is {raw!r}; it must be an integer >= {minimum}.")
+    return value
+
+
+class OnnxModel:
+    """An exported ONNX file run by onnxruntime behind the PyTorch model's call.
+
+    ``model(**batch).logits`` (or ``.last_hidden_state``) works the same, so a template
+    does not change with the backend.
+    """
+
+    def __init__(self, folder: str, threads: int, file_name: str = "model.onnx") -> None:
+        import onnxruntime
+        from transformers import AutoConfig
+
+        options = onnxruntime.SessionOptions()
+        # One intra-op pool sized to this instance's share of the cores; inter-op parallelism
+        # does not help these sequential graphs (measured in `make bench`).
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+        self.session = onnxruntime.InferenceSession(
+            str(Path(folder) / file_name), options, providers=["CPUExecutionProvider"]
+        )
+        self.inputs = [tensor.name for tensor in self.session.get_inputs()]
+        self.output = self.session.get_outputs()[0].name  # logits or last_hidden_state, named at export
+        self.config = AutoConfig.from_pretrained(folder)
+
+    def __call__(self, **batch: Any) -> Any:
+        import types
+
+        import torch
+
+        feeds = {name: batch[name].cpu().numpy().astype(np.int64) for name in self.inputs}
+        (result,) = self.session.run([self.output], feeds)
+        return types.SimpleNamespace(**{self.output: torch.from_numpy(result)})
+
+    def to(self, device: str) -> OnnxModel:
+        return self
+
+    def eval(self) -> OnnxModel:
+        return self
+
+
+class TritonOnnxModel:
+    """``model.onnx`` served by Triton's native onnxruntime backend as another model (the "part"),
+    called with the whole gathered batch through BLS, behind the PyTorch model's call.
+
+    The template tokenizes as always; the token tensors go to the part in one request and its
+    answer comes back as ``.logits`` (or ``.last_hidden_state``), so the template does not change.
+    """
+
+    runs_in_this_process = False  # the part may still be loading while this model initialises
+
+    def __init__(self, part: str, inputs: Sequence[str], output: str, folder: str) -> None:
+        from transformers import AutoConfig
+
+        self.part, self.inputs, self.output = part, list(inputs), output
+        self.config = AutoConfig.from_pretrained(folder)
+
+    def __call__(self, **batch: Any) -> Any:
+        import types
+
+        import torch
+
+        pb = pb_utils()
+        tensors = [pb.Tensor(name, batch[name].cpu().numpy().astype(np.int64)) for name in self.inputs]
+        request = pb.InferenceRequest(model_name=self.part, inputs=tensors, requested_output_names=[self.output])
+        response = request.exec()
+        if response.has_error():
+            raise RuntimeError(f"the ONNX part {self.part!r} failed: {response.error().message()}")
+        result = pb.get_output_tensor_by_name(response, self.output).as_numpy()
+        return types.SimpleNamespace(**{self.output: torch.from_numpy(np.array(result))})
+
+    def to(self, device: str) -> TritonOnnxModel:
+        return self
+
+    def eval(self) -> TritonOnnxModel:
+        return self
+
+
+def forward_is_local(model: Any) -> bool:
+    """False when the forward pass is another Triton model: no warm-up call during initialize."""
+    return bool(getattr(model, "runs_in_this_process", True))
+
+
+def load_tokenizer(args: dict[str, str], params: dict[str, str], padding_side: str | None = "right") -> Any:
+    """The tokenizer saved beside the weights (or of the hub id, with --no-vendor).
+
+    Encoder templates pool the first token or slice rows by length, so they pad on the right,
+    whatever the tokenizer was saved with; generation pads on the left.
+    """
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(
+        weights_location(args, params), trust_remote_code=trust_remote_code(params)
+    )
+    if padding_side is not None:
+        tokenizer.padding_side = padding_side
+    return tokenizer
+
+
+def load_model(auto_class: Any, args: dict[str, str], params: dict[str, str], device_name: str) -> Any:
+    """The model as PyTorch (the default) or, when added with --backend onnx, as an OnnxModel
+    (onnxruntime in this process) or a TritonOnnxModel (Triton's onnxruntime backend)."""
+    source = weights_location(args, params)
+    if params.get(PARAM_BACKEND) == "onnx" and params.get(PARAM_ONNX_MODEL):
+        inputs = params.get(PARAM_ONNX_INPUTS, "input_ids,attention_mask").split(",")
+        return TritonOnnxModel(params[PARAM_ONNX_MODEL], inputs, params.get(PARAM_ONNX_OUTPUT, "logits"), source)
+    if params.get(PARAM_BACKEND) == "onnx":
+        return OnnxModel(source, threads=instance_threads(args), file_name=params.get(PARAM_ONNX_FILE, "model.onnx"))
+    model = auto_class.from_pretrained(
+        source, dtype=torch_dtype(device_name), trust_remote_code=trust_remote_code(params)
+    )
+    return model.to(device_name).eval()
+
+
+def trust_remote_code(params: dict[str, str]) -> bool:
+    """Run code shipped with the model? Only when added with --trust-remote-code."""
+    return params.get(PARAM_TRUST_REMOTE_CODE) == "true"
+
+
+def weights_location(args: dict[str, str], params: dict[str, str]) -> str:
+    """Where to load weights from: the vendored folder, a local path, or a hub id (--no-vendor)."""
+    location = params.get(PARAM_WEIGHTS, VENDORED_WEIGHTS_DIR)
+    version_dir = Path(args["model_repository"]) / args["model_version"]
+    if (version_dir / location).exists():
+        return str(version_dir / location)
+    return location
+
+
+def device(args: dict[str, str], params: dict[str, str]) -> str:
+    """``cuda:N`` when the instance is a GPU one (or "auto" finds a GPU), else ``cpu``."""
+    import torch
+
+    wanted = params.get(PARAM_DEVICE, "auto")
+    if params.get(PARAM_BACKEND) == "onnx":
+        return "cpu"  # the onnxruntime path runs on the CPU execution provider
+    gpu_wanted = args.get("model_instance_kind") == "GPU" or wanted in ("gpu", "auto")
+    if gpu_wanted and torch.cuda.is_available():
+        return f"cuda:{args.get('model_instance_device_id', '0')}"
+    return "cpu"
+
+
+def torch_dtype(device_name: str) -> Any:
+    """fp16 on a GPU (half the memory, tensor cores), fp32 on the CPU (fast kernels there)."""
+    import torch
+
+    return torch.float16 if device_name.startswith("cuda") else torch.float32
+
+
+def instance_threads(args: dict[str, str]) -> int:
+    """Cores per instance: N instances each get cores/N intra-op threads."""
+    groups = model_config(args).get("instance_group", [{}])
+    instances = max(1, sum(int(group.get("count", 1)) for group in groups))
+    return max(1, (os.cpu_count() or 1) // instances)
+
+
+def limit_threads(args: dict[str, str]) -> None:
+    """Share the cores between instances (torch's intra-op thread pool)."""
+    import torch
+
+    torch.set_num_threads(instance_threads(args))
+
+
+def max_length(tokenizer: Any, config: Any, default: int = 512) -> int:
+    """The longest input the model takes, in tokens (special tokens included)."""
+    limits = [
+        value
+        for value in (getattr(tokenizer, "model_max_length", None), getattr(config, "max_position_embeddings", None))
+        if isinstance(value, int) and 0 < value < 1_000_000
+    ]
+    return min(limits) if limits else default
+
+
+# ---------------------------------------------------------------------------- one batch of requests
+
+
+def decode_texts(array: np.ndarray[Any, Any], name: str) -> list[str]:
+    """A BYTES tensor (object array of bytes) as a list of str, one per item."""
+    texts = []
+    for index, item in enumerate(array.reshape(-1)):
+        if isinstance(item, bytes):
+            try:
+                texts.append(item.decode("utf-8"))
+            except UnicodeDecodeError as exc:
+                raise BadRequest(f"input '{name}' item {index} is not valid UTF-8 ({exc.reason}).") from exc
+        else:
+            texts.append(str(item))
+    return texts
+
+
+def optional_array(request: Any, name: str) -> np.ndarray[Any, Any] | None:
+    tensor = pb_utils().get_input_tensor_by_name(request, name)
+    return None if tensor is None else np.asarray(tensor.as_numpy())
+
+
+def input_array(request: Any, name: str) -> np.ndarray[Any, Any]:
+    array = optional_array(request, name)
+    if array is None:
+        # Triton lets a request through without a required input when the model has optional ones.
+        raise BadRequest(f"missing required input '{name}'.")
+    return array
+
+
+def _plain(value: Any) -> Any:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value.item()
+
+
+def optional_scalar(request: Any, name: str, default: Any, check: Callable[[Any], bool], rule: str) -> Any:
+    """The single value of an optional input of a one-row request (generation), or ``default``."""
+    array = optional_array(request, name)
+    if array is None or array.size == 0:
+        return default
+    if array.size != 1:
+        raise BadRequest(f"input '{name}' has {array.size} values; send one.")
+    value = _plain(array.reshape(-1)[0])
+    if not check(value):
+        raise BadRequest(f"input '{name}' is {value!r}; it must be {rule}.")
+    return value
+
+
+def optional_strings(request: Any, name: str) -> list[str] | None:
+    """The non-empty strings of an optional BYTES input of a one-row request, or None."""
+    array = optional_array(request, name)
+    if array is None:
+        return None
+    return [text for text in decode_texts(array, name) if text]
+
+
+class Batch:
+    """The rows of every request that one ``execute`` received, in one flat list.
+
+    Triton's dynamic batcher hands ``execute`` several requests, each with one or more rows
+    (its batch axis). ``texts[i]`` is row i; ``spans[r]`` is the range of rows of request r.
+    Options are read per row (``option``): a request's row j gets *its* value, never the
+    first row's or another request's. A request whose input is unusable is failed alone
+    (``fail``): its rows are skipped by ``live_rows`` and it is answered with the error.
+    """
+
+    def __init__(self, requests: Sequence[Any], text_input: str = "TEXT") -> None:
+        self.requests = list(requests)
+        self.texts: list[str] = []
+        self.spans: list[range] = []
+        self.errors: dict[int, str] = {}
+        for index, request in enumerate(self.requests):
+            start = len(self.texts)
+            try:
+                self.texts.extend(decode_texts(input_array(request, text_input), text_input))
+            except BadRequest as exc:
+                self.errors[index] = str(exc)
+            self.spans.append(range(start, len(self.texts)))
+        self.owner = [index for index, span in enumerate(self.spans) for _ in span]
+
+    def fail(self, request_index: int, message: str) -> None:
+        """Answer request ``request_index`` with this error (the first error of a request wins)."""
+        self.errors.setdefault(request_index, message)
+
+    def fail_row(self, row: int, message: str) -> None:
+        request_index = self.owner[row]
+        position = row - self.spans[request_index].start
+        prefix = f"row {position}: " if len(self.spans[request_index]) > 1 else ""
+        self.fail(request_index, prefix + message)
+
+    def live_rows(self) -> list[int]:
+        """Rows of the requests that have not failed, in order."""
+        return [row for row, owner in enumerate(self.owner) if owner not in self.errors]
+
+    def option(self, name: str, default: Any, check: Callable[[Any], bool] | None = None, rule: str = "") -> list[Any]:
+        """One value per row of the optional input ``name`` ([rows, 1]); ``default`` where absent.
+
+        A value refused by ``check`` fails its request with a message that names the input,
+        the row and ``rule``.
+        """
+        values: list[Any] = [default] * len(self.texts)
+        for index, request in enumerate(self.requests):
+            if index in self.errors:
+                continue
+            array = optional_array(request, name)
+            if array is None or array.size == 0:
+                continue
+            span = self.spans[index]
+            flat = array.reshape(len(span), -1) if array.size % max(len(span), 1) == 0 else None
+            if flat is None or flat.shape[1] != 1:
+                self.fail(index, f"input '{name}' must have one value per row of TEXT ({len(span)}), not {array.size}.")
+                continue
+            for offset, row in enumerate(span):
+                value = _plain(flat[offset, 0])
+                if check is not None and not check(value):
+                    where = f" row {offset}" if len(span) > 1 else ""
+                    self.fail(index, f"input '{name}'{where} is {value!r}; it must be {rule}.")
+                    break
+                values[row] = value
+        return values
+
+    def string_lists(self, name: str) -> list[list[str] | None]:
+        """Per row, the non-empty strings of row j of the optional input ``name`` ([rows, k]); None where absent.
+
+        Rows may use fewer strings than k by padding with empty strings.
+        """
+        values: list[list[str] | None] = [None] * len(self.texts)
+        for index, request in enumerate(self.requests):
+            if index in self.errors:
+                continue
+            array = optional_array(request, name)
+            if array is None:
+                continue
+            span = self.spans[index]
+            if array.ndim != 2 or array.shape[0] != len(span):
+                self.fail(
+                    index, f"input '{name}' must have one row per row of TEXT ({len(span)}), shape {array.shape}."
+                )
+                continue
+            try:
+                for offset, row in enumerate(span):
+                    values[row] = [text for text in decode_texts(array[offset], name) if text.strip()]
+            except BadRequest as exc:
+                self.fail(index, str(exc))
+        return values
+
+    def respond(self, answer: Callable[[range], Any]) -> list[Any]:
+        """One response per request, in order: ``answer(rows)``, or that request's error.
+
+        ``answer`` may raise ``BadRequest`` for a request that only it can judge; that request
+        alone gets the error.
+        """
+        responses = []
+        for index, span in enumerate(self.spans):
+            if index in self.errors:
+                responses.append(error_response(self.errors[index]))
+                continue
+            try:
+                responses.append(answer(span))
+            except BadRequest as exc:
+                responses.append(error_response(str(exc)))
+        return responses
+
+
+# ---------------------------------------------------------------------------- long inputs and token budgets
+
+
+@dataclass
+class Encoded:
+    """Tokenized rows: per row its token features (windows, for ``windows=True``) and whether it was cut.
+
+    ``features[row]`` is a list of windows; each window is a dict of lists (input_ids,
+    attention_mask, ... as the tokenizer returns them). Without windows a row has one.
+    """
+
+    features: dict[int, list[dict[str, list[Any]]]] = field(default_factory=dict)
+    truncated: dict[int, bool] = field(default_factory=dict)
+
+    def length(self, row: int) -> int:
+        return max(len(window["input_ids"]) for window in self.features[row])
+
+
+def encode(
+    tokenizer: Any,
+    batch: Batch,
+    rows: Sequence[int],
+    limit: int,
+    truncate: Sequence[bool] | None = None,
+    windows: bool = False,
+    stride: int = 0,
+    pairs: Sequence[str] | None = None,
+    **extra: Any,
+) -> Encoded:
+    """Tokenize ``rows`` of ``batch`` once, each to at most ``limit`` tokens.
+
+    The long-input policy, the same in every template:
+    * ``windows=True`` (token classification): a long row becomes overlapping windows of
+      ``limit`` tokens that overlap by ``stride``; nothing is dropped.
+    * otherwise the row is cut to ``limit`` tokens and ``truncated[row]`` says so, unless
+      ``truncate[row]`` is False: then its request fails with a message naming the limit.
+    ``pairs`` (a second text per row, for cross-encoders) is cut before the first text is.
+    """
+    encoded = Encoded()
+    if not rows:
+        return encoded
+    texts = [batch.texts[row] for row in rows]
+    second = [pairs[row] for row in rows] if pairs is not None else None
+    options: dict[str, Any] = dict(extra)
+    if tokenizer.is_fast:
+        options.update(return_overflowing_tokens=True, stride=stride if windows else 0)
+    result = tokenizer(
+        texts,
+        second,
+        truncation="only_second" if second is not None else True,
+        max_length=limit,
+        padding=False,
+        **options,
+    )
+    mapping = result.get("overflow_to_sample_mapping") or list(range(len(texts)))
+    keys = [key for key in result if key != "overflow_to_sample_mapping"]
+    for window_index, sample in enumerate(mapping):
+        row = rows[sample]
+        window = {key: list(result[key][window_index]) for key in keys}
+        encoded.features.setdefault(row, []).append(window)
+    if tokenizer.is_fast:  # one window per row unless windows were asked for; more means it was cut
+        for row in rows:
+            encoded.truncated[row] = not windows and len(encoded.features[row]) > 1
+            if not windows:
+                del encoded.features[row][1:]
+    else:  # a slow tokenizer gives no overflow information: count the full length separately
+        full = tokenizer(texts, second, truncation=False, padding=False)["input_ids"]
+        for sample, ids in enumerate(full):
+            encoded.truncated[rows[sample]] = len(ids) > limit
+    for row in rows:
+        if encoded.truncated[row] and truncate is not None and not truncate[row]:
+            batch.fail_row(
+                row,
+                f"input 'TEXT' is longer than the {limit} tokens this model takes. Shorten it, or send "
+                "truncate=true (TRUNCATE) to have it cut to its first tokens.",
+            )
+    return encoded
+
+
+_PAD_VALUES = {"attention_mask": 0, "special_tokens_mask": 1, "offset_mapping": (0, 0)}
+
+
+def pad(tokenizer: Any, windows: Sequence[dict[str, list[Any]]], device_name: str = "cpu") -> dict[str, Any]:
+    """Right-pad windows of token features into tensors (input_ids with the pad token, masks with 0)."""
+    import torch
+
+    width = max(len(window["input_ids"]) for window in windows)
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    tensors: dict[str, Any] = {}
+    for key in windows[0]:
+        fill = _PAD_VALUES.get(key, pad_id if key == "input_ids" else 0)
+        rows = [list(window[key]) + [fill] * (width - len(window[key])) for window in windows]
+        tensors[key] = torch.tensor(rows).to(device_name)
+    return tensors
+
+
+def budget_groups(lengths: dict[int, int], budget: int, max_rows: int = 0) -> list[list[int]]:
+    """Rows grouped for forward passes: sorted by length, each group at most ``budget`` padded tokens.
+
+    A group's cost is rows x its longest row. Sorting first means one long text pads only
+    its neighbours in length, not fifty short ones (text-embeddings-inference does the same).
+    A row longer than the budget gets a group of its own. ``max_rows`` caps rows per group.
+    """
+    groups: list[list[int]] = []
+    current: list[int] = []
+    for row in sorted(lengths, key=lambda r: (lengths[r], r)):
+        too_many = max_rows and len(current) >= max_rows
+        if current and ((len(current) + 1) * lengths[row] > budget or too_many):
+            groups.append(current)
+            current = []
+        current.append(row)
+    if current:
+        groups.append(current)
+    return groups
+
+
+def model_inputs(tokenizer: Any, batch: dict[str, Any]) -> dict[str, Any]:
+    """Only the tensors the model takes (input_ids, attention_mask, token_type_ids ...)."""
+    names = set(getattr(tokenizer, "model_input_names", ["input_ids", "attention_mask"]))
+    return {key: value for key, value in batch.items() if key in names}
+
+
+def pool(last_hidden_state: Any, attention_mask: Any, pooling: str) -> Any:
+    """One vector per text: the first token (``cls``) or the mean of the real tokens (``mean``)."""
+    if pooling == "cls":
+        return last_hidden_state[:, 0]
+    mask = attention_mask.unsqueeze(-1).to(last_hidden_state.dtype)
+    return (last_hidden_state * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1e-9)
+
+
+# ---------------------------------------------------------------------------- answers
+
+
+def error_response(message: str, invalid_input: bool = True) -> Any:
+    """An error answer for one request; INVALID_ARG (HTTP 400) unless the model itself failed."""
+    pb = pb_utils()
+    code = pb.TritonError.INVALID_ARG if invalid_input else pb.TritonError.INTERNAL
+    return pb.InferenceResponse(output_tensors=[], error=pb.TritonError(message, code))
+
+
+def string_tensor(name: str, values: Sequence[Any]) -> Any:
+    """A BYTES output: an object array of UTF-8 bytes, one row per text."""
+    array = np.array([[str(value).encode("utf-8")] for value in values], dtype=np.object_)
+    return pb_utils().Tensor(name, array.reshape(len(values), 1))
+
+
+def string_matrix(name: str, rows: Sequence[Sequence[str]]) -> Any:
+    """A BYTES output [rows, k]; shorter rows are padded with empty strings."""
+    width = max((len(row) for row in rows), default=0)
+    array = np.array(
+        [[value.encode("utf-8") for value in row] + [b""] * (width - len(row)) for row in rows], dtype=np.object_
+    )
+    return pb_utils().Tensor(name, array.reshape(len(rows), width))
+
+
+def float_tensor(name: str, values: Any) -> Any:
+    return pb_utils().Tensor(name, np.ascontiguousarray(values, dtype=np.float32))
+
+
+def bool_tensor(name: str, values: Sequence[bool]) -> Any:
+    return pb_utils().Tensor(name, np.array(values, dtype=np.bool_).reshape(len(values), 1))
+
+
+def ranked_labels(scores: np.ndarray[Any, Any], labels: Sequence[str], top_k: int) -> tuple[list[str], list[float]]:
+    """One row's labels best first, and their scores, the ``top_k`` best."""
+    order = np.argsort(-scores, kind="stable")[:top_k]
+    return [labels[index] for index in order], [float(scores[index]) for index in order]
+
+
+def ranked_labels_outputs(ranked: Sequence[tuple[list[str], list[float]]]) -> list[Any]:
+    """LABEL, SCORE (the best label per row) and LABELS, SCORES (best first; padded with "" and 0)."""
+    width = max((len(labels) for labels, _ in ranked), default=0)
+    scores = np.zeros((len(ranked), width), dtype=np.float32)
+    for row, (_, values) in enumerate(ranked):
+        scores[row, : len(values)] = values
+    return [
+        string_tensor("LABEL", [labels[0] for labels, _ in ranked]),
+        float_tensor("SCORE", scores[:, :1]),
+        string_matrix("LABELS", [labels for labels, _ in ranked]),
+        float_tensor("SCORES", scores),
+    ]
