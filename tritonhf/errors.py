@@ -21,6 +21,7 @@
         ├── InvalidInputError     refused by the sdk (wrong Python type) or the server (shape ...)
         ├── InferenceError        model.py raised while running the request
         ├── PermissionDeniedError the API is restricted and the key is missing or wrong
+        ├── RequestCancelledError the request was cancelled (by the caller, or the server stopping)
         └── RequestTimeoutError   also a builtin TimeoutError
 
 Every message names the thing it is about (a model, an input, a path) and says what to do.
@@ -135,3 +136,7 @@ class PermissionDeniedError(ClientError):
 
 class RequestTimeoutError(ClientError, TimeoutError):
     """The request did not finish within its timeout."""
+
+
+class RequestCancelledError(ClientError):
+    """The request was cancelled before it finished (by the caller, or by the server stopping)."""

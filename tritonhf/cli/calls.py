@@ -23,10 +23,10 @@ def classify_command(
     """Classify texts with the server's text-classification (or zero-shot) model."""
     with Client(url) as client:
         if top_k is None:
-            for text, result in zip(texts, client.classify(texts, model)):
+            for text, result in zip(texts, client.classify(texts, model=model)):
                 console.print(f"{result.label}\t{result.score:.4f}\t{text}")
         else:
-            for text, ranked in zip(texts, client.classify(texts, model, top_k=top_k)):
+            for text, ranked in zip(texts, client.classify(texts, model=model, top_k=top_k)):
                 console.print(text)
                 for result in ranked:
                     console.print(f"  {result.label}\t{result.score:.4f}")
@@ -36,7 +36,7 @@ def classify_command(
 def embed_command(texts: list[str], url: UrlOption = None, model: ModelOption = None) -> None:
     """Embed texts; prints each vector's size and the cosine similarity between the texts."""
     with Client(url) as client:
-        vectors = client.embed(texts, model, normalize=True)
+        vectors = client.embed(texts, model=model, normalize=True)
     view = table("", *[str(i + 1) for i in range(len(texts))], title=f"{vectors.shape[1]}-dim embeddings, cosine")
     for i, text in enumerate(texts):
         view.add_row(f"{i + 1}. {text}", *[f"{value:.3f}" for value in vectors @ vectors[i]])
@@ -47,7 +47,7 @@ def embed_command(texts: list[str], url: UrlOption = None, model: ModelOption = 
 def ner_command(texts: list[str], url: UrlOption = None, model: ModelOption = None) -> None:
     """Named entities of each text, as JSON lines."""
     with Client(url) as client:
-        for entities in client.ner(texts, model):
+        for entities in client.ner(texts, model=model):
             console.print(json.dumps([entity.__dict__ for entity in entities], ensure_ascii=False))
 
 
@@ -63,9 +63,10 @@ def generate_command(
     """Stream generated text to the terminal as it arrives."""
     with Client(url) as client:
         if chat:
-            chunks = client.chat([{"role": "user", "content": prompt}], model, max_tokens, temperature, stream=True)
+            messages = [{"role": "user", "content": prompt}]
+            chunks = client.chat(messages, model=model, max_tokens=max_tokens, temperature=temperature, stream=True)
         else:
-            chunks = client.generate(prompt, model, max_tokens, temperature, stream=True)
+            chunks = client.generate(prompt, model=model, max_tokens=max_tokens, temperature=temperature, stream=True)
         for chunk in chunks:
             console.print(chunk, end="", soft_wrap=True)
     console.print()
@@ -96,7 +97,7 @@ def bench_command(
 ) -> None:
     """Load a model at several concurrency levels; client figures and Triton's own statistics."""
     from tritonhf.bench import DEFAULT_TEXTS, run_bench, write_json, write_plot
-    from tritonhf.sdk.client import default_url
+    from tritonhf.sdk._settings import default_url
 
     levels = [int(level) for level in concurrency.split(",") if level.strip()]
     base = url or default_url()

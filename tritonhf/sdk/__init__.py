@@ -2,23 +2,30 @@
 
 from tritonhf import sdk
 sdk.classify("This movie is absolutely wonderful")
+
+Each shortcut has exactly its ``Client`` method's signature (overloads included).
 """
 
 from __future__ import annotations
 
+import functools
 import threading
-from typing import Any
+from collections.abc import Callable
+from typing import Concatenate, ParamSpec, TypeVar
 
-from tritonhf.sdk.aio import AsyncClient
-from tritonhf.sdk.client import Client
-from tritonhf.sdk.results import Classification, Entity, ModelInfo, ZeroShotClassification
+from tritonhf.sdk.aio import AsyncClient, AsyncTextStream
+from tritonhf.sdk.client import Client, TextStream
+from tritonhf.sdk.results import Classification, Entity, ModelInfo, Usage, ZeroShotClassification
 
 __all__ = [
     "AsyncClient",
+    "AsyncTextStream",
     "Classification",
     "Client",
     "Entity",
     "ModelInfo",
+    "TextStream",
+    "Usage",
     "ZeroShotClassification",
     "chat",
     "classify",
@@ -31,6 +38,8 @@ __all__ = [
     "zero_shot",
 ]
 
+P = ParamSpec("P")
+R = TypeVar("R")
 _lock = threading.Lock()
 _default: Client | None = None
 
@@ -44,41 +53,21 @@ def default_client() -> Client:
         return _default
 
 
-def classify(*args: Any, **kwargs: Any) -> Any:
-    """``Client.classify`` on the default client."""
-    return default_client().classify(*args, **kwargs)
+def _on_default_client(method: Callable[Concatenate[Client, P], R]) -> Callable[P, R]:
+    """``method`` called on the default client, with the method's own signature and docstring."""
+
+    @functools.wraps(method)
+    def shortcut(*args: P.args, **kwargs: P.kwargs) -> R:
+        return method(default_client(), *args, **kwargs)
+
+    return shortcut
 
 
-def zero_shot(*args: Any, **kwargs: Any) -> Any:
-    """``Client.zero_shot`` on the default client."""
-    return default_client().zero_shot(*args, **kwargs)
-
-
-def ner(*args: Any, **kwargs: Any) -> Any:
-    """``Client.ner`` on the default client."""
-    return default_client().ner(*args, **kwargs)
-
-
-def embed(*args: Any, **kwargs: Any) -> Any:
-    """``Client.embed`` on the default client."""
-    return default_client().embed(*args, **kwargs)
-
-
-def generate(*args: Any, **kwargs: Any) -> Any:
-    """``Client.generate`` on the default client."""
-    return default_client().generate(*args, **kwargs)
-
-
-def chat(*args: Any, **kwargs: Any) -> Any:
-    """``Client.chat`` on the default client."""
-    return default_client().chat(*args, **kwargs)
-
-
-def infer(*args: Any, **kwargs: Any) -> Any:
-    """``Client.infer`` on the default client."""
-    return default_client().infer(*args, **kwargs)
-
-
-def models() -> Any:
-    """``Client.models`` on the default client."""
-    return default_client().models()
+classify = _on_default_client(Client.classify)
+zero_shot = _on_default_client(Client.zero_shot)
+ner = _on_default_client(Client.ner)
+embed = _on_default_client(Client.embed)
+generate = _on_default_client(Client.generate)
+chat = _on_default_client(Client.chat)
+infer = _on_default_client(Client.infer)
+models = _on_default_client(Client.models)

@@ -1,239 +1,139 @@
-"""tritonclient's HTTP and gRPC clients behind one small interface, and error translation.
+"""Synchronous transports: tritonclient's HTTP and gRPC clients behind one small interface.
 
-``translate_error`` is the one place where low-level failures (tritonclient exceptions,
-gRPC status codes, socket errors) become the documented ``tritonhf.errors`` tree.
+A transport only moves tensors. It takes a timeout per call (the caller's remaining
+deadline), raises whatever the wire raised (``_errors.translate`` maps it), and knows
+nothing about tasks. ``Endpoint`` parses URLs once for both the sync and async transports.
+
+* gRPC: one ``tritonclient.grpc`` client shared by all threads (unary calls are
+  thread-safe); each stream gets a private client, since tritonclient allows one stream
+  per client, and closing a stream cancels its request on the server.
+* HTTP: ``tritonclient.http`` runs on gevent, whose hub belongs to one thread, so each
+  thread gets its own client; the transport holds them weakly, so a thread that ends
+  takes its client with it. A call's timeout is a ``gevent.Timeout`` around it (the client
+  itself only has one network timeout for its whole life). Streams use Triton's
+  ``generate_stream`` route (server-sent events) over ``http.client``, with the socket
+  timeout set to the remaining deadline before every read.
+* Loopback connections never go through a proxy (``http_proxy`` is for the outside world).
 """
 
 from __future__ import annotations
 
 import contextlib
 import http.client
+import ipaddress
 import json
 import queue
-import socket
 import threading
-import time
 import urllib.parse
-from collections.abc import Iterator
+import weakref
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
 
-from tritonhf.errors import (
-    ClientError,
-    InferenceError,
-    InvalidInputError,
-    ModelNotFoundError,
-    ModelNotReadyError,
-    PermissionDeniedError,
-    RequestTimeoutError,
-    ServerUnavailableError,
-)
+from tritonhf.errors import InvalidInputError
 
-_INVALID_INPUT_HINTS = (
-    "data-type",
-    "unexpected shape",
-    "batch-size must be",
-    "missing required input",
-    "unexpected inference input",
-    "input '",
-    "must be",
-)
+Array = np.ndarray[Any, Any]
+Tensors = dict[str, Array]
+API_KEY_HEADER = "tritonhf-key"  # the header a restricted Triton API checks (gRPC adds a prefix)
+GRPC_HEADER_PREFIX = "triton-grpc-protocol-"
+SCHEMES = {"http": 8000, "https": 8000, "grpc": 8001, "grpcs": 8001}
 
 
-def translate_error(exc: BaseException, model: str | None, url: str) -> ClientError:
-    """The documented error for a low-level failure, keeping the server's own message."""
-    if isinstance(exc, ClientError):
-        return exc
-    message = _message_of(exc)
-    status = _status_of(exc)
-    lowered = message.lower()
-    where = f"model '{model}'" if model else "the server"
-    if "is restricted" in lowered:
-        return PermissionDeniedError(
-            f"The server at {url} restricts this API ({message}). Pass api_key= (or set TRITONHF_API_KEY) "
-            "with the key in the server's WORKSPACE/run/api-key.",
-            model,
-        )
-    if isinstance(exc, (TimeoutError, socket.timeout)) or "deadline" in status.lower() or "timed out" in lowered:
-        return RequestTimeoutError(
-            f"The request to {where} at {url} did not finish in time ({message}). Raise timeout= or send less.", model
-        )
-    if isinstance(exc, (ConnectionError, OSError)) or "unavailable" in status.lower() or "connection" in lowered:
-        return ServerUnavailableError(
-            f"No Triton server answers at {url} ({message}). Start one with `tritonhf up`, or set "
-            "TRITONHF_URL / url= to where it runs.",
-            model,
-        )
-    if "no available versions" in lowered or "is not ready" in lowered or "not healthy" in lowered:
-        # Known but not loaded: loading, being repaired (unload + load), or its stub died.
-        return ModelNotReadyError(
-            f"Model '{model}' is not ready ({message}). It may be loading or being repaired; check "
-            "`tritonhf status`, or restart the server.",
-            model,
-        )
-    if "unknown model" in lowered or ("not found" in lowered and "model" in lowered) or status in ("404",):
-        return ModelNotFoundError(
-            f"The server at {url} has no model '{model}' ({message}). `tritonhf models` lists what it serves.", model
-        )
-    if "unavailable" in lowered:
-        return ModelNotReadyError(f"Model '{model}' is not available ({message}). Check `tritonhf status`.", model)
-    if status in ("400", "StatusCode.INVALID_ARGUMENT") or any(hint in lowered for hint in _INVALID_INPUT_HINTS):
-        return InvalidInputError(f"Model '{model}' refused the input: {message}", model)
-    return InferenceError(f"Model '{model}' failed while running the request: {message}", model)
+@dataclass(frozen=True)
+class Endpoint:
+    """A parsed server URL: ``http://h:p``, ``grpc://h:p``, ``grpcs://h:p`` (TLS) or ``https://h:p``."""
+
+    scheme: str
+    host: str
+    port: int
+
+    @classmethod
+    def parse(cls, url: str) -> Endpoint:
+        text = url if "://" in url else "http://" + url
+        try:
+            parts = urllib.parse.urlsplit(text)
+            port = parts.port
+        except ValueError as exc:
+            raise InvalidInputError(
+                f"URL {url!r} is not valid ({exc}); use http://HOST:PORT or grpc://HOST:PORT."
+            ) from exc
+        if parts.scheme not in SCHEMES:
+            raise InvalidInputError(
+                f"URL {url!r} must start with http://, grpc://, grpcs:// (TLS) or https://, not {parts.scheme}://."
+            )
+        if parts.path not in ("", "/") or parts.query:
+            raise InvalidInputError(f"URL {url!r} must be just a scheme, a host and a port (no path).")
+        return cls(parts.scheme, parts.hostname or "127.0.0.1", port or SCHEMES[parts.scheme])
+
+    @property
+    def protocol(self) -> str:
+        return "grpc" if self.scheme.startswith("grpc") else "http"
+
+    @property
+    def tls(self) -> bool:
+        return self.scheme in ("grpcs", "https")
+
+    @property
+    def address(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{host}:{self.port}"
+
+    @property
+    def url(self) -> str:
+        return f"{self.scheme}://{self.address}"
+
+    @property
+    def is_loopback(self) -> bool:
+        if self.host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(self.host).is_loopback
+        except ValueError:
+            return False
 
 
-def _message_of(exc: BaseException) -> str:
-    message = getattr(exc, "message", None)
-    if callable(message):
-        message = message()
-    return str(message or exc or type(exc).__name__)
+class StreamHandle(Protocol):
+    """One open generation stream: responses as dicts of outputs, until ``None``."""
 
-
-def _status_of(exc: BaseException) -> str:
-    status = getattr(exc, "status", None)
-    if callable(status):
-        status = status()
-    return str(status or "")
-
-
-def parse_url(url: str) -> tuple[str, str]:
-    """``(protocol, host:port)`` from ``http://h:p`` or ``grpc://h:p`` (no scheme means http)."""
-    if "://" not in url:
-        url = "http://" + url
-    parts = urllib.parse.urlsplit(url)
-    if parts.scheme not in ("http", "grpc"):
-        raise ValueError(f"URL {url!r} must start with http:// or grpc://.")
-    default_port = 8001 if parts.scheme == "grpc" else 8000
-    return parts.scheme, f"{parts.hostname or '127.0.0.1'}:{parts.port or default_port}"
-
-
-class Transport(Protocol):
-    protocol: str
-    url: str
-
-    def infer(
-        self, model: str, inputs: dict[str, np.ndarray[Any, Any]], outputs: list[str], timeout: float
-    ) -> dict[str, np.ndarray[Any, Any]]: ...
-
-    def stream(self, model: str, inputs: dict[str, np.ndarray[Any, Any]], timeout: float) -> Iterator[str]: ...
-
-    def model_config(self, model: str) -> dict[str, Any]: ...
-
-    def repository_index(self) -> list[dict[str, Any]]: ...
-
-    def is_ready(self) -> bool: ...
-
-    def statistics(self, model: str = "") -> dict[str, Any]: ...
+    def next(self, timeout: float) -> Mapping[str, Any] | None: ...
 
     def close(self) -> None: ...
 
 
-def _json_value(array: np.ndarray[Any, Any]) -> Any:
-    values = [v.decode("utf-8") if isinstance(v, bytes) else v.item() for v in array.reshape(-1)]
-    return values[0] if len(values) == 1 else values
+class Transport(Protocol):
+    """What ``Client`` needs from the wire; ``timeout`` is always the call's remaining deadline."""
+
+    endpoint: Endpoint
+
+    def infer(self, model: str, inputs: Tensors, outputs: list[str], timeout: float) -> Tensors: ...
+
+    def open_stream(self, model: str, inputs: Tensors, timeout: float) -> StreamHandle: ...
+
+    def model_config(self, model: str, timeout: float) -> Mapping[str, Any]: ...
+
+    def repository_index(self, timeout: float) -> list[Mapping[str, Any]]: ...
+
+    def load_model(self, model: str, timeout: float) -> None: ...
+
+    def unload_model(self, model: str, timeout: float) -> None: ...
+
+    def is_ready(self, timeout: float) -> bool: ...
+
+    def is_model_ready(self, model: str, timeout: float) -> bool: ...
+
+    def statistics(self, model: str, timeout: float) -> Mapping[str, Any]: ...
+
+    def close(self) -> None: ...
 
 
-class HttpTransport:
-    """tritonclient.http for inference; Triton's generate_stream (SSE) for streaming."""
+class StatusError(Exception):
+    """An HTTP error answer outside tritonclient (streams): its status and the server's message."""
 
-    protocol = "http"
-
-    def __init__(
-        self, address: str, concurrency: int = 8, timeout: float = 60.0, headers: dict[str, str] | None = None
-    ) -> None:
-        import tritonclient.http as httpclient
-
-        self._headers = headers or {}
-        self._http = httpclient
-        self.address = address
-        self.url = f"http://{address}"
-        self._timeout = timeout
-        # tritonclient.http runs on gevent, whose hub belongs to one thread: one client per thread.
-        self._local = threading.local()
-        self._clients: list[Any] = []
-        self._lock = threading.Lock()
-
-    @property
-    def _client(self) -> Any:
-        client = getattr(self._local, "client", None)
-        if client is None:
-            client = self._http.InferenceServerClient(
-                self.address, connection_timeout=self._timeout, network_timeout=self._timeout
-            )
-            self._local.client = client
-            with self._lock:
-                self._clients.append(client)
-        return client
-
-    def infer(
-        self, model: str, inputs: dict[str, np.ndarray[Any, Any]], outputs: list[str], timeout: float
-    ) -> dict[str, np.ndarray[Any, Any]]:
-        wire = []
-        for name, array in inputs.items():
-            tensor = self._http.InferInput(name, list(array.shape), _datatype(array))
-            tensor.set_data_from_numpy(array, binary_data=True)
-            wire.append(tensor)
-        requested = [self._http.InferRequestedOutput(name, binary_data=True) for name in outputs]
-        result = self._client.infer(model, wire, outputs=requested)
-        return {name: result.as_numpy(name) for name in outputs}
-
-    def stream(self, model: str, inputs: dict[str, np.ndarray[Any, Any]], timeout: float) -> Iterator[str]:
-        body = json.dumps({name: _json_value(array) for name, array in inputs.items()}).encode()
-        host, port = self.address.rsplit(":", 1)
-        connection = http.client.HTTPConnection(host, int(port), timeout=timeout)
-        try:
-            connection.request(
-                "POST",
-                f"/v2/models/{urllib.parse.quote(model)}/generate_stream",
-                body,
-                {"Content-Type": "application/json"},
-            )
-            response = connection.getresponse()
-            if response.status != 200:
-                raise _HttpStatusError(response.status, _error_text(response.read()))
-            for raw in response:
-                line = raw.decode("utf-8").strip()
-                if not line.startswith("data:"):
-                    continue
-                event = json.loads(line[5:])
-                if "error" in event:
-                    raise _HttpStatusError(400, str(event["error"]))
-                text = event.get("text_output", "")
-                if text:
-                    yield str(text)
-        except http.client.IncompleteRead as exc:
-            raise ServerUnavailableError(
-                f"The stream from model '{model}' broke off before it was complete ({exc}).", model
-            ) from exc
-        finally:
-            connection.close()
-
-    def model_config(self, model: str) -> dict[str, Any]:
-        return dict(self._client.get_model_config(model))
-
-    def repository_index(self) -> list[dict[str, Any]]:
-        return list(self._client.get_model_repository_index(headers=self._headers))
-
-    def is_ready(self) -> bool:
-        return bool(self._client.is_server_ready())
-
-    def statistics(self, model: str = "") -> dict[str, Any]:
-        return dict(self._client.get_inference_statistics(model))
-
-    def close(self) -> None:
-        with self._lock:
-            clients, self._clients = self._clients, []
-        for client in clients:
-            with contextlib.suppress(Exception):  # a client of a finished thread may not close cleanly
-                client.close()
-
-
-class _HttpStatusError(Exception):
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int | str, message: str) -> None:
         super().__init__(message)
-        self._status = str(status)
-        self._message = message
+        self._status, self._message = str(status), message
 
     def status(self) -> str:
         return self._status
@@ -242,98 +142,311 @@ class _HttpStatusError(Exception):
         return self._message
 
 
-def _error_text(body: bytes) -> str:
-    try:
-        return str(json.loads(body).get("error", body.decode()))
-    except ValueError:
-        return body.decode("utf-8", "replace")
-
-
-def _datatype(array: np.ndarray[Any, Any]) -> str:
+def datatype(array: Array) -> str:
     from tritonclient.utils import np_to_triton_dtype
 
     return str(np_to_triton_dtype(array.dtype))
 
 
+def json_body(inputs: Tensors) -> bytes:
+    """Inputs as the generate extension's JSON: one value per name (a list for several)."""
+
+    def value(array: Array) -> Any:
+        items = [v.decode("utf-8") if isinstance(v, bytes) else v.item() for v in array.reshape(-1)]
+        return items[0] if len(items) == 1 else items
+
+    return json.dumps({name: value(array) for name, array in inputs.items()}).encode()
+
+
+def sse_error(body: bytes) -> str:
+    """The message of an error answer: ``data: {"error": ...}`` lines or a JSON body."""
+    text = body.decode("utf-8", "replace")
+    for line in text.splitlines():
+        if line.startswith("data:"):
+            with contextlib.suppress(ValueError):
+                return str(json.loads(line[5:]).get("error", line[5:]))
+    with contextlib.suppress(ValueError, AttributeError):
+        return str(json.loads(text).get("error", text))
+    return text.strip() or "no message"
+
+
+def sse_event(line: bytes) -> Mapping[str, Any] | None:
+    """One ``data: {...}`` line as a dict, None for other lines; an error event raises (no status: mid-stream)."""
+    text = line.decode("utf-8").strip()
+    if not text.startswith("data:"):
+        return None
+    event = json.loads(text[5:])
+    if "error" in event:
+        raise StatusError("", str(event["error"]))
+    return dict(event)
+
+
+def grpc_channel_args(endpoint: Endpoint) -> list[tuple[str, Any]]:
+    """tritonclient's default channel options, plus: no proxy for loopback."""
+    from tritonclient.grpc import MAX_GRPC_MESSAGE_SIZE, KeepAliveOptions
+
+    keepalive = KeepAliveOptions()
+    args: list[tuple[str, Any]] = [
+        ("grpc.max_send_message_length", MAX_GRPC_MESSAGE_SIZE),
+        ("grpc.max_receive_message_length", MAX_GRPC_MESSAGE_SIZE),
+        ("grpc.keepalive_time_ms", keepalive.keepalive_time_ms),
+        ("grpc.keepalive_timeout_ms", keepalive.keepalive_timeout_ms),
+        ("grpc.keepalive_permit_without_calls", keepalive.keepalive_permit_without_calls),
+        ("grpc.http2.max_pings_without_data", keepalive.http2_max_pings_without_data),
+    ]
+    if endpoint.is_loopback:
+        args.append(("grpc.enable_http_proxy", 0))
+    return args
+
+
+def grpc_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """Triton's gRPC restriction checks a header under this prefix (HTTP uses the bare name)."""
+    return {f"{GRPC_HEADER_PREFIX}{key}": value for key, value in headers.items()}
+
+
+def stream_outputs(result: Any) -> tuple[dict[str, Any], bool]:
+    """(outputs, is_final) of one gRPC stream response."""
+    response = result.get_response()
+    outputs = {tensor.name: result.as_numpy(tensor.name) for tensor in response.outputs}
+    final = response.parameters.get("triton_final_response")
+    return outputs, bool(final is not None and final.bool_param)
+
+
+class _GrpcStream:
+    def __init__(self, client: Any, model: str, inputs: list[Any], timeout: float, headers: dict[str, str]) -> None:
+        self._client = client
+        self._answers: queue.Queue[tuple[Any, Any]] = queue.Queue()
+        self._done = False
+        client.start_stream(
+            callback=lambda result=None, error=None: self._answers.put((result, error)),
+            stream_timeout=timeout,
+            headers=headers,
+        )
+        client.async_stream_infer(model, inputs, enable_empty_final_response=True)
+
+    def next(self, timeout: float) -> Mapping[str, Any] | None:
+        while not self._done:
+            try:
+                result, error = self._answers.get(timeout=max(timeout, 0.001))
+            except queue.Empty:
+                raise TimeoutError("no response from the stream within the call's timeout") from None
+            if error is not None:
+                raise error
+            outputs, self._done = stream_outputs(result)
+            if outputs:
+                return outputs
+        return None
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self._client.stop_stream(cancel_requests=True)  # cancels the request on the server
+        with contextlib.suppress(Exception):
+            self._client.close()
+
+
 class GrpcTransport:
-    """tritonclient.grpc for inference and bidirectional streaming."""
+    """tritonclient.grpc: one shared client for unary calls, a private one per stream."""
 
-    protocol = "grpc"
-
-    def __init__(self, address: str, headers: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, endpoint: Endpoint, headers: Mapping[str, str] | None = None, ca_file: str | None = None
+    ) -> None:
         import tritonclient.grpc as grpcclient
 
-        # Triton's gRPC restriction checks the header under this prefix (HTTP uses the bare key).
-        self._headers = {f"triton-grpc-protocol-{key}": value for key, value in (headers or {}).items()}
         self._grpc = grpcclient
-        self.address = address
-        self.url = f"grpc://{address}"
-        self._client = grpcclient.InferenceServerClient(address)
+        self.endpoint = endpoint
+        self._headers = grpc_headers(headers or {})
+        self._ca_file = ca_file
+        self._client = self._new_client()
 
-    def _inputs(self, inputs: dict[str, np.ndarray[Any, Any]]) -> list[Any]:
+    def _new_client(self) -> Any:
+        return self._grpc.InferenceServerClient(
+            self.endpoint.address,
+            ssl=self.endpoint.tls,
+            root_certificates=self._ca_file,
+            channel_args=grpc_channel_args(self.endpoint),
+        )
+
+    def headers(self) -> dict[str, str]:
+        """A fresh copy per call: tritonclient adds its own headers to the dict it is given."""
+        return dict(self._headers)
+
+    def _inputs(self, inputs: Tensors) -> list[Any]:
         wire = []
         for name, array in inputs.items():
-            tensor = self._grpc.InferInput(name, list(array.shape), _datatype(array))
+            tensor = self._grpc.InferInput(name, list(array.shape), datatype(array))
             tensor.set_data_from_numpy(array)
             wire.append(tensor)
         return wire
 
-    def infer(
-        self, model: str, inputs: dict[str, np.ndarray[Any, Any]], outputs: list[str], timeout: float
-    ) -> dict[str, np.ndarray[Any, Any]]:
+    def infer(self, model: str, inputs: Tensors, outputs: list[str], timeout: float) -> Tensors:
         requested = [self._grpc.InferRequestedOutput(name) for name in outputs]
-        result = self._client.infer(model, self._inputs(inputs), outputs=requested, client_timeout=timeout)
+        result = self._client.infer(
+            model, self._inputs(inputs), outputs=requested, client_timeout=timeout, headers=self.headers()
+        )
         return {name: result.as_numpy(name) for name in outputs}
 
-    def stream(self, model: str, inputs: dict[str, np.ndarray[Any, Any]], timeout: float) -> Iterator[str]:
-        # One stream per client connection: a private client lets streams run concurrently.
-        client = self._grpc.InferenceServerClient(self.address)
-        answers: queue.Queue[tuple[Any, Any]] = queue.Queue()
-        deadline = time.monotonic() + timeout
+    def open_stream(self, model: str, inputs: Tensors, timeout: float) -> StreamHandle:
+        client = self._new_client()
         try:
-            client.start_stream(callback=lambda result=None, error=None: answers.put((result, error)))
-            client.async_stream_infer(model, self._inputs(inputs), enable_empty_final_response=True)
-            while True:
-                remaining = deadline - time.monotonic()
-                try:
-                    result, error = answers.get(timeout=max(remaining, 0.001))
-                except queue.Empty:
-                    raise RequestTimeoutError(
-                        f"The stream from model '{model}' did not finish within {timeout:.0f} s.", model
-                    ) from None
-                if error is not None:
-                    raise error
-                response = result.get_response()
-                if response.outputs:
-                    text = result.as_numpy("text_output")
-                    if text is not None and text.size:
-                        chunk = text.reshape(-1)[0]
-                        yield chunk.decode("utf-8") if isinstance(chunk, bytes) else str(chunk)
-                final = response.parameters.get("triton_final_response")
-                if final is not None and final.bool_param:
-                    return
-        finally:
-            client.stop_stream(cancel_requests=True)
+            return _GrpcStream(client, model, self._inputs(inputs), timeout, self._headers)
+        except BaseException:
             client.close()
+            raise
 
-    def model_config(self, model: str) -> dict[str, Any]:
-        return dict(self._client.get_model_config(model, as_json=True).get("config", {}))
+    def model_config(self, model: str, timeout: float) -> Mapping[str, Any]:
+        return dict(self._client.get_model_config(model, as_json=True, client_timeout=timeout, headers=self.headers()))
 
-    def repository_index(self) -> list[dict[str, Any]]:
-        return list(self._client.get_model_repository_index(headers=self._headers, as_json=True).get("models", []))
+    def repository_index(self, timeout: float) -> list[Mapping[str, Any]]:
+        index = self._client.get_model_repository_index(as_json=True, client_timeout=timeout, headers=self.headers())
+        return list(index.get("models", []))
 
-    def is_ready(self) -> bool:
-        return bool(self._client.is_server_ready())
+    def load_model(self, model: str, timeout: float) -> None:
+        self._client.load_model(model, client_timeout=timeout, headers=self.headers())
 
-    def statistics(self, model: str = "") -> dict[str, Any]:
-        return dict(self._client.get_inference_statistics(model, as_json=True))
+    def unload_model(self, model: str, timeout: float) -> None:
+        self._client.unload_model(model, client_timeout=timeout, headers=self.headers())
+
+    def is_ready(self, timeout: float) -> bool:
+        return bool(self._client.is_server_ready(client_timeout=timeout, headers=self.headers()))
+
+    def is_model_ready(self, model: str, timeout: float) -> bool:
+        return bool(self._client.is_model_ready(model, client_timeout=timeout, headers=self.headers()))
+
+    def statistics(self, model: str, timeout: float) -> Mapping[str, Any]:
+        return dict(
+            self._client.get_inference_statistics(model, as_json=True, client_timeout=timeout, headers=self.headers())
+        )
 
     def close(self) -> None:
         self._client.close()
 
 
-def connect(url: str, concurrency: int = 8, timeout: float = 60.0, headers: dict[str, str] | None = None) -> Transport:
-    protocol, address = parse_url(url)
-    if protocol == "grpc":
-        return GrpcTransport(address, headers)
-    return HttpTransport(address, concurrency=concurrency, timeout=timeout, headers=headers)
+class _SseStream:
+    """Triton's ``generate_stream`` (server-sent events) over http.client, read against a deadline."""
+
+    def __init__(self, endpoint: Endpoint, model: str, body: bytes, headers: dict[str, str], timeout: float) -> None:
+        connection_class = http.client.HTTPSConnection if endpoint.tls else http.client.HTTPConnection
+        self._connection = connection_class(endpoint.host, endpoint.port, timeout=max(timeout, 0.001))
+        try:
+            path = f"/v2/models/{urllib.parse.quote(model, safe='')}/generate_stream"
+            self._connection.request("POST", path, body, {"Content-Type": "application/json", **headers})
+            self._response = self._connection.getresponse()
+            if self._response.status != 200:
+                # An error before the stream started carries its real status (400, 404 ...).
+                raise StatusError(self._response.status, sse_error(self._response.read()))
+        except BaseException:
+            self._connection.close()
+            raise
+
+    def next(self, timeout: float) -> Mapping[str, Any] | None:
+        sock = self._connection.sock
+        if sock is not None:
+            sock.settimeout(max(timeout, 0.001))
+        while True:
+            try:
+                line = self._response.readline()
+            except http.client.IncompleteRead as exc:
+                raise ConnectionError(f"the stream broke off before it was complete ({exc})") from exc
+            if not line:
+                return None
+            event = sse_event(line)
+            if event is not None:
+                return event
+
+    def close(self) -> None:
+        self._connection.close()  # Triton sees the client go and cancels the request
+
+
+class HttpTransport:
+    """tritonclient.http (one client per calling thread, held weakly); SSE for streams."""
+
+    def __init__(
+        self, endpoint: Endpoint, headers: Mapping[str, str] | None = None, ca_file: str | None = None
+    ) -> None:
+        import tritonclient.http as httpclient
+
+        self._http = httpclient
+        self.endpoint = endpoint
+        self._headers = dict(headers or {})
+        self._ca_file = ca_file
+        self._local = threading.local()
+        self._live: weakref.WeakSet[Any] = weakref.WeakSet()
+
+    def headers(self) -> dict[str, str]:
+        """A fresh copy per call: tritonclient adds its own headers to the dict it is given."""
+        return dict(self._headers)
+
+    def _client(self) -> Any:
+        client = getattr(self._local, "client", None)
+        if client is None:
+            options = {"ca_certs": self._ca_file} if self._ca_file else None
+            client = self._http.InferenceServerClient(
+                self.endpoint.address, ssl=self.endpoint.tls, ssl_options=options, network_timeout=3600.0
+            )
+            self._local.client = client
+            self._live.add(client)
+        return client
+
+    def _bounded(self, timeout: float, action: Any) -> Any:
+        """``action(client)`` within ``timeout`` seconds (a gevent timeout in this thread's hub)."""
+        import gevent
+
+        client = self._client()
+        try:
+            with gevent.Timeout(max(timeout, 0.001), TimeoutError(f"no answer within {timeout:.3g} s")):
+                return action(client)
+        except TimeoutError:
+            self._drop(client)  # its connection is mid-request: never reuse it
+            raise
+
+    def _drop(self, client: Any) -> None:
+        self._local.client = None
+        self._live.discard(client)
+        with contextlib.suppress(Exception):
+            client.close()
+
+    def infer(self, model: str, inputs: Tensors, outputs: list[str], timeout: float) -> Tensors:
+        wire = []
+        for name, array in inputs.items():
+            tensor = self._http.InferInput(name, list(array.shape), datatype(array))
+            tensor.set_data_from_numpy(array, binary_data=True)
+            wire.append(tensor)
+        requested = [self._http.InferRequestedOutput(name, binary_data=True) for name in outputs]
+        result = self._bounded(timeout, lambda c: c.infer(model, wire, outputs=requested, headers=self.headers()))
+        return {name: result.as_numpy(name) for name in outputs}
+
+    def open_stream(self, model: str, inputs: Tensors, timeout: float) -> StreamHandle:
+        return _SseStream(self.endpoint, model, json_body(inputs), self.headers(), timeout)
+
+    def model_config(self, model: str, timeout: float) -> Mapping[str, Any]:
+        return dict(self._bounded(timeout, lambda c: c.get_model_config(model, headers=self.headers())))
+
+    def repository_index(self, timeout: float) -> list[Mapping[str, Any]]:
+        return list(self._bounded(timeout, lambda c: c.get_model_repository_index(headers=self.headers())))
+
+    def load_model(self, model: str, timeout: float) -> None:
+        self._bounded(timeout, lambda c: c.load_model(model, headers=self.headers()))
+
+    def unload_model(self, model: str, timeout: float) -> None:
+        self._bounded(timeout, lambda c: c.unload_model(model, headers=self.headers()))
+
+    def is_ready(self, timeout: float) -> bool:
+        return bool(self._bounded(timeout, lambda c: c.is_server_ready(headers=self.headers())))
+
+    def is_model_ready(self, model: str, timeout: float) -> bool:
+        return bool(self._bounded(timeout, lambda c: c.is_model_ready(model, headers=self.headers())))
+
+    def statistics(self, model: str, timeout: float) -> Mapping[str, Any]:
+        return dict(self._bounded(timeout, lambda c: c.get_inference_statistics(model, headers=self.headers())))
+
+    def close(self) -> None:
+        for client in list(self._live):
+            with contextlib.suppress(Exception):  # a client of a finished thread may not close cleanly
+                client.close()
+        self._live.clear()
+
+
+def connect(endpoint: Endpoint, headers: Mapping[str, str] | None = None, ca_file: str | None = None) -> Transport:
+    if endpoint.protocol == "grpc":
+        return GrpcTransport(endpoint, headers, ca_file)
+    return HttpTransport(endpoint, headers, ca_file)

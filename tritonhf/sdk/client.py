@@ -1,79 +1,139 @@
-"""``Client``: one method per gallery task over HTTP or gRPC.
+"""``Client``: one typed method per gallery task, over HTTP or gRPC, blocking.
 
-Each task method turns Python values into the task's tensors (names and types from
-``tritonhf.tasks``), splits inputs larger than the model's ``max_batch_size`` into
-chunks sent concurrently, reassembles the answers in input order, and returns the
-task's result type. Every failure is raised as a ``tritonhf.errors`` type.
+A thin I/O shell over ``_core``: each method asks the core for a ``Plan`` (what to send and
+how to read it), resolves the model, sends the chunks through its transport within one
+deadline, and returns the plan's result. ``AsyncClient`` is the same shell over async
+transports. Every failure is raised as a ``tritonhf.errors`` type (``_errors`` maps them).
+
+Timeouts: ``timeout=`` bounds the whole call, retries and chunks included; for a stream it
+bounds the whole stream, and ``idle_timeout=`` (optional) the wait between two chunks.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
-from pathlib import Path
 from types import TracebackType
-from typing import Any, TypeVar, overload
+from typing import Any, Literal, TypeVar, overload
 
 import numpy as np
 
-from tritonhf.errors import (
-    AmbiguousModelError,
-    ClientError,
-    InvalidInputError,
-    ModelNotReadyError,
-    RequestTimeoutError,
-    ServerUnavailableError,
-)
-from tritonhf.sdk import codecs
-from tritonhf.sdk._transport import Transport, connect, translate_error
-from tritonhf.sdk.results import Classification, Entity, ModelInfo, ZeroShotClassification
-from tritonhf.tasks import PARAM_TASK, wire_datatype
+from tritonhf.errors import ClientError, RequestTimeoutError
+from tritonhf.sdk import _core as core
+from tritonhf.sdk._errors import translate
+from tritonhf.sdk._settings import DEFAULT_TIMEOUT, default_url, key_headers
+from tritonhf.sdk._transport import Endpoint, StreamHandle, Transport, connect
+from tritonhf.sdk.results import Classification, Entity, ModelInfo, Usage, ZeroShotClassification
 
-# Worth retrying within a call's timeout: the server restarting, a model being repaired.
-TRANSIENT = (ServerUnavailableError, ModelNotReadyError)
-URL_ENV = "TRITONHF_URL"
-API_KEY_ENV = "TRITONHF_API_KEY"
-API_KEY_HEADER = "tritonhf-key"  # the header the server's restricted model-repository API checks
-DEFAULT_URL = "http://127.0.0.1:8000"
-DEFAULT_TIMEOUT = 60.0
 T = TypeVar("T")
+R = TypeVar("R")
 
 
-def default_url() -> str:
-    """``$TRITONHF_URL``, else the server `tritonhf up` started in the default workspace, else :8000."""
-    if os.environ.get(URL_ENV):
-        return os.environ[URL_ENV]
-    try:
-        state = json.loads((_default_workspace() / "run" / "server.json").read_text())
-        host = "127.0.0.1" if state["host"] in ("0.0.0.0", "::") else state["host"]
-        return f"http://{host}:{state['http_port']}"
-    except (OSError, ValueError, KeyError):
-        return DEFAULT_URL
+class TextStream(Iterator[str]):
+    """Generated text, chunk by chunk, as it arrives. Close it (or leave a ``with`` block, or
+    break out of the loop) to cancel the request on the server.
 
+    After the last chunk, ``usage`` holds the token counts and ``finish_reason`` says why it
+    ended ("stop": end of text or a stop string; "length": ``max_tokens``), when the model sends them.
+    """
 
-def default_api_key() -> str | None:
-    """``$TRITONHF_API_KEY``, else the key a server bound beyond loopback wrote into the workspace."""
-    if os.environ.get(API_KEY_ENV):
-        return os.environ[API_KEY_ENV]
-    try:
-        return (_default_workspace() / "run" / "api-key").read_text().strip() or None
-    except OSError:
-        return None
+    def __init__(
+        self, client: Client, model: str, inputs: core.Tensors, deadline: core.Deadline, idle_timeout: float | None
+    ) -> None:
+        self._client, self.model, self._inputs = client, model, inputs
+        self._deadline, self._idle = deadline, idle_timeout
+        self._progress = core.StreamProgress()
+        self._handle: StreamHandle | None = None
+        self._closed = False
+        self._open()
 
+    def _open(self) -> None:
+        self._handle = self._client._call(
+            self.model,
+            lambda: self._client._transport.open_stream(self.model, self._inputs, self._wait()),
+            self._deadline,
+        )
 
-def _default_workspace() -> Path:
-    return Path(os.environ.get("TRITONHF_WORKSPACE", "triton_workspace"))
+    def _wait(self) -> float:
+        remaining = self._deadline.remaining()
+        return min(remaining, self._idle) if self._idle is not None else remaining
+
+    @property
+    def usage(self) -> Usage | None:
+        return self._progress.usage
+
+    @property
+    def finish_reason(self) -> str | None:
+        return self._progress.finish_reason
+
+    def __iter__(self) -> TextStream:
+        return self
+
+    def __next__(self) -> str:
+        attempt = 0
+        while not self._closed and self._handle is not None:
+            wait = self._wait()
+            if wait <= 0:
+                self.close()
+                raise core.never_answered(self.model, self._deadline)
+            try:
+                response = self._handle.next(wait)
+            except Exception as exc:
+                error = self._error(exc, wait)
+                attempt += 1
+                delay = core.retry_delay(error, attempt, self._deadline) if not self._progress.chunks else None
+                self._handle.close()
+                if delay is None:
+                    self._closed = True
+                    raise error from exc
+                time.sleep(delay)  # nothing was delivered yet: open the stream again
+                self._open()
+                continue
+            if response is None:
+                self.close()
+                break
+            text = self._progress.read(response)
+            if text:
+                return text
+        raise StopIteration
+
+    def _error(self, exc: Exception, wait: float) -> ClientError:
+        if isinstance(exc, TimeoutError) and self._idle is not None and wait >= self._idle:
+            return RequestTimeoutError(
+                f"Model '{self.model}' sent nothing for {self._idle:g} s (idle_timeout).", self.model
+            )
+        if isinstance(exc, TimeoutError):
+            return core.never_answered(self.model, self._deadline)
+        error = translate(exc, self.model, self._client.url)
+        self._client._directory.forget(self.model, error)
+        return self._progress.stream_error(error, self.model)
+
+    def close(self) -> None:
+        """Stop the stream; the server stops generating for it."""
+        if not self._closed:
+            self._closed = True
+            if self._handle is not None:
+                self._handle.close()
+
+    def __enter__(self) -> TextStream:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        self.close()
 
 
 class Client:
     """A typed client for models served by tritonhf (or any Triton model, with ``infer``).
 
-    ``url`` says the protocol: ``http://127.0.0.1:8000`` or ``grpc://127.0.0.1:8001``.
-    ``timeout`` (seconds) bounds every call unless the call gives its own.
+    ``url`` says the protocol: ``http://127.0.0.1:8000``, ``grpc://127.0.0.1:8001`` or
+    ``grpcs://host:8001`` (TLS; ``ca_file`` for a private CA). ``timeout`` (seconds) bounds
+    every call unless the call gives its own. ``api_key`` is sent only when given (or set as
+    ``$TRITONHF_API_KEY``), for servers whose APIs you restricted yourself. ``transport``
+    replaces the network (``tritonhf.sdk.testing.MemoryTransport`` in tests).
     """
 
     def __init__(
@@ -83,319 +143,292 @@ class Client:
         timeout: float = DEFAULT_TIMEOUT,
         concurrency: int = 8,
         api_key: str | None = None,
+        ca_file: str | None = None,
+        transport: Transport | None = None,
     ) -> None:
-        self.url = url or default_url()
         self.timeout = timeout
-        self._concurrency = concurrency
-        key = api_key or default_api_key()
-        headers = {API_KEY_HEADER: key} if key else {}
-        self._transport: Transport = connect(self.url, concurrency=concurrency, timeout=timeout, headers=headers)
-        self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="tritonhf")
-        self._configs: dict[str, dict[str, Any]] = {}
+        if transport is None:
+            endpoint = Endpoint.parse(url or default_url())
+            transport = connect(endpoint, key_headers(api_key), ca_file)
+        self._transport = transport
+        self.url = transport.endpoint.url
+        self._pool = ThreadPoolExecutor(max_workers=max(concurrency, 1), thread_name_prefix="tritonhf")
+        self._directory = core.Directory()
 
     # ---------------------------------------------------------------- plumbing
 
-    def _call(self, model: str | None, action: Callable[[], T], deadline: float | None = None) -> T:
-        """Run ``action``, translating errors. With a ``deadline`` (monotonic seconds), transient
-        failures (server unreachable or restarting, model being repaired) are retried with
-        backoff until the deadline, then raised."""
-        delay = 0.1
+    def _call(self, model: str | None, action: Callable[[], T], deadline: core.Deadline) -> T:
+        """``action()``, with errors translated; transient failures (server restarting, model
+        being repaired) retried with backoff while the deadline allows, then raised."""
+        attempt = 0
         while True:
             try:
-                try:
-                    return action()
-                except ClientError:
-                    raise
-                except Exception as exc:
-                    raise translate_error(exc, model, self.url) from exc
-            except TRANSIENT:
-                if deadline is None or time.monotonic() + delay >= deadline:
-                    raise
+                return action()
+            except Exception as exc:
+                error = translate(exc, model, self.url)
+                self._directory.forget(model, error)
+                attempt += 1
+                delay = core.retry_delay(error, attempt, deadline)
+                if delay is None:
+                    raise error from exc
                 time.sleep(delay)
-                delay = min(delay * 2, 2.0)
 
-    def _config(self, model: str) -> dict[str, Any]:
-        if model not in self._configs:
-            deadline = time.monotonic() + self.timeout
-            self._configs[model] = self._call(model, lambda: self._transport.model_config(model), deadline)
-        return self._configs[model]
+    def _deadline(self, timeout: float | None) -> core.Deadline:
+        return core.Deadline(timeout if timeout is not None else self.timeout)
 
-    def _max_batch(self, model: str) -> int:
-        return int(self._config(model).get("max_batch_size", 0))
+    def _config(self, name: str, deadline: core.Deadline) -> core.ModelConfig:
+        config = self._directory.config(name)
+        if config is None:
+            raw = self._call(name, lambda: self._transport.model_config(name, deadline.remaining()), deadline)
+            config = core.ModelConfig.parse(raw)
+            if not config.name:
+                config = core.ModelConfig(name, config.max_batch_size, config.inputs, config.outputs, config.task)
+            self._directory.store_config(config)
+        return config
 
-    def models(self) -> list[ModelInfo]:
+    def _models(self, deadline: core.Deadline) -> list[ModelInfo]:
+        models = self._directory.models()
+        if models is None:
+            index = self._call(None, lambda: self._transport.repository_index(deadline.remaining()), deadline)
+            ready = [str(entry.get("name", "")) for entry in index if entry.get("state") == "READY"]
+            configs = {name: self._config(name, deadline) for name in ready}
+            models = core.model_infos(index, configs)
+            self._directory.store_models(models)
+        return models
+
+    def _resolve(self, tasks: Sequence[str], model: str | None, deadline: core.Deadline) -> str:
+        return model if model is not None else core.choose_model(self._models(deadline), tasks, self.url)
+
+    def _run(self, plan: core.Plan[R], timeout: float | None) -> R:
+        deadline = self._deadline(timeout)
+        if plan.rows == 0 and not plan.needs_model_for_empty:
+            return plan.empty(None)
+        name = self._resolve(plan.tasks, plan.model, deadline)
+        config = self._config(name, deadline)
+        if plan.rows == 0:
+            return plan.empty(config)
+        outputs = plan.outputs(config)
+
+        def send(rows: slice) -> core.Tensors:
+            def attempt() -> core.Tensors:
+                # Read again on a retry: a model re-added meanwhile may take smaller batches.
+                current = self._config(name, deadline)
+                sent = [
+                    self._transport.infer(name, plan.build(current, piece), outputs, deadline.remaining())
+                    for piece in core.split(rows, current.max_batch_size)
+                ]
+                return core.merge(sent, outputs)
+
+            return self._call(name, attempt, deadline)
+
+        slices = core.chunks(plan.rows, config.max_batch_size)
+        if len(slices) == 1:
+            parts = [send(slices[0])]  # one chunk: sent from this thread, no hand-over
+        else:
+            futures = [self._pool.submit(send, rows) for rows in slices]
+            try:
+                parts = [future.result() for future in futures]
+            except BaseException:
+                for future in futures:
+                    future.cancel()
+                raise
+        return plan.decode(config, core.merge(parts, outputs))
+
+    # ---------------------------------------------------------------- the server
+
+    def models(self, *, timeout: float | None = None) -> list[ModelInfo]:
         """Every model in the server's repository, with its state and (gallery) task."""
-        index = self._call(None, self._transport.repository_index, time.monotonic() + self.timeout)
-        found = []
-        for entry in index:
-            name, state = str(entry.get("name", "")), str(entry.get("state", "UNKNOWN"))
-            task, batch = None, 0
-            if state == "READY":
-                config = self._config(name)
-                task = config.get("parameters", {}).get(PARAM_TASK, {}).get("string_value")
-                batch = int(config.get("max_batch_size", 0))
-            found.append(
-                ModelInfo(name, str(entry.get("version", "")), state, task, batch, str(entry.get("reason", "")))
-            )
-        return found
+        return self._models(self._deadline(timeout))
 
-    def resolve_model(self, tasks: Sequence[str], model: str | None) -> str:
-        """``model`` itself, or the single ready model of the first task that has any."""
-        if model is not None:
-            if not isinstance(model, str) or not model:
-                raise InvalidInputError(f"model must be a model name (str), not {model!r}.")
-            return model
-        ready = [info for info in self.models() if info.ready]
-        for task in tasks:
-            candidates = [info.name for info in ready if info.task == task]
-            if len(candidates) == 1:
-                return candidates[0]
-            if len(candidates) > 1:
-                raise AmbiguousModelError(
-                    f"Several ready {task} models: {', '.join(candidates)}. Pass model=NAME to choose one."
-                )
-        others = ", ".join(f"{i.name} ({i.task or 'no task'})" for i in ready) or "none"
-        raise AmbiguousModelError(
-            f"No ready {' or '.join(tasks)} model on {self.url}. Ready models: {others}. Add one with "
-            f"`tritonhf gallery add {tasks[0]} --model ...`, or pass model=NAME."
-        )
+    def resolve_model(self, tasks: Sequence[str], model: str | None = None) -> str:
+        """``model`` itself, or the single ready model of the first of ``tasks`` that has any."""
+        return self._resolve(tasks, core._check_model(model), self._deadline(None))
 
     def wait_ready(self, timeout: float = 60.0) -> None:
         """Block until the server reports ready; ``ServerUnavailableError`` after ``timeout``."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        deadline = self._deadline(timeout)
+        while True:
             try:
-                if self._transport.is_ready():
+                if self._transport.is_ready(min(deadline.remaining(), 2.0)):
                     return
-            except Exception:  # not up yet: connection refused and friends
-                pass
+                error: ClientError = translate(ConnectionError("the server is not ready yet"), None, self.url)
+            except Exception as exc:  # not up yet: connection refused and friends
+                error = translate(exc, None, self.url)
+            if deadline.remaining() < 0.2:
+                raise error
             time.sleep(0.2)
-        raise ServerUnavailableError(f"The server at {self.url} was not ready within {timeout:.0f} s.")
 
-    def _run_batched(
-        self,
-        model: str,
-        rows: int,
-        build: Callable[[slice], dict[str, np.ndarray[Any, Any]]],
-        outputs: list[str],
-        timeout: float | None,
-    ) -> dict[str, np.ndarray[Any, Any]]:
-        """Send rows in chunks of at most max_batch_size, concurrently; concatenate in order."""
-        limit = timeout if timeout is not None else self.timeout
-        size = self._max_batch(model) or rows
-        chunks = [slice(start, min(start + size, rows)) for start in range(0, rows, size)]
-
-        def send(chunk: slice) -> dict[str, np.ndarray[Any, Any]]:
-            return self._transport.infer(model, build(chunk), outputs, limit)
-
-        deadline = time.monotonic() + limit
-        if len(chunks) == 1 and (self._transport.protocol == "grpc" or limit >= self.timeout):
-            # One chunk: send it from this thread (no hand-over to the pool); the transport itself
-            # bounds the call (gRPC deadline, or the HTTP client's network timeout = this timeout).
-            return self._call(model, lambda: send(chunks[0]), deadline)
-        futures = [self._pool.submit(self._call, model, lambda c=chunk: send(c), deadline) for chunk in chunks]
-        try:
-            parts = [future.result(timeout=max(deadline - time.monotonic(), 0.001)) for future in futures]
-        except FutureTimeout:
-            for future in futures:
-                future.cancel()
-            raise RequestTimeoutError(
-                f"Model '{model}' did not answer {rows} inputs within {limit:.0f} s. Raise timeout= or send fewer.",
-                model,
-            ) from None
-        return {name: _concat([part[name] for part in parts]) for name in outputs}
+    def statistics(self, model: str = "", *, timeout: float | None = None) -> dict[str, Any]:
+        """Triton's inference statistics (counts, queue and compute time, batch sizes)."""
+        deadline = self._deadline(timeout)
+        return dict(
+            self._call(model or None, lambda: self._transport.statistics(model, deadline.remaining()), deadline)
+        )
 
     # ---------------------------------------------------------------- tasks
 
     @overload
-    def classify(  # type: ignore[overload-overlap]  # str is also a Sequence[str]
-        self, texts: str, model: str | None = None, top_k: None = None, timeout: float | None = None
+    def classify(  # type: ignore[overload-overlap]  # a str is also a Sequence[str]
+        self,
+        texts: str,
+        *,
+        model: str | None = None,
+        top_k: None = None,
+        truncate: bool = True,
+        timeout: float | None = None,
     ) -> Classification: ...
     @overload
     def classify(
-        self, texts: Sequence[str], model: str | None = None, top_k: None = None, timeout: float | None = None
+        self,
+        texts: Sequence[str],
+        *,
+        model: str | None = None,
+        top_k: None = None,
+        truncate: bool = True,
+        timeout: float | None = None,
     ) -> list[Classification]: ...
     @overload
-    def classify(  # type: ignore[overload-overlap]  # str is also a Sequence[str]
-        self, texts: str, model: str | None = None, *, top_k: int, timeout: float | None = None
+    def classify(  # type: ignore[overload-overlap]  # a str is also a Sequence[str]
+        self, texts: str, *, model: str | None = None, top_k: int, truncate: bool = True, timeout: float | None = None
     ) -> list[Classification]: ...
     @overload
     def classify(
-        self, texts: Sequence[str], model: str | None = None, *, top_k: int, timeout: float | None = None
+        self,
+        texts: Sequence[str],
+        *,
+        model: str | None = None,
+        top_k: int,
+        truncate: bool = True,
+        timeout: float | None = None,
     ) -> list[list[Classification]]: ...
 
     def classify(
         self,
         texts: str | Sequence[str],
+        *,
         model: str | None = None,
         top_k: int | None = None,
+        truncate: bool = True,
         timeout: float | None = None,
-    ) -> Any:
-        """The best label per text, or with ``top_k`` the k best labels per text."""
-        items, single = codecs.text_list(texts)
-        if top_k is not None and (not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1):
-            raise InvalidInputError(f"top_k must be a positive int, not {top_k!r}.")
-        if not items:
-            return []
-        name = self.resolve_model(("text-classification", "zero-shot-classification"), model)
-        takes_top_k = any(i.get("name") == "TOP_K" for i in self._config(name).get("input", []))
+    ) -> Classification | list[Classification] | list[list[Classification]]:
+        """The best label per text, or with ``top_k`` the k best labels per text.
 
-        def build(rows: slice) -> dict[str, np.ndarray[Any, Any]]:
-            inputs = {"TEXT": codecs.bytes_column(items[rows])}
-            if top_k is not None and takes_top_k:
-                inputs["TOP_K"] = codecs.column(top_k, "INT32", rows.stop - rows.start)
-            return inputs
-
-        outputs = ["LABEL", "SCORE"] if top_k is None else ["LABELS", "SCORES"]
-        result = self._run_batched(name, len(items), build, outputs, timeout)
-        if top_k is None:
-            found: list[Any] = [
-                Classification(str(label), float(score))
-                for label, score in zip(codecs.decode(result["LABEL"])[:, 0], result["SCORE"][:, 0])
-            ]
-        else:
-            found = [
-                [Classification(str(label), float(score)) for label, score in zip(labels[:top_k], scores[:top_k])]
-                for labels, scores in zip(codecs.decode(result["LABELS"]), result["SCORES"])
-            ]
-        return found[0] if single else found
+        A text longer than the model takes is judged by its beginning (``truncated=True`` in
+        the result); ``truncate=False`` refuses it instead (``InvalidInputError``).
+        """
+        return self._run(core.classify(texts, model, top_k, truncate), timeout)  # type: ignore[no-any-return]
 
     @overload
-    def zero_shot(  # type: ignore[overload-overlap]  # str is also a Sequence[str]
-        self, texts: str, labels: Sequence[str] | None = None, model: str | None = None, timeout: float | None = None
+    def zero_shot(  # type: ignore[overload-overlap]  # a str is also a Sequence[str]
+        self,
+        texts: str,
+        *,
+        labels: Sequence[str] | None = None,
+        model: str | None = None,
+        truncate: bool = True,
+        timeout: float | None = None,
     ) -> ZeroShotClassification: ...
     @overload
     def zero_shot(
         self,
         texts: Sequence[str],
+        *,
         labels: Sequence[str] | None = None,
         model: str | None = None,
+        truncate: bool = True,
         timeout: float | None = None,
     ) -> list[ZeroShotClassification]: ...
 
     def zero_shot(
         self,
         texts: str | Sequence[str],
+        *,
         labels: Sequence[str] | None = None,
         model: str | None = None,
+        truncate: bool = True,
         timeout: float | None = None,
-    ) -> Any:
+    ) -> ZeroShotClassification | list[ZeroShotClassification]:
         """Candidate labels ranked per text; ``labels`` overrides the model's default labels."""
-        items, single = codecs.text_list(texts)
-        candidates = None
-        if labels is not None:
-            candidates, _ = codecs.text_list(labels, "labels")
-            if not candidates or not all(label.strip() for label in candidates):
-                raise InvalidInputError("labels must be a non-empty list of non-empty strings.")
-        if not items:
-            return []
-        name = self.resolve_model(("zero-shot-classification",), model)
-
-        def build(rows: slice) -> dict[str, np.ndarray[Any, Any]]:
-            inputs = {"TEXT": codecs.bytes_column(items[rows])}
-            if candidates is not None:
-                inputs["CANDIDATE_LABELS"] = codecs.bytes_matrix([candidates] * (rows.stop - rows.start))
-            return inputs
-
-        result = self._run_batched(name, len(items), build, ["LABELS", "SCORES"], timeout)
-        found = [
-            ZeroShotClassification(tuple(str(x) for x in ranked), tuple(float(s) for s in scores))
-            for ranked, scores in zip(codecs.decode(result["LABELS"]), result["SCORES"])
-        ]
-        return found[0] if single else found
+        return self._run(core.zero_shot(texts, labels, model, truncate), timeout)  # type: ignore[no-any-return]
 
     @overload
-    def ner(self, texts: str, model: str | None = None, timeout: float | None = None) -> list[Entity]: ...  # type: ignore[overload-overlap]
+    def ner(  # type: ignore[overload-overlap]  # a str is also a Sequence[str]
+        self, texts: str, *, model: str | None = None, aggregation: str | None = None, timeout: float | None = None
+    ) -> list[Entity]: ...
     @overload
     def ner(
-        self, texts: Sequence[str], model: str | None = None, timeout: float | None = None
+        self,
+        texts: Sequence[str],
+        *,
+        model: str | None = None,
+        aggregation: str | None = None,
+        timeout: float | None = None,
     ) -> list[list[Entity]]: ...
 
-    def ner(self, texts: str | Sequence[str], model: str | None = None, timeout: float | None = None) -> Any:
-        """Named entities per text, with character offsets into that text."""
-        items, single = codecs.text_list(texts)
-        if not items:
-            return []
-        name = self.resolve_model(("token-classification",), model)
-        result = self._run_batched(
-            name, len(items), lambda rows: {"TEXT": codecs.bytes_column(items[rows])}, ["ENTITIES"], timeout
-        )
-        found = [[Entity(**entity) for entity in json.loads(text)] for text in codecs.decode(result["ENTITIES"])[:, 0]]
-        return found[0] if single else found
+    def ner(
+        self,
+        texts: str | Sequence[str],
+        *,
+        model: str | None = None,
+        aggregation: str | None = None,
+        timeout: float | None = None,
+    ) -> list[Entity] | list[list[Entity]]:
+        """Named entities per text, with character offsets into that text (long texts read whole)."""
+        return self._run(core.ner(texts, model, aggregation), timeout)  # type: ignore[no-any-return]
 
     def embed(
         self,
         texts: str | Sequence[str],
+        *,
         model: str | None = None,
         normalize: bool | None = None,
+        truncate: bool = True,
         timeout: float | None = None,
     ) -> np.ndarray[Any, np.dtype[np.float32]]:
         """One float32 vector per text: an array of shape (n, dim) (n = 1 for a single str)."""
-        items, _ = codecs.text_list(texts)
-        if normalize is not None and not isinstance(normalize, bool):
-            raise InvalidInputError(f"normalize must be True, False or None, not {normalize!r}.")
-        name = self.resolve_model(("feature-extraction",), model) if items or model else ""
-        if not items:
-            dims = self._config(name).get("output", [{}])[0].get("dims", [0]) if name else [0]
-            return np.zeros((0, int(dims[-1]) if dims else 0), dtype=np.float32)
+        return self._run(core.embed(texts, model, normalize, truncate), timeout)
 
-        def build(rows: slice) -> dict[str, np.ndarray[Any, Any]]:
-            inputs = {"TEXT": codecs.bytes_column(items[rows])}
-            if normalize is not None:
-                inputs["NORMALIZE"] = codecs.column(normalize, "BOOL", rows.stop - rows.start)
-            return inputs
-
-        return self._run_batched(name, len(items), build, ["EMBEDDING"], timeout)["EMBEDDING"].astype(np.float32)
+    def infer(self, model: str, /, *, timeout: float | None = None, **inputs: Any) -> dict[str, np.ndarray[Any, Any]]:
+        """Run any model: inputs by name as Python values or arrays; outputs as arrays (BYTES -> str)."""
+        return self._run(core.infer(model, inputs), timeout)
 
     # ---------------------------------------------------------------- generation
 
-    def _generation_inputs(
+    @overload
+    def generate(
         self,
-        text: str,
-        chat: bool,
-        max_tokens: int | None,
-        temperature: float | None,
-        top_p: float | None,
-        seed: int | None,
-        stop: Sequence[str] | None,
-    ) -> dict[str, np.ndarray[Any, Any]]:
-        inputs = {"text_input": codecs.bytes_column([text])}
-        for key, value, datatype in (
-            ("max_tokens", max_tokens, "INT32"),
-            ("temperature", temperature, "FP32"),
-            ("top_p", top_p, "FP32"),
-            ("seed", seed, "INT64"),
-        ):
-            if value is not None:
-                if isinstance(value, bool) or not isinstance(value, (int, float)):
-                    raise InvalidInputError(f"{key} must be a number, not {value!r}.")
-                inputs[key] = codecs.column(value, datatype, 1)
-        if stop:
-            stops, _ = codecs.text_list(stop, "stop")
-            inputs["stop"] = codecs.bytes_matrix([stops])
-        if chat:
-            inputs["chat"] = codecs.column(True, "BOOL", 1)
-        return inputs
-
-    def _stream(self, model: str, inputs: dict[str, np.ndarray[Any, Any]], timeout: float | None) -> Iterator[str]:
-        """Chunks as they arrive. A transient failure before the first chunk reopens the stream
-        (within the timeout); after it, a failure raises: a stream never ends silently as if complete."""
-        deadline = time.monotonic() + (timeout if timeout is not None else self.timeout)
-
-        def open_stream() -> tuple[Iterator[str], str | None]:
-            chunks = self._transport.stream(model, inputs, max(deadline - time.monotonic(), 0.001))
-            return chunks, next(chunks, None)
-
-        chunks, first = self._call(model, open_stream, deadline)
-        if first is None:
-            return
-        yield first
-        while (chunk := self._call(model, lambda: next(chunks, None))) is not None:
-            yield chunk
+        prompt: str,
+        *,
+        model: str | None = None,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        top_p: float | None = None,
+        seed: int | None = None,
+        stop: Sequence[str] | None = None,
+        stream: Literal[False] = False,
+        timeout: float | None = None,
+        idle_timeout: float | None = None,
+    ) -> str: ...
+    @overload
+    def generate(
+        self,
+        prompt: str,
+        *,
+        model: str | None = None,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        top_p: float | None = None,
+        seed: int | None = None,
+        stop: Sequence[str] | None = None,
+        stream: Literal[True],
+        timeout: float | None = None,
+        idle_timeout: float | None = None,
+    ) -> TextStream: ...
 
     def generate(
         self,
         prompt: str,
+        *,
         model: str | None = None,
         max_tokens: int | None = None,
         temperature: float | None = None,
@@ -404,15 +437,47 @@ class Client:
         stop: Sequence[str] | None = None,
         stream: bool = False,
         timeout: float | None = None,
-    ) -> Any:
-        """Generated text for ``prompt``; with ``stream=True`` an iterator of chunks as they arrive."""
-        if not isinstance(prompt, str):
-            raise InvalidInputError(f"prompt must be a str, not {type(prompt).__name__}.")
-        return self._generation(prompt, False, model, max_tokens, temperature, top_p, seed, stop, stream, timeout)
+        idle_timeout: float | None = None,
+    ) -> str | TextStream:
+        """Generated text for ``prompt``; with ``stream=True`` a ``TextStream`` of chunks as they arrive."""
+        inputs = core.generation_inputs(core.check_prompt(prompt), False, max_tokens, temperature, top_p, seed, stop)
+        return self._generation(inputs, model, stream, timeout, idle_timeout)
+
+    @overload
+    def chat(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        model: str | None = None,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        top_p: float | None = None,
+        seed: int | None = None,
+        stop: Sequence[str] | None = None,
+        stream: Literal[False] = False,
+        timeout: float | None = None,
+        idle_timeout: float | None = None,
+    ) -> str: ...
+    @overload
+    def chat(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        model: str | None = None,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        top_p: float | None = None,
+        seed: int | None = None,
+        stop: Sequence[str] | None = None,
+        stream: Literal[True],
+        timeout: float | None = None,
+        idle_timeout: float | None = None,
+    ) -> TextStream: ...
 
     def chat(
         self,
-        messages: Sequence[dict[str, str]],
+        messages: Sequence[Mapping[str, Any]],
+        *,
         model: str | None = None,
         max_tokens: int | None = None,
         temperature: float | None = None,
@@ -421,55 +486,24 @@ class Client:
         stop: Sequence[str] | None = None,
         stream: bool = False,
         timeout: float | None = None,
-    ) -> Any:
+        idle_timeout: float | None = None,
+    ) -> str | TextStream:
         """The assistant's answer to chat ``messages`` ({"role", "content"} dicts) of an instruct model."""
-        if not isinstance(messages, Sequence) or not all(isinstance(m, dict) and "content" in m for m in messages):
-            raise InvalidInputError('messages must be a list of {"role": ..., "content": ...} dicts.')
-        text = json.dumps(list(messages))
-        return self._generation(text, True, model, max_tokens, temperature, top_p, seed, stop, stream, timeout)
+        inputs = core.generation_inputs(core.chat_text(messages), True, max_tokens, temperature, top_p, seed, stop)
+        return self._generation(inputs, model, stream, timeout, idle_timeout)
 
     def _generation(
-        self,
-        text: str,
-        chat: bool,
-        model: str | None,
-        max_tokens: int | None,
-        temperature: float | None,
-        top_p: float | None,
-        seed: int | None,
-        stop: Sequence[str] | None,
-        stream: bool,
-        timeout: float | None,
-    ) -> Any:
-        inputs = self._generation_inputs(text, chat, max_tokens, temperature, top_p, seed, stop)
-        chunks = self._stream(self.resolve_model(("text-generation",), model), inputs, timeout)
-        return chunks if stream else "".join(chunks)
+        self, inputs: core.Tensors, model: str | None, stream: bool, timeout: float | None, idle: float | None
+    ) -> str | TextStream:
+        deadline = self._deadline(timeout)
+        name = self._resolve(("text-generation",), core._check_model(model), deadline)
+        chunks = TextStream(self, name, inputs, deadline, idle)
+        if stream:
+            return chunks
+        with chunks:
+            return "".join(chunks)
 
-    # ---------------------------------------------------------------- any model
-
-    def infer(self, model: str, timeout: float | None = None, **inputs: Any) -> dict[str, np.ndarray[Any, Any]]:
-        """Run any model: inputs by name as Python values or arrays; outputs as arrays (BYTES -> str)."""
-        config = self._config(model)
-        batched = int(config.get("max_batch_size", 0)) > 0
-        specs = {spec["name"]: spec for spec in config.get("input", [])}
-        unknown = sorted(set(inputs) - set(specs))
-        if unknown:
-            raise InvalidInputError(
-                f"Model '{model}' has no input(s) {', '.join(unknown)}; it takes {', '.join(specs) or 'none'}.", model
-            )
-        arrays = {
-            name: codecs.to_tensor(value, wire_datatype(specs[name]["data_type"]), specs[name].get("dims", []), batched)
-            for name, value in inputs.items()
-        }
-        outputs = [spec["name"] for spec in config.get("output", [])]
-        limit = timeout if timeout is not None else self.timeout
-        deadline = time.monotonic() + limit
-        result = self._call(model, lambda: self._transport.infer(model, arrays, outputs, limit), deadline)
-        return {name: codecs.decode(array) for name, array in result.items()}
-
-    def statistics(self, model: str = "") -> dict[str, Any]:
-        """Triton's inference statistics (counts, queue and compute time, batch sizes)."""
-        return self._call(model or None, lambda: self._transport.statistics(model))
+    # ---------------------------------------------------------------- lifetime
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
@@ -482,7 +516,3 @@ class Client:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
     ) -> None:
         self.close()
-
-
-def _concat(parts: list[np.ndarray[Any, Any]]) -> np.ndarray[Any, Any]:
-    return parts[0] if len(parts) == 1 else np.concatenate(parts)

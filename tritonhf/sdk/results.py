@@ -7,10 +7,15 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Classification:
-    """A label and its score (a probability for single-label models)."""
+    """A label and its score (a probability for single-label models).
+
+    ``truncated`` is True when the text was longer than the model takes and only its
+    beginning was judged (see README, "Long inputs").
+    """
 
     label: str
     score: float
+    truncated: bool = False
 
 
 @dataclass(frozen=True)
@@ -19,6 +24,7 @@ class ZeroShotClassification:
 
     labels: tuple[str, ...]
     scores: tuple[float, ...]
+    truncated: bool = False
 
     @property
     def label(self) -> str:
@@ -40,6 +46,18 @@ class Entity:
     start: int
     end: int
     score: float
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Tokens a generation read and wrote (as the model's tokenizer counts them)."""
+
+    prompt_tokens: int
+    completion_tokens: int
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,154 @@
+"""The one place where a failure becomes a documented ``tritonhf.errors`` type.
+
+The status decides: a gRPC status code or an HTTP status, looked up in ``RULES``. Triton
+uses one code for two situations in a few places, and there a fragment of its own message
+refines the answer (recorded from Triton 2.51; see ``tests/unit/test_sdk_errors.py``):
+
+* NOT_FOUND / 404 is "unknown model", but also "has no available versions" (known, not
+  loaded: being loaded or repaired, worth retrying);
+* INTERNAL / 500 is "the model raised", but also "Stub process ... is not healthy" (its
+  process died; the supervisor repairs it);
+* UNAVAILABLE is "cannot connect", but also "This protocol is restricted" (no key).
+
+Only where no status exists does the text alone decide (``TEXT_ONLY``): an error inside a
+stream (a gRPC stream message, or an HTTP server-sent event after the stream started)
+carries no code on either protocol. An error after the first chunk is always the model
+failing (``InferenceError``): the templates check every input before they send anything.
+"""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass
+
+from tritonhf.errors import (
+    ClientError,
+    InferenceError,
+    InvalidInputError,
+    ModelNotFoundError,
+    ModelNotReadyError,
+    PermissionDeniedError,
+    RequestCancelledError,
+    RequestTimeoutError,
+    ServerUnavailableError,
+)
+
+
+@dataclass(frozen=True)
+class Rule:
+    """Statuses (gRPC code names, HTTP codes) and an optional message fragment -> an error type."""
+
+    grpc: tuple[str, ...]
+    http: tuple[int, ...]
+    error: type[ClientError]
+    fragment: str = ""  # lower case; the rule applies only when the message contains it
+
+
+# Refinements first: the first rule whose status and fragment match wins.
+RULES: tuple[Rule, ...] = (
+    Rule(("NOT_FOUND",), (404, 400), ModelNotReadyError, "no available versions"),
+    Rule(("NOT_FOUND",), (404,), ModelNotFoundError),
+    Rule(("INTERNAL",), (500,), ModelNotReadyError, "is not healthy"),
+    Rule(("UNAVAILABLE",), (403,), PermissionDeniedError, "is restricted"),
+    Rule(("PERMISSION_DENIED", "UNAUTHENTICATED"), (401, 403), PermissionDeniedError),
+    Rule(("INVALID_ARGUMENT", "OUT_OF_RANGE", "FAILED_PRECONDITION"), (400, 413, 422), InvalidInputError),
+    Rule(("UNIMPLEMENTED",), (501,), InvalidInputError),
+    Rule(("DEADLINE_EXCEEDED",), (408, 504), RequestTimeoutError),
+    Rule(("CANCELLED",), (499,), RequestCancelledError),
+    Rule(("UNAVAILABLE",), (429, 502, 503), ServerUnavailableError),
+    Rule(("RESOURCE_EXHAUSTED",), (), InvalidInputError),  # a message over gRPC's size limit
+    Rule(("INTERNAL", "UNKNOWN", "DATA_LOSS", "ABORTED"), (500,), InferenceError),
+)
+
+# Messages without a status (inside a stream): fragments of Triton's and the templates' own texts.
+TEXT_ONLY: tuple[tuple[str, type[ClientError]], ...] = (
+    ("no available versions", ModelNotReadyError),
+    ("is not healthy", ModelNotReadyError),
+    ("unknown model", ModelNotFoundError),
+    ("is restricted", PermissionDeniedError),
+    ("input '", InvalidInputError),  # the templates name the input they refuse
+    ("missing required input", InvalidInputError),
+    ("unexpected shape", InvalidInputError),
+    ("data-type is", InvalidInputError),
+    ("cancelled", RequestCancelledError),
+)
+
+_ADVICE: dict[type[ClientError], str] = {
+    ModelNotFoundError: "`tritonhf models` lists what the server holds.",
+    ModelNotReadyError: "It may be loading or being repaired; check `tritonhf status`.",
+    PermissionDeniedError: "This API is restricted on this endpoint: use the server's loopback address, or api_key=.",
+    InvalidInputError: "",
+    RequestTimeoutError: "Raise timeout= or send less.",
+    RequestCancelledError: "",
+    ServerUnavailableError: "Start one with `tritonhf up`, or set TRITONHF_URL / url= to where it runs.",
+    InferenceError: "",
+}
+
+
+def status_name(status: object) -> str:
+    """``StatusCode.NOT_FOUND`` or ``NOT_FOUND`` -> ``NOT_FOUND``; HTTP codes stay digits."""
+    text = str(status or "")
+    return text.rsplit(".", 1)[-1].upper() if text and not text.isdigit() else text
+
+
+def error_for(status: object, message: str, model: str | None, url: str) -> ClientError:
+    """The error for a status (gRPC code name or HTTP code, "" when none) and the server's message."""
+    name = status_name(status)
+    lowered = message.lower()
+    kind: type[ClientError] | None = None
+    if name:
+        for rule in RULES:
+            matches = int(name) in rule.http if name.isdigit() else name in rule.grpc
+            if matches and rule.fragment in lowered:
+                kind = rule.error
+                break
+    if kind is None:
+        kind = next((error for fragment, error in TEXT_ONLY if fragment in lowered), InferenceError)
+    return make(kind, message, model, url)
+
+
+def make(kind: type[ClientError], message: str, model: str | None, url: str) -> ClientError:
+    """An error of ``kind`` whose message names the model, the server and what to do."""
+    where = f"model '{model}' at {url}" if model else f"the server at {url}"
+    if kind is ServerUnavailableError:
+        text = f"The server at {url} is unavailable ({message})."
+    elif kind is InvalidInputError:
+        text = f"Model '{model}' refused the input: {message}" if model else f"Refused: {message}"
+    elif kind is InferenceError:
+        text = f"Model '{model}' failed while running the request: {message}"
+    else:
+        text = f"{where}: {message}"
+    advice = _ADVICE.get(kind, "")
+    return kind(f"{text} {advice}".strip(), model)
+
+
+def translate(exc: BaseException, model: str | None, url: str) -> ClientError:
+    """The documented error for any low-level failure (tritonclient, grpc, aiohttp, sockets)."""
+    if isinstance(exc, ClientError):
+        return exc
+    message = _call_or_value(exc, "message") or str(exc) or type(exc).__name__
+    status = _call_or_value(exc, "status") or _grpc_code(exc)
+    if status:
+        return error_for(status, message, model, url)
+    if isinstance(exc, (TimeoutError, socket.timeout)) or type(exc).__name__ in ("Timeout", "ServerTimeoutError"):
+        return make(RequestTimeoutError, message, model, url)
+    if isinstance(exc, (ConnectionError, OSError)) or type(exc).__name__.startswith(("ClientConnect", "ServerDisconn")):
+        return make(ServerUnavailableError, message, model, url)
+    return error_for("", message, model, url)
+
+
+def _call_or_value(exc: BaseException, name: str) -> str:
+    value = getattr(exc, name, None)
+    if callable(value):
+        value = value()
+    return str(value) if value else ""
+
+
+def _grpc_code(exc: BaseException) -> str:
+    code = getattr(exc, "code", None)
+    if callable(code):  # grpc.RpcError / grpc.aio.AioRpcError
+        try:
+            return str(code())
+        except Exception:
+            return ""
+    return ""
