@@ -43,7 +43,10 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "multilabel": lambda folder: tiny_models.build_classifier(folder, multi_label=True),
         "ner": tiny_models.build_ner,
         "encoder": tiny_models.build_encoder,
-        "encoder-cls": lambda folder: tiny_models.build_encoder(folder, pooling="cls", normalize=False),
+        # CLS pooling with a tokenizer saved to pad on the left: the template must pad on the right.
+        "encoder-cls": lambda folder: tiny_models.build_encoder(
+            folder, pooling="cls", normalize=False, padding_side="left"
+        ),
         "generator": tiny_models.build_generator,
     }
     built = {}

@@ -87,7 +87,7 @@ CHAT_TEMPLATE = (
 )
 
 
-def _wordpiece_tokenizer(folder: Path, max_length: int = 64) -> PreTrainedTokenizerFast:
+def _wordpiece_tokenizer(folder: Path, max_length: int = 64, padding_side: str = "right") -> PreTrainedTokenizerFast:
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS, *"abcdefghijklmnopqrstuvwxyz"]
     vocab += [f"##{c}" for c in "abcdefghijklmnopqrstuvwxyz"]
     vocab = list(dict.fromkeys(vocab))  # "a" and "i" are words and letters: one id each
@@ -105,6 +105,7 @@ def _wordpiece_tokenizer(folder: Path, max_length: int = 64) -> PreTrainedTokeni
         sep_token="[SEP]",
         mask_token="[MASK]",
         model_max_length=max_length,
+        padding_side=padding_side,
     )
     tokenizer.save_pretrained(folder)
     return tokenizer
@@ -151,10 +152,13 @@ def build_ner(folder: Path) -> Path:
     return folder
 
 
-def build_encoder(folder: Path, pooling: str = "mean", normalize: bool = True) -> Path:
-    """A bare BERT with a sentence-transformers pooling config (as all-MiniLM-L6-v2 has)."""
+def build_encoder(folder: Path, pooling: str = "mean", normalize: bool = True, padding_side: str = "right") -> Path:
+    """A bare BERT with a sentence-transformers pooling config (as all-MiniLM-L6-v2 has).
+
+    ``padding_side="left"`` saves a tokenizer that pads on the left, which templates must override.
+    """
     torch.manual_seed(2)
-    tokenizer = _wordpiece_tokenizer(folder)
+    tokenizer = _wordpiece_tokenizer(folder, padding_side=padding_side)
     BertModel(_bert_config(tokenizer)).eval().save_pretrained(folder)
     (folder / "1_Pooling").mkdir()
     pooling_config = {

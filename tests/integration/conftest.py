@@ -38,6 +38,7 @@ def served(make_workspace: Callable[[str], Workspace], tiny: dict[str, Path]) ->
         ("text-classification", tiny["classifier"], "sentiment", {"options": small}),
         ("ner", tiny["ner"], "ner", {}),
         ("feature-extraction", tiny["encoder"], "embed", {}),
+        ("feature-extraction", tiny["encoder-cls"], "embed-cls", {}),
         ("zero-shot", tiny["encoder"], "zeroshot", {"labels": ("positive", "negative")}),
         ("text-generation", tiny["generator"], "writer", {}),
     ):

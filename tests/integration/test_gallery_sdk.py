@@ -102,7 +102,7 @@ def test_sdk_every_task(served: Server, tiny: dict[str, Path], protocol: str) ->
             (e["entity_group"], e["start"], e["end"]) for e in reference("alice visited paris")
         ]
 
-        vectors = client.embed(["the cat", "a dog"])
+        vectors = client.embed(["the cat", "a dog"], model="embed")
         assert vectors.shape == (2, 32) and vectors.dtype == np.float32
         tokenizer = AutoTokenizer.from_pretrained(tiny["encoder"])
         model = AutoModel.from_pretrained(tiny["encoder"]).eval()
@@ -139,7 +139,7 @@ def test_async_client_every_method_both_protocols(served: Server) -> None:
                 "labels": await client.classify(["a great film", "bad"]),
                 "zero": await client.zero_shot("a great film", labels=["city", "food"]),
                 "entities": await client.ner("alice visited paris"),
-                "vectors": await client.embed("hello world"),
+                "vectors": await client.embed("hello world", model="embed"),
                 "chunks": [chunk async for chunk in await client.generate("the movie", max_tokens=4, stream=True)],
                 "whole": await client.generate("the movie", max_tokens=4),
                 "chat": await client.chat([{"role": "user", "content": "hello"}], max_tokens=3),
@@ -190,7 +190,7 @@ def test_documented_errors(served: Server, installed_server: Workspace) -> None:
         with pytest.raises(InvalidInputError, match="texts"):
             client.classify(42)  # type: ignore[call-overload]
         with pytest.raises(InvalidInputError, match=r"texts\[1\]"):
-            client.embed(["ok", None])  # type: ignore[list-item]
+            client.embed(["ok", None], model="embed")  # type: ignore[list-item]
         with pytest.raises(InferenceError, match="raiser"):
             client.infer("raiser", TEXT=["boom"])
         with pytest.raises(InvalidInputError, match="max_tokens"):

@@ -1,0 +1,115 @@
+"""Each input's answer does not depend on what it was batched with: every template, both protocols.
+
+A seeded random mix of requests per template (see tests/invariance.py) is sent from 16
+threads at once, so Triton batches them; every row's answer is compared with the same row
+sent alone and with transformers run in-process on that row. The test also checks that
+batching really happened (Triton ran fewer executions than it received requests).
+"""
+
+from __future__ import annotations
+
+import zlib
+from pathlib import Path
+
+import pytest
+from invariance import Case, Oracle, Row, check, make_cases
+
+from tritonhf import Client, InvalidInputError
+from tritonhf.bootstrap import Server
+from tritonhf.gallery.config import parameters_of, parse_config
+
+pytestmark = pytest.mark.integration
+LIMIT_WORDS = 60  # the tiny models take 64 tokens
+TEMPLATES = [  # served model, task, tiny model it was added from
+    ("sentiment", "text-classification", "classifier"),
+    ("embed", "feature-extraction", "encoder"),
+    ("embed-cls", "feature-extraction", "encoder-cls"),  # CLS pooling; tokenizer saved to pad on the left
+    ("zeroshot", "zero-shot-classification", "encoder"),
+    ("ner", "ner", "ner"),
+]
+
+
+def _params(served: Server, model: str) -> dict[str, str]:
+    return parameters_of(parse_config((served.repository / model / "config.pbtxt").read_text()))
+
+
+def _counts(client: Client, model: str) -> tuple[int, int]:
+    stats = client.statistics(model)["model_stats"][0]
+    return int(stats["inference_stats"]["success"]["count"]), int(stats["execution_count"])
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+@pytest.mark.parametrize(("model", "task", "source"), TEMPLATES)
+def test_every_row_gets_the_answer_it_gets_alone(
+    served: Server, tiny: dict[str, Path], protocol: str, model: str, task: str, source: str
+) -> None:
+    url = served.http_url if protocol == "http" else served.grpc_url
+    oracle = Oracle(task, tiny[source], _params(served, model))
+    cases = make_cases(task, model, seed=zlib.crc32(f"{model}/{protocol}".encode()), count=48, limit_words=LIMIT_WORDS)
+    with Client(served.http_url) as client:
+        requests_before, executions_before = _counts(client, model)
+        report = check(url, cases, oracle)
+        requests_after, executions_after = _counts(client, model)
+    assert not report.mismatches, f"{len(report.mismatches)} mismatches:\n" + "\n".join(report.mismatches[:8])
+    assert report.rows > report.requests > 0
+    concurrent_requests = report.requests - report.refused
+    sent = requests_after - requests_before
+    assert executions_after - executions_before < sent, "Triton batched nothing: the test proved nothing"
+    assert sent >= concurrent_requests
+
+
+# ---------------------------------------------------------------- the cases the issue reported, by name
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_zero_shot_labels_are_per_text_not_flattened(served: Server, protocol: str) -> None:
+    url = served.http_url if protocol == "http" else served.grpc_url
+    texts = ["a great film", "the plot was awful", "alice visited paris"]
+    with Client(url) as client:
+        together = client.zero_shot(texts, labels=["positive", "negative"], model="zeroshot")
+        for text, result in zip(texts, together):
+            assert sorted(result.labels) == ["negative", "positive"], "two labels per text, not six"
+            assert abs(sum(result.scores) - 1) < 1e-5
+            alone = client.zero_shot(text, labels=["positive", "negative"], model="zeroshot")
+            assert result.labels == alone.labels
+            assert max(abs(a - b) for a, b in zip(result.scores, alone.scores)) < 1e-4
+
+
+def test_rows_of_one_request_keep_their_own_options(served: Server, tiny: dict[str, Path]) -> None:
+    case = Case(
+        "sentiment",
+        "text-classification",
+        [Row("a great film", {"TOP_K": 1}), Row("the plot was awful", {"TOP_K": 3}), Row("bob", {"TOP_K": 2})],
+    )
+    report = check(served.grpc_url, [case], Oracle("text-classification", tiny["classifier"], {}))
+    assert not report.mismatches, report.mismatches
+
+
+def test_ner_finds_entities_beyond_the_model_limit(served: Server, tiny: dict[str, Path]) -> None:
+    text = "the movie was very good and " * 30 + "alice visited paris with bob"
+    oracle = Oracle("ner", tiny["ner"], _params(served, "ner"))
+    with Client(served.grpc_url) as client:
+        entities = client.ner(text, model="ner")
+    expected = oracle.answer(Row(text))
+    assert isinstance(expected, dict)
+    assert [(e.entity_group, e.start, e.end) for e in entities] == [
+        (e["entity_group"], e["start"], e["end"]) for e in expected["entities"]
+    ]
+    assert any(e.start > len(text) - 30 for e in entities), "an entity past token 64 was found"
+
+
+def test_long_text_policy_truncate_or_refuse(served: Server) -> None:
+    long_text = "the movie was very good " * 40
+    with Client(served.http_url) as client:
+        assert client.classify(long_text, model="sentiment").truncated is True
+        assert client.classify("short", model="sentiment").truncated is False
+        assert client.zero_shot(long_text, model="zeroshot").truncated is True
+        assert client.embed(long_text, model="embed").shape == (1, 32)
+        for call in (
+            lambda: client.classify(long_text, model="sentiment", truncate=False),
+            lambda: client.embed(["short", long_text], model="embed", truncate=False),
+            lambda: client.zero_shot(long_text, model="zeroshot", truncate=False),
+        ):
+            with pytest.raises(InvalidInputError, match="64 tokens"):
+                call()
+        assert client.classify("short", model="sentiment", truncate=False).label

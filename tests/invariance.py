@@ -1,0 +1,335 @@
+"""The batch-invariance harness: each input's answer must not depend on what it was batched with.
+
+For a template, ``make_cases`` draws a seeded random mix of requests: one to several rows,
+texts from one word to several times the model's limit, empty and odd texts, and per-row
+options (every optional input, different per row). ``check`` sends them all at once from
+many threads over one protocol (so Triton's dynamic batcher mixes them), then every row
+again alone, and compares each row's answer with (a) its answer alone and (b) transformers
+run in-process on that row only (``Oracle``). Tolerances are per task (``TOLERANCE``).
+
+The harness talks to Triton with raw tritonclient requests, so per-row options that the
+SDK never mixes (a different TOP_K on each row of one request) are sent too.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
+from tiny_models import WORDS
+from transformers import (
+    AutoModel,
+    AutoModelForSequenceClassification,
+    AutoModelForTokenClassification,
+    AutoTokenizer,
+    pipeline,
+)
+from tritonclient.utils import InferenceServerException
+
+# Absolute tolerance per task: scores and vectors differ by float rounding between batch shapes.
+TOLERANCE = {"text-classification": 1e-4, "feature-extraction": 1e-4, "zero-shot-classification": 1e-4, "ner": 1e-4}
+ODD_TEXTS = ["", "   \t ", "😀🎬 wonderful 👍", "東京で映画を見た", "café naïve e\u0301", "مرحبا بالعالم", "a"]
+LABEL_POOL = ["positive", "negative", "city", "food", "music", "sport", "the movie", "London"]
+AGGREGATIONS = ["none", "simple", "first", "average", "max"]
+
+
+@dataclass
+class Row:
+    text: str
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Case:
+    model: str
+    task: str
+    rows: list[Row]
+
+    def describe(self) -> str:
+        return f"{self.model}: " + " | ".join(f"{row.text[:40]!r} {row.options}" for row in self.rows)
+
+
+def random_text(rng: random.Random, limit_words: int) -> str:
+    roll = rng.random()
+    if roll < 0.12:
+        return rng.choice(ODD_TEXTS)
+    if roll < 0.3:  # longer than the model takes: one to four times its limit
+        count = rng.randint(limit_words, 4 * limit_words)
+    else:
+        count = rng.randint(1, max(2, limit_words // 3))
+    words = [rng.choice(WORDS) for _ in range(count)]
+    if rng.random() < 0.5:  # names where NER can find them, sometimes far beyond the limit
+        words.insert(rng.randint(0, len(words)), rng.choice(["alice visited paris", "bob works at acme in london"]))
+    return " ".join(words)
+
+
+def make_cases(task: str, model: str, seed: int, count: int, limit_words: int) -> list[Case]:
+    """``count`` requests for ``model``; each optional input is absent or given for every row of a request."""
+    rng = random.Random(seed)
+    cases = []
+    for _ in range(count):
+        rows = [Row(random_text(rng, limit_words)) for _ in range(rng.choice([1, 1, 2, 3, 4]))]
+        if task == "text-classification" and rng.random() < 0.6:
+            for row in rows:
+                row.options["TOP_K"] = rng.randint(1, 3)
+        if task == "feature-extraction" and rng.random() < 0.6:
+            for row in rows:
+                row.options["NORMALIZE"] = rng.random() < 0.5
+        if task == "zero-shot-classification" and rng.random() < 0.7:
+            for row in rows:
+                row.options["CANDIDATE_LABELS"] = rng.sample(LABEL_POOL, rng.randint(1, 4))
+        if task == "ner" and rng.random() < 0.7:
+            for row in rows:
+                row.options["AGGREGATION"] = rng.choice(AGGREGATIONS)
+        if task != "ner" and rng.random() < 0.25:
+            for row in rows:
+                row.options["TRUNCATE"] = rng.random() < 0.7
+        cases.append(Case(model, task, rows))
+    return cases
+
+
+# ---------------------------------------------------------------------------- the wire
+
+
+def tensors(case: Case) -> dict[str, np.ndarray]:
+    arrays: dict[str, np.ndarray] = {"TEXT": np.array([[row.text.encode()] for row in case.rows], dtype=object)}
+    names = {name for row in case.rows for name in row.options}
+    for name in names:
+        values = [row.options[name] for row in case.rows]
+        if name == "CANDIDATE_LABELS":
+            width = max(len(v) for v in values)
+            arrays[name] = np.array([[x.encode() for x in v] + [b""] * (width - len(v)) for v in values], dtype=object)
+        elif name == "AGGREGATION":
+            arrays[name] = np.array([[v.encode()] for v in values], dtype=object)
+        elif name == "TOP_K":
+            arrays[name] = np.array([[v] for v in values], dtype=np.int32)
+        else:
+            arrays[name] = np.array([[v] for v in values], dtype=np.bool_)
+    return arrays
+
+
+OUTPUTS = {
+    "text-classification": ["LABELS", "SCORES", "TRUNCATED"],
+    "feature-extraction": ["EMBEDDING", "TRUNCATED"],
+    "zero-shot-classification": ["LABELS", "SCORES", "TRUNCATED"],
+    "ner": ["ENTITIES"],
+}
+
+
+class Wire:
+    """Raw tritonclient over one protocol; one HTTP client per thread (tritonclient.http is gevent-based)."""
+
+    def __init__(self, url: str) -> None:
+        self.protocol, address = url.split("://", 1)
+        self.address = address
+        self._local = threading.local()
+        self._grpc = grpcclient.InferenceServerClient(address) if self.protocol == "grpc" else None
+
+    def _client(self) -> Any:
+        if self._grpc is not None:
+            return self._grpc
+        if getattr(self._local, "client", None) is None:
+            self._local.client = httpclient.InferenceServerClient(self.address, network_timeout=300)
+        return self._local.client
+
+    def send(self, case: Case) -> list[dict[str, Any]] | str:
+        """Each row's answer, or the request's error message."""
+        module = grpcclient if self.protocol == "grpc" else httpclient
+        inputs = []
+        for name, array in tensors(case).items():
+            tensor = module.InferInput(name, list(array.shape), "BYTES" if array.dtype == object else _dtype(array))
+            tensor.set_data_from_numpy(array)
+            inputs.append(tensor)
+        outputs = [module.InferRequestedOutput(name) for name in OUTPUTS[case.task]]
+        try:
+            result = self._client().infer(case.model, inputs, outputs=outputs)
+        except InferenceServerException as exc:
+            return f"{exc.status()}: {exc.message()}"
+        return [
+            decode_row(case.task, {name: result.as_numpy(name)[index] for name in OUTPUTS[case.task]})
+            for index in range(len(case.rows))
+        ]
+
+
+def _dtype(array: np.ndarray) -> str:
+    return {"int32": "INT32", "bool": "BOOL"}[str(array.dtype)]
+
+
+def decode_row(task: str, outputs: dict[str, np.ndarray]) -> dict[str, Any]:
+    if task == "ner":
+        return {"entities": json.loads(outputs["ENTITIES"][0])}
+    truncated = bool(outputs["TRUNCATED"][0])
+    if task == "feature-extraction":
+        return {"vector": np.asarray(outputs["EMBEDDING"], dtype=np.float32), "truncated": truncated}
+    labels = [label.decode() for label in outputs["LABELS"]]
+    pairs = [(label, float(score)) for label, score in zip(labels, outputs["SCORES"]) if label]
+    return {"labels": [p[0] for p in pairs], "scores": [p[1] for p in pairs], "truncated": truncated}
+
+
+# ---------------------------------------------------------------------------- transformers, one row at a time
+
+
+class Oracle:
+    """What transformers answers for one row alone, as the template promises to."""
+
+    def __init__(self, task: str, folder: Path, params: dict[str, str]) -> None:
+        self.task, self.params = task, params
+        self.tokenizer = AutoTokenizer.from_pretrained(folder)
+        self.limit = min(self.tokenizer.model_max_length, 512)
+        if task == "text-classification":
+            self.model = AutoModelForSequenceClassification.from_pretrained(folder).eval()
+            config = self.model.config
+            self.labels = [config.id2label[i] for i in range(config.num_labels)]
+        elif task == "ner":
+            model = AutoModelForTokenClassification.from_pretrained(folder).eval()
+            self.pipe = pipeline("token-classification", model=model, tokenizer=self.tokenizer)
+            self.stride = int(params.get("stride", max(1, self.limit // 4)))
+        else:
+            self.model = AutoModel.from_pretrained(folder).eval()
+        self.label_vectors: dict[str, np.ndarray] = {}
+
+    def _tokens(self, text: str) -> tuple[dict[str, torch.Tensor], bool]:
+        full = len(self.tokenizer(text)["input_ids"])
+        return self.tokenizer(text, truncation=True, max_length=self.limit, return_tensors="pt"), full > self.limit
+
+    def _pooled(self, text: str) -> tuple[np.ndarray, bool]:
+        encoded, truncated = self._tokens(text)
+        with torch.inference_mode():
+            hidden = self.model(**encoded).last_hidden_state[0]
+        vector = hidden[0] if self.params.get("pooling") == "cls" else hidden.mean(0)
+        return vector.numpy(), truncated
+
+    def answer(self, row: Row) -> dict[str, Any] | str:
+        """The row's answer, or "refused" when the template must refuse it (too long with TRUNCATE=false)."""
+        if self.task == "ner":
+            return {"entities": self._entities(row.text, row.options.get("AGGREGATION", "simple"))}
+        _, truncated = self._tokens(row.text)
+        if truncated and row.options.get("TRUNCATE") is False:
+            return "refused"
+        if self.task == "text-classification":
+            encoded, _ = self._tokens(row.text)
+            with torch.inference_mode():
+                probabilities = torch.softmax(self.model(**encoded).logits[0], -1).numpy()
+            order = np.argsort(-probabilities, kind="stable")[: row.options.get("TOP_K", len(self.labels))]
+            return {
+                "labels": [self.labels[i] for i in order],
+                "scores": probabilities[order].tolist(),
+                "truncated": truncated,
+            }
+        vector, _ = self._pooled(row.text)
+        if self.task == "feature-extraction":
+            if row.options.get("NORMALIZE", self.params.get("normalize", "true") == "true"):
+                vector = vector / max(np.linalg.norm(vector), 1e-12)
+            return {"vector": vector, "truncated": truncated}
+        labels = row.options.get("CANDIDATE_LABELS") or self.params["labels"].split(",")
+        template = self.params.get("hypothesis_template", "This example is {}.")
+        sentences = np.stack([self._label_vector(template.format(label)) for label in labels])
+        logits = sentences @ (vector / max(np.linalg.norm(vector), 1e-12)) * float(self.params.get("scale", "20"))
+        scores = np.exp(logits - logits.max())
+        scores /= scores.sum()
+        order = np.argsort(-scores, kind="stable")
+        return {"labels": [labels[i] for i in order], "scores": scores[order].tolist(), "truncated": truncated}
+
+    def _label_vector(self, sentence: str) -> np.ndarray:
+        if sentence not in self.label_vectors:
+            vector, _ = self._pooled(sentence)
+            self.label_vectors[sentence] = vector / max(np.linalg.norm(vector), 1e-12)
+        return self.label_vectors[sentence]
+
+    def _entities(self, text: str, aggregation: str) -> list[dict[str, Any]]:
+        """transformers' own pipeline over the whole text in windows (its stride mode), one text alone."""
+        from transformers.pipelines.token_classification import AggregationStrategy
+
+        params = {"return_overflowing_tokens": True, "padding": True, "stride": self.stride}
+        windows = self.pipe.preprocess(text, tokenizer_params=params, is_split_into_words=False)
+        outputs = [self.pipe.forward(inputs) for inputs in windows]
+        found = self.pipe.postprocess(outputs, aggregation_strategy=AggregationStrategy(aggregation))
+        return [
+            {
+                "entity_group": e.get("entity_group", e.get("entity")),
+                "word": e["word"],
+                "start": int(e["start"]),
+                "end": int(e["end"]),
+                "score": float(e["score"]),
+            }
+            for e in found
+        ]
+
+
+# ---------------------------------------------------------------------------- comparing
+
+
+def compare(task: str, got: dict[str, Any] | str, expected: dict[str, Any] | str) -> str | None:
+    """None when ``got`` matches ``expected`` within the task's tolerance, else what differs."""
+    tolerance = TOLERANCE[task]
+    if expected == "refused" or isinstance(got, str) or isinstance(expected, str):
+        refused = isinstance(got, str) and ("400" in got or "INVALID_ARGUMENT" in got)
+        return None if expected == "refused" and refused else f"got {got!r:.200}, expected {expected!r:.200}"
+    if task == "ner":
+        a, b = got["entities"], expected["entities"]
+        keys = [(e["entity_group"], e["start"], e["end"], e["word"]) for e in a]
+        if keys != [(e["entity_group"], e["start"], e["end"], e["word"]) for e in b]:
+            return f"entities {keys} != {[(e['entity_group'], e['start'], e['end'], e['word']) for e in b]}"
+        worst = max((abs(x["score"] - y["score"]) for x, y in zip(a, b)), default=0.0)
+        return None if worst <= tolerance else f"entity scores differ by {worst:.2e}"
+    if got["truncated"] != expected["truncated"]:
+        return f"truncated {got['truncated']} != {expected['truncated']}"
+    if task == "feature-extraction":
+        worst = float(np.abs(np.asarray(got["vector"]) - np.asarray(expected["vector"])).max())
+        return None if worst <= tolerance else f"vector differs by {worst:.2e}"
+    if len(got["scores"]) != len(expected["scores"]):
+        return f"{len(got['scores'])} labels, expected {len(expected['scores'])}"
+    worst = float(np.abs(np.array(got["scores"]) - np.array(expected["scores"])).max())
+    if worst > tolerance:
+        return f"scores differ by {worst:.2e}: {got['scores']} vs {expected['scores']}"
+    # Labels must agree wherever the scores are not a near-tie.
+    for index, (label, other) in enumerate(zip(got["labels"], expected["labels"])):
+        neighbours = expected["scores"][max(index - 1, 0) : index + 2]
+        tie = len(neighbours) > 1 and min(abs(x - y) for x in neighbours for y in neighbours if x is not y) <= tolerance
+        if label != other and not tie:
+            return f"labels {got['labels']} != {expected['labels']}"
+    return None
+
+
+@dataclass
+class Report:
+    requests: int = 0
+    rows: int = 0
+    refused: int = 0
+    mismatches: list[str] = field(default_factory=list)
+
+
+def check(
+    url: str, cases: Sequence[Case], oracle: Oracle, threads: int = 16, alone: Callable[[Case], Case] | None = None
+) -> Report:
+    """Send ``cases`` concurrently, then each row alone; compare both with the oracle."""
+    wire = Wire(url)
+    with ThreadPoolExecutor(threads) as pool:
+        together = list(pool.map(wire.send, cases))
+    report = Report(requests=len(cases))
+    for case, answers in zip(cases, together):
+        expected = [oracle.answer(row) for row in case.rows]
+        report.rows += len(case.rows)
+        singles = [wire.send(Case(case.model, case.task, [row])) for row in case.rows]
+        if isinstance(answers, str):  # the whole request was refused: it must be for one of its rows
+            report.refused += 1
+            if not any(e == "refused" for e in expected):
+                report.mismatches.append(f"refused but every row is fine: {answers[:200]} <- {case.describe()}")
+            continue
+        for index, row in enumerate(case.rows):
+            single = singles[index] if isinstance(singles[index], str) else singles[index][0]
+            for what, reference in (("alone", single), ("transformers", expected[index])):
+                problem = compare(case.task, answers[index], reference)
+                if problem:
+                    report.mismatches.append(f"row {index} vs {what}: {problem} <- {case.describe()}")
+    return report
