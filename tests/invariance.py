@@ -63,10 +63,8 @@ def random_text(rng: random.Random, limit_words: int) -> str:
     roll = rng.random()
     if roll < 0.12:
         return rng.choice(ODD_TEXTS)
-    if roll < 0.3:  # longer than the model takes: one to four times its limit
-        count = rng.randint(limit_words, 4 * limit_words)
-    else:
-        count = rng.randint(1, max(2, limit_words // 3))
+    long = roll < 0.3  # longer than the model takes: one to four times its limit
+    count = rng.randint(limit_words, 4 * limit_words) if long else rng.randint(1, max(2, limit_words // 3))
     words = [rng.choice(WORDS) for _ in range(count)]
     if rng.random() < 0.5:  # names where NER can find them, sometimes far beyond the limit
         words.insert(rng.randint(0, len(words)), rng.choice(["alice visited paris", "bob works at acme in london"]))
@@ -326,7 +324,7 @@ def check(
             if not any(e == "refused" for e in expected):
                 report.mismatches.append(f"refused but every row is fine: {answers[:200]} <- {case.describe()}")
             continue
-        for index, row in enumerate(case.rows):
+        for index in range(len(case.rows)):
             single = singles[index] if isinstance(singles[index], str) else singles[index][0]
             for what, reference in (("alone", single), ("transformers", expected[index])):
                 problem = compare(case.task, answers[index], reference)
