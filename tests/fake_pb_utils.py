@@ -21,6 +21,7 @@ bls_models: dict[str, Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]] 
 class TritonError:
     INTERNAL = 13
     INVALID_ARG = 3
+    CANCELLED = 1
 
     def __init__(self, message: str, code: int = INTERNAL) -> None:
         self._message = message
@@ -87,6 +88,10 @@ class InferenceRequest:
         self.inputs.update({tensor.name(): tensor for tensor in inputs or []})
         self.requested = requested_output_names or []
         self.sender = ResponseSender()
+        self.cancelled = False  # a test sets it: the client went away
+
+    def is_cancelled(self) -> bool:
+        return self.cancelled
 
     def exec(self) -> InferenceResponse:
         if self.model_name not in bls_models:
@@ -109,3 +114,40 @@ def get_output_tensor_by_name(response: InferenceResponse, name: str) -> Tensor 
 def texts(*values: str | bytes) -> np.ndarray:
     """A BYTES input of shape [n, 1], as the stub delivers it."""
     return np.array([[v if isinstance(v, bytes) else v.encode()] for v in values], dtype=np.object_)
+
+
+class Metric:
+    def __init__(self, family: MetricFamily, labels: dict[str, str], buckets: list[float] | None = None) -> None:
+        self.family, self.labels, self.buckets = family, labels, buckets
+        self.value = 0.0
+        self.observations: list[float] = []
+
+    def increment(self, value: float) -> None:
+        self.value += value
+
+    def set(self, value: float) -> None:
+        self.value = value
+
+    def observe(self, value: float) -> None:
+        self.observations.append(value)
+
+
+class MetricFamily:
+    """Triton's custom metrics API (the stub's ``pb_utils.MetricFamily``), recorded in ``metric_families``."""
+
+    COUNTER, GAUGE, HISTOGRAM = 0, 1, 2
+
+    def __init__(self, name: str, description: str, kind: int) -> None:
+        self.name, self.description, self.kind = name, description, kind
+        self.metrics: list[Metric] = []
+        metric_families[name] = self
+
+    def Metric(self, labels: dict[str, str], buckets: list[float] | None = None) -> Metric:
+        if self.kind == MetricFamily.HISTOGRAM and not buckets:
+            raise ValueError("a histogram needs buckets")
+        metric = Metric(self, labels, buckets)
+        self.metrics.append(metric)
+        return metric
+
+
+metric_families: dict[str, MetricFamily] = {}

@@ -331,3 +331,97 @@ def check(
                 if problem:
                     report.mismatches.append(f"row {index} vs {what}: {problem} <- {case.describe()}")
     return report
+
+
+# ---------------------------------------------------------------------------- generation
+
+
+@dataclass
+class Prompt:
+    text: str
+    options: dict[str, Any] = field(default_factory=dict)
+    delay: float = 0.0  # when it starts, after the first one (staggered arrivals)
+
+
+def make_prompts(seed: int, count: int, context_words: int) -> list[Prompt]:
+    """Prompts from one word to beyond the context; greedy or seeded sampling; some stop strings."""
+    rng = random.Random(seed)
+    prompts = []
+    for _ in range(count):
+        roll = rng.random()
+        words = rng.randint(context_words, 2 * context_words) if roll < 0.15 else rng.randint(1, context_words // 4)
+        text = "" if roll > 0.95 else " ".join(rng.choice(WORDS) for _ in range(words))
+        options: dict[str, Any] = {"max_tokens": rng.randint(1, 24)}
+        if rng.random() < 0.3:
+            options.update(temperature=0.8, top_p=0.9, seed=rng.randint(0, 1000))
+        if rng.random() < 0.2:
+            options["stop"] = [rng.choice(["e", "th", " a"])]
+        prompts.append(Prompt(text, options, delay=rng.uniform(0, 0.3)))
+    return prompts
+
+
+class GenerationOracle:
+    """Greedy generation with transformers, one prompt alone; the template's context rules applied."""
+
+    def __init__(self, folder: Path) -> None:
+        from transformers import AutoModelForCausalLM
+
+        self.tokenizer = AutoTokenizer.from_pretrained(folder)
+        self.model = AutoModelForCausalLM.from_pretrained(folder).eval()
+        self.context = min(self.tokenizer.model_max_length, self.model.config.max_position_embeddings)
+
+    def answer(self, prompt: Prompt) -> str | None:
+        """The text, "refused" for a request that must be refused, None when sampling (no oracle)."""
+        ids = self.tokenizer(prompt.text)["input_ids"] or [self.tokenizer.bos_token_id]
+        limit = prompt.options["max_tokens"]
+        if len(ids) < self.context and len(ids) + limit > self.context:
+            return "refused"
+        if "seed" in prompt.options:
+            return None
+        ids = ids[-(self.context - limit) :]
+        with torch.inference_mode():
+            out = self.model.generate(
+                torch.tensor([ids]),
+                attention_mask=torch.ones((1, len(ids)), dtype=torch.long),
+                max_new_tokens=limit,
+                do_sample=False,
+                pad_token_id=self.tokenizer.eos_token_id,
+            )
+        text = self.tokenizer.decode(out[0, len(ids) :], skip_special_tokens=True)
+        for stop in prompt.options.get("stop", []):
+            if stop in text:
+                text = text[: text.index(stop)]
+        return text
+
+
+def check_generation(url: str, model: str, prompts: Sequence[Prompt], oracle: GenerationOracle) -> Report:
+    """All prompts as concurrent streams with staggered starts, then each alone; compare."""
+    import time as clock
+
+    from tritonhf import Client, InvalidInputError
+
+    def stream(client: Client, prompt: Prompt, wait: float) -> str:
+        clock.sleep(wait)
+        try:
+            return "".join(client.generate(prompt.text, model=model, stream=True, **prompt.options))
+        except InvalidInputError as exc:
+            return f"refused: {exc}"
+
+    with Client(url, timeout=120) as client:
+        with ThreadPoolExecutor(len(prompts)) as pool:
+            together = list(pool.map(lambda p: stream(client, p, p.delay), prompts))
+        alone = [stream(client, prompt, 0.0) for prompt in prompts]
+    report = Report(requests=len(prompts), rows=len(prompts))
+    for prompt, got, single in zip(prompts, together, alone):
+        expected = oracle.answer(prompt)
+        where = f"{prompt.text[:40]!r} {prompt.options}"
+        if expected == "refused":
+            report.refused += 1
+            if not (got.startswith("refused") and single.startswith("refused") and "context" in got):
+                report.mismatches.append(f"must be refused (context): {got[:120]!r} <- {where}")
+            continue
+        if got != single:
+            report.mismatches.append(f"batched {got!r} != alone {single!r} <- {where}")
+        if expected is not None and got != expected:
+            report.mismatches.append(f"served {got!r} != transformers {expected!r} <- {where}")
+    return report

@@ -153,7 +153,7 @@ TASKS: dict[str, Task] = {
         ),
         Task(
             name="text-generation",
-            summary="Stream generated text (decoupled; Triton's generate extension tensor names).",
+            summary="Stream generated text with continuous batching (decoupled; Triton's generate extension names).",
             template="text_generation",
             inputs=(
                 TensorSpec("text_input", "TYPE_STRING", (1,), doc="the prompt, or JSON chat messages with chat=true"),
@@ -164,7 +164,12 @@ TASKS: dict[str, Task] = {
                 TensorSpec("stop", "TYPE_STRING", (-1,), optional=True, doc="stop strings"),
                 TensorSpec("chat", "TYPE_BOOL", (1,), optional=True, doc="apply the chat template"),
             ),
-            outputs=(TensorSpec("text_output", "TYPE_STRING", (1,), doc="one chunk of text per response"),),
+            outputs=(
+                TensorSpec("text_output", "TYPE_STRING", (1,), doc="one chunk of text per response"),
+                TensorSpec("finish_reason", "TYPE_STRING", (1,), optional=True, doc="in the last response: stop|length"),
+                TensorSpec("prompt_tokens", "TYPE_INT32", (1,), optional=True, doc="in the last response"),
+                TensorSpec("completion_tokens", "TYPE_INT32", (1,), optional=True, doc="in the last response"),
+            ),
             decoupled=True,
             default_max_batch_size=8,
         ),

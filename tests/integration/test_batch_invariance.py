@@ -113,3 +113,15 @@ def test_long_text_policy_truncate_or_refuse(served: Server) -> None:
             with pytest.raises(InvalidInputError, match="64 tokens"):
                 call()
         assert client.classify("short", model="sentiment", truncate=False).label
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_generation_each_stream_equals_itself_alone(served: Server, tiny: dict[str, Path], protocol: str) -> None:
+    from invariance import GenerationOracle, check_generation, make_prompts
+
+    url = served.http_url if protocol == "http" else served.grpc_url
+    oracle = GenerationOracle(tiny["generator"])
+    prompts = make_prompts(zlib.crc32(f"writer/{protocol}".encode()), count=24, context_words=oracle.context)
+    report = check_generation(url, "writer", prompts, oracle)
+    assert not report.mismatches, f"{len(report.mismatches)} mismatches:\n" + "\n".join(report.mismatches[:8])
+    assert report.refused < report.requests

@@ -16,7 +16,6 @@ import torch
 from template_harness import instantiate
 from transformers import (
     AutoModel,
-    AutoModelForCausalLM,
     AutoModelForSequenceClassification,
     AutoTokenizer,
     pipeline,
@@ -176,98 +175,6 @@ def test_zero_shot_without_any_labels_is_a_request_error(tmp_path: Path, tiny: d
     model = instantiate(_add(tmp_path, "zero-shot", tiny["encoder"]))
     (response,) = model.execute([pb.InferenceRequest(TEXT=texts("x"))])
     assert "no candidate labels" in response.error().message()
-
-
-# ------------------------------------------------------------------ text-generation
-
-
-def _generate_reference(folder: Path, prompt: str, max_tokens: int) -> str:
-    tokenizer = AutoTokenizer.from_pretrained(folder)
-    model = AutoModelForCausalLM.from_pretrained(folder).eval()
-    ids = tokenizer(prompt, return_tensors="pt")
-    out = model.generate(**ids, max_new_tokens=max_tokens, do_sample=False, pad_token_id=tokenizer.eos_token_id)
-    return tokenizer.decode(out[0, ids["input_ids"].shape[1] :], skip_special_tokens=True)
-
-
-def _streamed(request: pb.InferenceRequest) -> tuple[str, pb.ResponseSender]:
-    sender = request.sender
-    assert sender.closed, "every stream must end with the final flag"
-    chunks = [r.output("text_output")[0, 0].decode() for r in sender.responses if not r.has_error()]
-    return "".join(chunks), sender
-
-
-def _gen_request(prompt: str, **extra: object) -> pb.InferenceRequest:
-    inputs = {"text_input": texts(prompt)}
-    for key, value in extra.items():
-        inputs[key] = value  # type: ignore[assignment]
-    return pb.InferenceRequest(**inputs)
-
-
-def test_generation_streams_greedy_text_equal_to_generate_for_each_request(
-    tmp_path: Path, tiny: dict[str, Path]
-) -> None:
-    model = instantiate(_add(tmp_path, "text-generation", tiny["generator"]))
-    prompts = ["the movie", "alice visited paris and london with bob"]
-    requests = [_gen_request(p, max_tokens=np.array([[12]], dtype=np.int32)) for p in prompts]
-    assert model.execute(requests) is None
-    for request, prompt in zip(requests, prompts):
-        text, sender = _streamed(request)
-        assert len(sender.responses) >= 1
-        assert text == _generate_reference(tiny["generator"], prompt, 12)
-
-
-def test_generation_stops_at_a_stop_string(tmp_path: Path, tiny: dict[str, Path]) -> None:
-    model = instantiate(_add(tmp_path, "text-generation", tiny["generator"]))
-    full = _generate_reference(tiny["generator"], "the movie", 20)
-    stop = full.strip()[3:6] if len(full.strip()) > 6 else None
-    if not stop:
-        pytest.skip("the random model produced too little text to cut")
-    request = _gen_request(
-        "the movie", max_tokens=np.array([[20]], dtype=np.int32), stop=np.array([[stop.encode()]], dtype=object)
-    )
-    model.execute([request])
-    text, _ = _streamed(request)
-    assert text == full[: full.index(stop)]
-
-
-def test_generation_refuses_bad_settings_per_request(tmp_path: Path, tiny: dict[str, Path]) -> None:
-    model = instantiate(_add(tmp_path, "text-generation", tiny["generator"]))
-    good = _gen_request("hello", max_tokens=np.array([[3]], dtype=np.int32))
-    negative = _gen_request("hello", max_tokens=np.array([[-1]], dtype=np.int32))
-    cold = _gen_request("hello", temperature=np.array([[-0.5]], dtype=np.float32))
-    model.execute([good, negative, cold])
-    assert _streamed(good)[0] == _generate_reference(tiny["generator"], "hello", 3)
-    assert "max_tokens" in negative.sender.responses[0].error().message() and negative.sender.closed
-    assert "temperature" in cold.sender.responses[0].error().message() and cold.sender.closed
-
-
-def test_generation_chat_applies_the_template(tmp_path: Path, tiny: dict[str, Path]) -> None:
-    model = instantiate(_add(tmp_path, "text-generation", tiny["generator"]))
-    messages = [{"role": "user", "content": "tell me a story"}]
-    request = _gen_request(json.dumps(messages), chat=np.array([[True]]), max_tokens=np.array([[5]], dtype=np.int32))
-    model.execute([request])
-    tokenizer = AutoTokenizer.from_pretrained(tiny["generator"])
-    prompt = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-    assert _streamed(request)[0] == _generate_reference(tiny["generator"], prompt, 5)
-    broken = _gen_request("not json", chat=np.array([[True]]))
-    model.execute([broken])
-    assert "JSON list" in broken.sender.responses[0].error().message()
-
-
-def test_sampling_with_a_seed_is_reproducible(tmp_path: Path, tiny: dict[str, Path]) -> None:
-    model = instantiate(_add(tmp_path, "text-generation", tiny["generator"]))
-    settings = {
-        "max_tokens": np.array([[8]], dtype=np.int32),
-        "temperature": np.array([[1.0]], dtype=np.float32),
-        "top_p": np.array([[0.9]], dtype=np.float32),
-        "seed": np.array([[7]], dtype=np.int64),
-    }
-    runs = []
-    for _ in range(2):
-        request = _gen_request("the cat", **settings)
-        model.execute([request])
-        runs.append(_streamed(request)[0])
-    assert runs[0] == runs[1]
 
 
 def test_options_reach_the_config(tmp_path: Path, tiny: dict[str, Path]) -> None:

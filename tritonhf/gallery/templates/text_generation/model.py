@@ -1,45 +1,116 @@
-"""Streaming text generation on Triton's Python backend (tritonhf gallery template).
+"""Streaming text generation with continuous batching (tritonhf gallery template).
 
-The model is *decoupled*: instead of returning one response per request, ``execute``
-sends any number of responses through each request's ``response_sender`` (one per chunk
-of text) and then a final empty one flagged COMPLETE_FINAL.
+The model is *decoupled*: ``execute`` checks each request, hands it to the scheduler and
+returns at once; every answer goes through the request's response sender (one response
+per chunk of text, then a final one flagged COMPLETE_FINAL).
 
-Batching: the prompts of all requests that arrived together are left-padded into one
-batch and decoded step by step with one forward pass per token for the whole batch
-(with the key/value cache). Each request keeps its own settings and stops on its own
-(end-of-sequence token, ``max_tokens`` or a stop string).
+Continuous (iteration-level) batching: one background thread runs the decode loop. Each
+iteration it
+
+1. drops the sequences whose client went away (``request.is_cancelled()``),
+2. admits waiting requests while there is room (``max_running`` sequences, at most
+   ``max_prefill_tokens`` prompt tokens per iteration): their prompts are prefilled
+   together and they join the running batch (key/value caches left-padded and stacked),
+3. runs one decode step for all running sequences: one forward pass for the whole batch,
+4. streams each sequence's new text and removes the ones that finished, so a finished
+   or cancelled sequence costs nothing from the next step on.
+
+A request that arrives while others are decoding starts at the next iteration, not after
+the longest generation of the batch.
+
+Why not transformers' ``ContinuousBatchingManager``: it samples with one random generator
+for the whole batch, so a request with a ``seed`` would get an answer that depends on its
+neighbours; it has no stop strings and no hook for Triton's request cancellation. This
+scheduler keeps one generator per request and uses plain ``DynamicCache`` tensors (any
+causal LM whose cache layers are dynamic; others run one sequence at a time).
+
+Limits (README, "Long inputs"): the model's context C (``max_position_embeddings``). A
+prompt of P tokens with ``max_tokens`` M: P + M > C is refused (400) when P < C; a prompt
+that alone fills the context keeps its last C - M tokens (its start is cut). M defaults to
+parameter ``max_tokens`` (128), lowered to fit when not given.
 
 Tensor names follow Triton's generate extension, so this works with curl:
     curl -N localhost:8000/v2/models/NAME/generate_stream -d '{"text_input": "Hi", "max_tokens": 20}'
 
 Inputs:  text_input (the prompt; with chat=true, a JSON list of {"role", "content"} messages),
          optional max_tokens, temperature (0 = greedy), top_p, seed, stop (strings), chat.
-Outputs: text_output, one chunk per response.
+Outputs: text_output, one chunk per response; the last response also has finish_reason
+         ("stop" or "length"), prompt_tokens and completion_tokens.
+Metrics (Triton's metrics port): tritonhf_time_to_first_token_seconds,
+         tritonhf_inter_token_seconds (histograms), tritonhf_generated_tokens_total,
+         tritonhf_prompt_tokens_total, tritonhf_cancelled_total, tritonhf_sequence_steps_total
+         (counters), tritonhf_running_sequences, tritonhf_waiting_sequences (gauges).
 """
 
+import collections
 import inspect
 import json
+import threading
+import time
 
+import numpy as np
 import torch
 import triton_python_backend_utils as pb_utils
 import tritonhf_runtime as runtime
 from transformers import AutoModelForCausalLM
+from transformers.cache_utils import DynamicLayer
+
+FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
 
 
-class Job:
-    """One request being answered: its prompt, settings, and what was sent so far."""
+class Sequence:
+    """One request being answered: its prompt, settings, and what was generated and sent so far."""
 
-    def __init__(self, sender, prompt_ids, max_tokens, temperature, top_p, seed, stops):
-        self.sender = sender
+    def __init__(self, request, prompt_ids, max_tokens, temperature, top_p, seed, stops):
+        self.request = request
+        self.sender = request.get_response_sender() if request is not None else None
         self.prompt_ids = prompt_ids
         self.max_tokens = max_tokens
         self.temperature = temperature
         self.top_p = top_p
         self.stops = stops
         self.generator = torch.Generator().manual_seed(seed) if seed is not None else None
-        self.tokens = []
-        self.sent = ""
-        self.done = False
+        self.tokens = []  # generated token ids
+        self.text = ""  # their text, decoded incrementally
+        self.sent = 0  # characters of self.text already sent
+        self.prefix_offset = self.read_offset = 0  # incremental detokenizer state
+        self.next_token = None  # the token the next decode step feeds
+        self.position = len(prompt_ids)  # its position id
+        self.finish_reason = None
+        self.arrived = time.monotonic()
+        self.last_token_at = None
+
+    @property
+    def done(self):
+        return self.finish_reason is not None
+
+    def cancelled(self):
+        return self.request is not None and self.request.is_cancelled()
+
+
+class Metrics:
+    """Triton custom metrics of this model (shown on the metrics port), one label set per model."""
+
+    def __init__(self, model_name):
+        labels = {"model": model_name}
+        family = pb_utils.MetricFamily
+        buckets = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0]
+
+        def metric(name, kind, description, **extra):
+            self.families.append(family(name=name, description=description, kind=kind))
+            return self.families[-1].Metric(labels=labels, **extra)
+
+        self.families = []  # kept alive as long as their metrics
+        self.ttft = metric(
+            "tritonhf_time_to_first_token_seconds", family.HISTOGRAM, "Arrival to first token", buckets=buckets
+        )
+        self.itl = metric("tritonhf_inter_token_seconds", family.HISTOGRAM, "Time between two tokens", buckets=buckets)
+        self.generated = metric("tritonhf_generated_tokens_total", family.COUNTER, "Tokens generated")
+        self.prompt = metric("tritonhf_prompt_tokens_total", family.COUNTER, "Prompt tokens prefilled")
+        self.cancelled = metric("tritonhf_cancelled_total", family.COUNTER, "Requests cancelled by their client")
+        self.steps = metric("tritonhf_sequence_steps_total", family.COUNTER, "Sequences computed, summed over steps")
+        self.running = metric("tritonhf_running_sequences", family.GAUGE, "Sequences in the running batch")
+        self.waiting = metric("tritonhf_waiting_sequences", family.GAUGE, "Requests waiting to be admitted")
 
 
 class TritonPythonModel:
@@ -47,57 +118,81 @@ class TritonPythonModel:
         params = runtime.parameters(args)
         runtime.limit_threads(args)
         self.device = runtime.device(args, params)
-        self.tokenizer = runtime.load_tokenizer(args, params)
-        self.tokenizer.padding_side = "left"
-        if self.tokenizer.pad_token_id is None:
-            self.tokenizer.pad_token = self.tokenizer.eos_token
+        self.tokenizer = runtime.load_tokenizer(args, params, padding_side="left")
         self.model = runtime.load_model(AutoModelForCausalLM, args, params, self.device)
         # transformers 5 renamed the key/value cache argument from past_key_values to cache.
         self.cache_argument = (
             "cache" if "cache" in inspect.signature(self.model.forward).parameters else "past_key_values"
         )
-        self.default_max_tokens = int(params.get("max_tokens", "128"))
-        self.max_tokens_limit = int(params.get("max_tokens_limit", "2048"))
-        self.max_length = runtime.max_length(self.tokenizer, self.model.config, default=2048)
+        self.pad_id = self.tokenizer.pad_token_id
+        if self.pad_id is None:
+            self.pad_id = self.tokenizer.eos_token_id or 0
+        self.context = runtime.max_length(self.tokenizer, self.model.config, default=2048)
+        self.default_max_tokens = runtime.int_parameter(params, "max_tokens", 128)
+        self.max_running = runtime.int_parameter(params, "max_running", 8)
+        self.max_prefill_tokens = runtime.int_parameter(params, "max_prefill_tokens", 2048)
         eos = self.model.generation_config.eos_token_id
         self.eos_ids = set(eos if isinstance(eos, list) else [eos]) - {None}
-        self.run([self.warm_up_job()])
+        self.metrics = Metrics(args.get("model_name", "model"))
+        self.waiting = collections.deque()
+        self.lock = threading.Lock()
+        self.wake = threading.Event()
+        self.running, self.admitting, self.cache, self.mask = [], [], None, None
+        warm = Sequence(None, self.tokenizer("Hello")["input_ids"] or [self.pad_id], 2, 0.0, 1.0, None, [])
+        self.waiting.append(warm)
+        while not warm.done:  # the warm-up also tells whether caches can be merged
+            self.step()
+        self.stopping = False
+        self.thread = threading.Thread(target=self.loop, name="tritonhf-decode", daemon=True)
+        self.thread.start()
 
-    def warm_up_job(self):
-        ids = self.tokenizer("Hello", add_special_tokens=True)["input_ids"]
-        return Job(None, ids, 2, 0.0, 1.0, None, [])
+    def finalize(self):
+        self.stopping = True
+        self.wake.set()
+        self.thread.join(timeout=10)
 
-    # ------------------------------------------------------------------ requests -> jobs
+    # ------------------------------------------------------------------ requests -> sequences
 
-    def job(self, request):
+    def execute(self, requests):
+        for request in requests:
+            try:
+                sequence = self.sequence(request)
+            except runtime.BadRequest as error:
+                request.get_response_sender().send(runtime.error_response(str(error)), flags=FINAL)
+                continue
+            with self.lock:
+                self.waiting.append(sequence)
+        self.wake.set()
+        return None  # decoupled: every answer goes through a response sender
+
+    def sequence(self, request):
         prompts = runtime.decode_texts(runtime.input_array(request, "text_input"), "text_input")
         if len(prompts) != 1:
             raise runtime.BadRequest(
                 f"send one text_input per request, not {len(prompts)}; one stream answers one prompt."
             )
-        prompt = prompts[0]
         chat = runtime.optional_scalar(request, "chat", False, lambda v: True, "a boolean")
-        if chat:
-            prompt = self.chat_prompt(prompt)
-        max_tokens = runtime.optional_scalar(
-            request,
-            "max_tokens",
-            self.default_max_tokens,
-            lambda v: 1 <= v <= self.max_tokens_limit,
-            f"between 1 and {self.max_tokens_limit}",
-        )
+        prompt = self.chat_prompt(prompts[0]) if chat else prompts[0]
+        ids = self.tokenizer(prompt, add_special_tokens=not chat)["input_ids"]
+        if not ids:  # an empty prompt: start from the beginning-of-text token
+            ids = [self.tokenizer.bos_token_id if self.tokenizer.bos_token_id is not None else self.pad_id]
+        limit = self.context - 1
+        asked = runtime.optional_scalar(request, "max_tokens", None, lambda v: 1 <= v <= limit, f"from 1 to {limit}")
+        if asked is None:
+            max_tokens = max(1, min(self.default_max_tokens, self.context - len(ids)))
+        elif len(ids) < self.context and len(ids) + asked > self.context:
+            raise runtime.BadRequest(
+                f"input 'max_tokens' is {asked}, but the prompt has {len(ids)} tokens and the model's context is "
+                f"{self.context}: ask for at most {self.context - len(ids)} tokens, or shorten the prompt."
+            )
+        else:
+            max_tokens = asked
+        ids = ids[-(self.context - max_tokens) :]  # a prompt that alone fills the context keeps its end
         temperature = runtime.optional_scalar(request, "temperature", 0.0, lambda v: 0 <= v <= 100, "from 0 to 100")
         top_p = runtime.optional_scalar(request, "top_p", 1.0, lambda v: 0 < v <= 1, "in (0, 1]")
         seed = runtime.optional_scalar(request, "seed", None, lambda v: v >= 0, "a non-negative integer")
         stops = runtime.optional_strings(request, "stop") or []
-        # Keep room for the answer inside the model's context: the prompt's *start* is cut.
-        budget = max(1, self.max_length - max_tokens)
-        ids = self.tokenizer(prompt, add_special_tokens=not chat)["input_ids"][-budget:]
-        if not ids:  # an empty prompt: start from the beginning-of-text token
-            ids = [
-                self.tokenizer.bos_token_id if self.tokenizer.bos_token_id is not None else self.tokenizer.eos_token_id
-            ]
-        return Job(request.get_response_sender(), ids, max_tokens, temperature, top_p, seed, stops)
+        return Sequence(request, ids, max_tokens, temperature, top_p, seed, stops)
 
     def chat_prompt(self, text):
         try:
@@ -112,110 +207,229 @@ class TritonPythonModel:
             raise runtime.BadRequest("this model has no chat template; send a plain prompt with chat=false.")
         return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
 
-    def execute(self, requests):
-        jobs = []
-        for request in requests:
-            try:
-                jobs.append(self.job(request))
-            except runtime.BadRequest as error:
-                sender = request.get_response_sender()
-                sender.send(runtime.error_response(str(error)), flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
-        if jobs:
-            self.run(jobs)
-        return None  # decoupled: every answer went through a response sender
-
     # ------------------------------------------------------------------ the decode loop
 
-    def run(self, jobs):
-        """Generate for all jobs at once: one forward pass per step for the whole batch."""
-        width = max(len(job.prompt_ids) for job in jobs)
-        pad = self.tokenizer.pad_token_id
-        input_ids = torch.tensor([[pad] * (width - len(job.prompt_ids)) + job.prompt_ids for job in jobs])
-        attention = torch.tensor([[0] * (width - len(job.prompt_ids)) + [1] * len(job.prompt_ids) for job in jobs])
-        input_ids, attention = input_ids.to(self.device), attention.to(self.device)
-        positions = (attention.cumsum(-1) - 1).clamp(min=0)
-        cache = None
+    def loop(self):
+        while not self.stopping:
+            with self.lock:
+                idle = not self.running and not self.waiting
+            if idle:
+                self.wake.wait(timeout=0.5)
+                self.wake.clear()
+                continue
+            self.iterate()
+
+    def iterate(self):
+        """One step; if the model itself fails, every stream it was computing ends with the error."""
         try:
-            for _ in range(max(job.max_tokens for job in jobs)):
-                with torch.inference_mode():
-                    output = self.model(
-                        input_ids=input_ids,
-                        attention_mask=attention,
-                        position_ids=positions,
-                        use_cache=True,
-                        **{self.cache_argument: cache},
-                    )
-                cache = getattr(output, self.cache_argument)
-                logits = output.logits[:, -1, :].float()
-                next_ids = [self.pick(job, logits[row]) for row, job in enumerate(jobs)]
-                for job, token in zip(jobs, next_ids, strict=False):
-                    if not job.done:
-                        self.advance(job, token)
-                if all(job.done for job in jobs):
+            self.step()
+        except Exception as error:
+            for sequence in [*self.running, *self.admitting]:
+                if not sequence.done:
+                    self.finish(sequence, "error", f"generation failed: {error}")
+            self.running, self.admitting, self.cache, self.mask = [], [], None, None
+
+    def step(self):
+        """One iteration: drop cancelled, admit and prefill, one decode step for all, remove finished."""
+        self.drop_cancelled()
+        self.admitting = self.admit()
+        if self.admitting:
+            self.prefill(self.admitting)
+            self.admitting = []
+        if self.running:
+            self.decode()
+        self.metrics.running.set(len(self.running))
+        self.metrics.waiting.set(len(self.waiting))
+
+    def drop_cancelled(self):
+        with self.lock:
+            waiting = list(self.waiting)
+        for sequence in [*waiting, *self.running]:
+            if not sequence.done and sequence.cancelled():
+                self.metrics.cancelled.increment(1)
+                self.finish(sequence, "cancelled")
+        with self.lock:
+            self.waiting = collections.deque(s for s in self.waiting if not s.done)
+        self.remove_finished()
+
+    def admit(self):
+        room = self.max_running - len(self.running) if self.mergeable() else (0 if self.running else 1)
+        admitted, tokens = [], 0
+        with self.lock:
+            while self.waiting and len(admitted) < room:
+                size = len(self.waiting[0].prompt_ids)
+                if admitted and tokens + size > self.max_prefill_tokens:
                     break
-                input_ids = torch.tensor([[token] for token in next_ids], device=self.device)
-                attention = torch.cat([attention, torch.ones_like(attention[:, :1])], dim=1)
-                positions = positions[:, -1:] + 1
-        except Exception as error:  # a failure mid-stream must end every stream, with the error
-            for job in jobs:
-                if not job.done:
-                    self.finish(job, error=f"generation failed: {error}")
-            raise
-        for job in jobs:
-            if not job.done:
-                self.finish(job)
+                admitted.append(self.waiting.popleft())
+                tokens += size
+        return admitted
 
-    def pick(self, job, logits):
-        """The next token: greedy at temperature 0, else sampled with top-p (nucleus)."""
-        if job.done or job.temperature == 0:
-            return int(torch.argmax(logits))
-        probabilities = torch.softmax(logits / job.temperature, dim=-1)
-        if job.top_p < 1:
-            sorted_probs, order = torch.sort(probabilities, descending=True)
-            keep = sorted_probs.cumsum(-1) - sorted_probs < job.top_p
-            probabilities = torch.zeros_like(probabilities).scatter(0, order[keep], sorted_probs[keep])
-        return int(torch.multinomial(probabilities.cpu(), 1, generator=job.generator))
+    def mergeable(self):
+        """Can two caches be stacked? Only plain dynamic layers (not sliding windows) can."""
+        return self.cache is None or all(type(layer) is DynamicLayer for layer in self.cache.layers)
 
-    def advance(self, job, token):
-        if token in self.eos_ids:
-            self.finish(job)
-            return
-        job.tokens.append(token)
-        text = self.tokenizer.decode(job.tokens, skip_special_tokens=True)
-        for stop in job.stops:
-            if stop in text:
-                self.send(job, text[: text.index(stop)])
-                self.finish(job)
-                return
-        # Hold back a partial UTF-8 character, and text that may be the start of a stop string.
-        safe = len(text.rstrip("\ufffd"))
-        for stop in job.stops:
-            for size in range(len(stop) - 1, 0, -1):
-                if text[:safe].endswith(stop[:size]):
-                    safe -= size
-                    break
-        self.send(job, text[:safe])
-        if len(job.tokens) >= job.max_tokens:
-            self.finish(job)
-
-    def send(self, job, text):
-        chunk = text[len(job.sent) :]
-        if chunk and job.sender is not None:
-            job.sender.send(pb_utils.InferenceResponse(output_tensors=[runtime.string_tensor("text_output", [chunk])]))
-        job.sent = text if len(text) > len(job.sent) else job.sent
-
-    def finish(self, job, error=None):
-        if not error and job.tokens:
-            text = self.tokenizer.decode(job.tokens, skip_special_tokens=True)
-            ended_on_stop = any(stop in text for stop in job.stops)
-            if not ended_on_stop:
-                self.send(job, text)  # what was held back
-        job.done = True
-        if job.sender is None:
-            return
-        if error:
-            job.sender.send(
-                runtime.error_response(error, invalid_input=False), flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
+    def forward(self, input_ids, mask, positions, cache):
+        with torch.inference_mode():
+            output = self.model(
+                input_ids=input_ids.to(self.device),
+                attention_mask=mask.to(self.device),
+                position_ids=positions.to(self.device),
+                use_cache=True,
+                **({self.cache_argument: cache} if cache is not None else {}),
             )
+        return output.logits[:, -1, :].float(), getattr(output, self.cache_argument)
+
+    def prefill(self, admitted):
+        """The admitted prompts, left-padded into one batch; each gets its first token; then they join."""
+        width = max(len(s.prompt_ids) for s in admitted)
+        input_ids = torch.tensor([[self.pad_id] * (width - len(s.prompt_ids)) + s.prompt_ids for s in admitted])
+        mask = torch.tensor([[0] * (width - len(s.prompt_ids)) + [1] * len(s.prompt_ids) for s in admitted])
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        logits, cache = self.forward(input_ids, mask, positions, None)
+        self.metrics.prompt.increment(int(mask.sum()))
+        self.metrics.steps.increment(len(admitted))
+        self.join(admitted, cache, mask)
+        for row, sequence in enumerate(admitted):
+            self.advance(sequence, self.pick(sequence, logits[row]))
+        self.remove_finished()
+
+    def join(self, admitted, cache, mask):
+        """Stack the new sequences' caches under the running ones, left-padding the shorter side."""
+        if self.cache is None:
+            self.running, self.cache, self.mask = list(admitted), cache, mask
+            return
+        width = max(self.mask.shape[1], mask.shape[1])
+        for old, new in zip(self.cache.layers, cache.layers):
+            old.keys = torch.cat([left_pad(old.keys, width), left_pad(new.keys, width)])
+            old.values = torch.cat([left_pad(old.values, width), left_pad(new.values, width)])
+        self.mask = torch.cat([left_pad(self.mask, width), left_pad(mask, width)])
+        self.running.extend(admitted)
+
+    def decode(self):
+        """One token for every running sequence, from one forward pass over the batch."""
+        input_ids = torch.tensor([[s.next_token] for s in self.running])
+        mask = torch.cat([self.mask, torch.ones((len(self.running), 1), dtype=self.mask.dtype)], dim=1)
+        positions = torch.tensor([[s.position] for s in self.running])
+        logits, self.cache = self.forward(input_ids, mask, positions, self.cache)
+        self.mask = mask
+        self.metrics.steps.increment(len(self.running))
+        for row, sequence in enumerate(self.running):
+            sequence.position += 1
+            self.advance(sequence, self.pick(sequence, logits[row]))
+        self.remove_finished()
+
+    def remove_finished(self):
+        keep = [row for row, sequence in enumerate(self.running) if not sequence.done]
+        if len(keep) == len(self.running):
+            return
+        self.running = [self.running[row] for row in keep]
+        if not keep:
+            self.cache, self.mask = None, None
+            return
+        index = torch.tensor(keep)
+        mask = self.mask[index]
+        start = int((mask.sum(0) > 0).nonzero()[0])  # columns that are padding for every row go
+        for layer in self.cache.layers:
+            layer.keys = layer.keys[index, :, start:]
+            layer.values = layer.values[index, :, start:]
+        self.mask = mask[:, start:]
+
+    # ------------------------------------------------------------------ tokens -> text
+
+    def pick(self, sequence, logits):
+        """The next token: greedy at temperature 0, else sampled with top-p, with the request's own generator."""
+        if sequence.temperature == 0:
+            return int(torch.argmax(logits))
+        probabilities = torch.softmax(logits / sequence.temperature, dim=-1)
+        if sequence.top_p < 1:
+            sorted_probs, order = torch.sort(probabilities, descending=True)
+            keep = sorted_probs.cumsum(-1) - sorted_probs < sequence.top_p
+            probabilities = torch.zeros_like(probabilities).scatter(0, order[keep], sorted_probs[keep])
+        return int(torch.multinomial(probabilities.cpu(), 1, generator=sequence.generator))
+
+    def advance(self, sequence, token):
+        now = time.monotonic()
+        if sequence.last_token_at is None:
+            self.metrics.ttft.observe(now - sequence.arrived)
         else:
-            job.sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+            self.metrics.itl.observe(now - sequence.last_token_at)
+        sequence.last_token_at = now
+        if token in self.eos_ids:
+            self.finish(sequence, "stop")
+            return
+        self.metrics.generated.increment(1)
+        sequence.tokens.append(token)
+        sequence.next_token = token
+        sequence.text += self.new_text(sequence)
+        for stop in sequence.stops:
+            found = sequence.text.find(stop, max(0, sequence.sent - len(stop)))
+            if found >= 0:
+                sequence.text = sequence.text[:found]
+                sequence.prefix_offset = sequence.read_offset = len(sequence.tokens)  # nothing left to flush
+                self.finish(sequence, "stop")
+                return
+        # Hold back text that may be the start of a stop string.
+        safe = len(sequence.text)
+        for stop in sequence.stops:
+            for size in range(min(len(stop) - 1, safe), 0, -1):
+                if sequence.text.endswith(stop[:size]):
+                    safe = min(safe, len(sequence.text) - size)
+                    break
+        self.send(sequence, safe)
+        if len(sequence.tokens) >= sequence.max_tokens:
+            self.finish(sequence, "length")
+
+    def new_text(self, sequence):
+        """Only the new tokens' text: decode a short window, hold back an incomplete UTF-8 character."""
+        tokens = sequence.tokens
+        before = self.tokenizer.decode(tokens[sequence.prefix_offset : sequence.read_offset], skip_special_tokens=True)
+        after = self.tokenizer.decode(tokens[sequence.prefix_offset :], skip_special_tokens=True)
+        if len(after) > len(before) and not after.endswith("\ufffd"):
+            sequence.prefix_offset, sequence.read_offset = sequence.read_offset, len(tokens)
+            return after[len(before) :]
+        return ""
+
+    def send(self, sequence, end, extra=()):
+        chunk = sequence.text[sequence.sent : end]
+        if (chunk or extra) and sequence.sender is not None:
+            tensors = [runtime.string_tensor("text_output", [chunk]), *extra]
+            sequence.sender.send(pb_utils.InferenceResponse(output_tensors=tensors))
+        sequence.sent = max(sequence.sent, end)
+
+    def finish(self, sequence, reason, error=None):
+        """Send what was held back with the usage, then the final flag (or the error)."""
+        sequence.finish_reason = reason
+        if sequence.sender is None:
+            return
+        try:
+            if error is not None:
+                sequence.sender.send(runtime.error_response(error, invalid_input=False), flags=FINAL)
+            elif reason == "cancelled":
+                sequence.sender.send(flags=FINAL)
+            else:
+                # What the detokenizer still held (an incomplete character at the very end) goes out now.
+                tail = self.tokenizer.decode(sequence.tokens[sequence.prefix_offset :], skip_special_tokens=True)
+                before = self.tokenizer.decode(
+                    sequence.tokens[sequence.prefix_offset : sequence.read_offset], skip_special_tokens=True
+                )
+                sequence.text += tail[len(before) :]
+                usage = [
+                    runtime.string_tensor("finish_reason", [reason]),
+                    pb_utils.Tensor("prompt_tokens", np.array([[len(sequence.prompt_ids)]], dtype=np.int32)),
+                    pb_utils.Tensor("completion_tokens", np.array([[len(sequence.tokens)]], dtype=np.int32)),
+                ]
+                self.send(sequence, len(sequence.text), usage)
+                sequence.sender.send(flags=FINAL)
+        except Exception:  # the client went away between two checks: nothing left to tell it
+            pass
+
+
+def left_pad(tensor, width):
+    """``tensor`` (batch first, sequence on the last axis for masks, third for caches) padded on the left."""
+    axis = 1 if tensor.dim() == 2 else 2
+    missing = width - tensor.shape[axis]
+    if missing <= 0:
+        return tensor
+    shape = list(tensor.shape)
+    shape[axis] = missing
+    return torch.cat([torch.zeros(shape, dtype=tensor.dtype, device=tensor.device), tensor], dim=axis)

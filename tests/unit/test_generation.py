@@ -1,0 +1,223 @@
+"""The text-generation template's scheduler, stepped by hand on the tiny GPT-2 (no server, no thread).
+
+Each test stops the background decode thread and calls ``step()`` itself, so admission,
+leaving, cancellation and budgets are checked step by step, deterministically. Every
+streamed answer is compared with ``model.generate`` run alone on the same prompt.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import fake_pb_utils as pb
+import numpy as np
+import pytest
+from template_harness import instantiate
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from tritonhf.gallery import AddRequest, add_model
+
+
+@pytest.fixture
+def generator(tmp_path: Path, tiny: dict[str, Path]) -> Any:
+    return _model(tmp_path, tiny, {})
+
+
+def _model(tmp_path: Path, tiny: dict[str, Path], params: dict[str, str]) -> Any:
+    folder = add_model(
+        AddRequest("text-generation", str(tiny["generator"]), tmp_path / "repo", name="gen", params=params)
+    )
+    model = instantiate(folder)
+    model.finalize()  # no background thread: the tests step the scheduler themselves
+    return model
+
+
+def reference(folder: Path, prompt: str, max_tokens: int) -> str:
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    model = AutoModelForCausalLM.from_pretrained(folder).eval()
+    ids = tokenizer(prompt, return_tensors="pt")
+    out = model.generate(**ids, max_new_tokens=max_tokens, do_sample=False, pad_token_id=tokenizer.eos_token_id)
+    return tokenizer.decode(out[0, ids["input_ids"].shape[1] :], skip_special_tokens=True)
+
+
+def request(prompt: str, **options: Any) -> pb.InferenceRequest:
+    dtypes = {"max_tokens": np.int32, "temperature": np.float32, "top_p": np.float32, "seed": np.int64}
+    inputs: dict[str, Any] = {"text_input": pb.texts(prompt)}
+    for key, value in options.items():
+        if key == "stop":
+            inputs[key] = np.array([[v.encode() for v in value]], dtype=object)
+        elif key == "chat":
+            inputs[key] = np.array([[value]])
+        else:
+            inputs[key] = np.array([[value]], dtype=dtypes[key])
+    return pb.InferenceRequest(**inputs)
+
+
+def run(model: Any, steps: int = 10_000) -> int:
+    """Step until nothing runs or waits; returns the steps taken."""
+    taken = 0
+    while (model.running or model.waiting) and taken < steps:
+        model.step()
+        taken += 1
+    return taken
+
+
+def text_of(req: pb.InferenceRequest) -> str:
+    assert req.sender.closed, "every stream ends with the final flag"
+    return "".join(r.output("text_output")[0, 0].decode() for r in req.sender.responses if not r.has_error())
+
+
+def last(req: pb.InferenceRequest, name: str) -> Any:
+    return req.sender.responses[-1].output(name)[0, 0]
+
+
+def test_a_batch_of_prompts_of_different_lengths_each_equal_generate(generator: Any, tiny: dict[str, Path]) -> None:
+    prompts = ["the movie", "alice visited paris and london with bob", "i", "tell me a story about a cat and a dog"]
+    requests = [request(p, max_tokens=12) for p in prompts]
+    assert generator.execute(requests) is None
+    run(generator)
+    for req, prompt in zip(requests, prompts):
+        assert text_of(req) == reference(tiny["generator"], prompt, 12)
+        assert last(req, "finish_reason").decode() in ("stop", "length")
+        assert last(req, "completion_tokens") <= 12
+
+
+def test_a_late_request_joins_at_the_next_step_and_both_stay_correct(generator: Any, tiny: dict[str, Path]) -> None:
+    first = request("the movie was", max_tokens=30)
+    generator.execute([first])
+    for _ in range(5):
+        generator.step()
+    (running,) = generator.running
+    assert len(running.tokens) == 6 and not first.sender.closed  # prefill's token + 5 decode steps
+    late = request("alice visited", max_tokens=10)
+    generator.execute([late])
+    generator.step()  # admitted, prefilled and one decode step: it has its first tokens now
+    assert len(generator.running) == 2, "a late request does not wait for the running one to finish"
+    assert len(generator.running[1].tokens) == 2 and len(running.tokens) == 7
+    run(generator)
+    assert text_of(first) == reference(tiny["generator"], "the movie was", 30)
+    assert text_of(late) == reference(tiny["generator"], "alice visited", 10)
+
+
+def test_finished_rows_leave_the_batch_and_the_cache(generator: Any, tiny: dict[str, Path]) -> None:
+    short, long = request("hello world", max_tokens=2), request("the movie", max_tokens=20)
+    generator.execute([short, long])
+    generator.step()
+    generator.step()
+    assert short.sender.closed and generator.running and len(generator.running) == 1
+    assert generator.cache.layers[0].keys.shape[0] == 1 and generator.mask.shape[0] == 1
+    assert generator.mask[:, 0].sum() > 0, "columns that were padding for every row are trimmed"
+    run(generator)
+    assert text_of(long) == reference(tiny["generator"], "the movie", 20)
+
+
+def test_a_cancelled_request_leaves_at_the_next_step(generator: Any, tiny: dict[str, Path]) -> None:
+    gone, stays = request("the movie", max_tokens=40), request("alice visited", max_tokens=15)
+    generator.execute([gone, stays])
+    generator.step()
+    generator.step()
+    sent = len(gone.sender.responses)
+    gone.cancelled = True
+    generator.step()
+    assert gone.sender.closed and len(gone.sender.responses) == sent, "nothing more is computed or sent for it"
+    assert [s.request for s in generator.running] == [stays]
+    assert pb.metric_families["tritonhf_cancelled_total"].metrics[-1].value == 1
+    run(generator)
+    assert text_of(stays) == reference(tiny["generator"], "alice visited", 15)
+    waiting = request("never admitted", max_tokens=5)
+    waiting.cancelled = True
+    generator.execute([waiting])
+    generator.step()
+    assert waiting.sender.closed and not waiting.sender.responses
+
+
+def test_max_running_and_the_prefill_budget(tmp_path: Path, tiny: dict[str, Path]) -> None:
+    model = _model(tmp_path, tiny, {"max_running": "2", "max_prefill_tokens": "4"})
+    requests = [request(p, max_tokens=4) for p in ("the movie was good", "a cat", "hello world and more")]
+    model.execute(requests)
+    model.step()
+    assert len(model.running) == 1, "the second prompt would exceed 4 prefill tokens in this step"
+    model.step()
+    assert len(model.running) == 2 and len(model.waiting) == 1, "never more than max_running"
+    run(model)
+    for req, prompt in zip(requests, ("the movie was good", "a cat", "hello world and more")):
+        assert text_of(req) == reference(tiny["generator"], prompt, 4)
+
+
+def test_context_limits(generator: Any, tiny: dict[str, Path]) -> None:
+    context = generator.context  # 128 for the tiny GPT-2
+    long_prompt = "the movie " * 200
+    too_many = request("the movie", max_tokens=context - 2)
+    cut = request(long_prompt, max_tokens=5)
+    default = request(long_prompt)
+    generator.execute([too_many, cut, default])
+    message = too_many.sender.responses[0].error().message()
+    assert "max_tokens" in message and str(context) in message and too_many.sender.closed
+    run(generator)
+    assert last(cut, "prompt_tokens") == context - 5 and last(cut, "completion_tokens") <= 5
+    assert last(default, "prompt_tokens") + last(default, "completion_tokens") <= context
+
+
+def test_stop_strings_chat_and_bad_settings(generator: Any, tiny: dict[str, Path]) -> None:
+    full = reference(tiny["generator"], "the movie", 20)
+    stop = full.strip()[3:6]
+    if len(full.strip()) < 7:
+        pytest.skip("the random model produced too little text to cut")
+    stopped = request("the movie", max_tokens=20, stop=[stop])
+    messages = [{"role": "user", "content": "tell me a story"}]
+    chat = request(json.dumps(messages), chat=True, max_tokens=5)
+    bad = [request("x", max_tokens=-1), request("x", temperature=-0.5), request("not json", chat=True)]
+    generator.execute([stopped, chat, *bad])
+    run(generator)
+    assert text_of(stopped) == full[: full.index(stop)]
+    assert last(stopped, "finish_reason").decode() == "stop"
+    prompt = AutoTokenizer.from_pretrained(tiny["generator"]).apply_chat_template(
+        messages, tokenize=False, add_generation_prompt=True
+    )
+    assert text_of(chat) == reference(tiny["generator"], prompt, 5)
+    for req, word in zip(bad, ("max_tokens", "temperature", "JSON list")):
+        assert word in req.sender.responses[0].error().message() and req.sender.closed
+
+
+def test_a_seeded_sample_does_not_depend_on_its_neighbours(generator: Any) -> None:
+    settings = {"max_tokens": 8, "temperature": 1.0, "top_p": 0.9, "seed": 7}
+    alone = request("the cat", **settings)
+    generator.execute([alone])
+    run(generator)
+    crowded = request("the cat", **settings)
+    others = [request(p, max_tokens=8, temperature=1.0) for p in ("a dog", "the movie was great")]
+    generator.execute([others[0], crowded, others[1]])
+    run(generator)
+    assert text_of(crowded) == text_of(alone)
+
+
+def test_a_failing_forward_ends_the_running_streams_and_the_loop_goes_on(generator: Any, tiny: dict[str, Path]) -> None:
+    victim = request("the movie", max_tokens=10)
+    generator.execute([victim])
+    generator.step()
+    real = generator.model.forward
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("out of memory")
+
+    generator.model.forward = broken
+    generator.iterate()  # one iteration of the decode loop, as its thread runs it
+    assert victim.sender.closed and "out of memory" in victim.sender.responses[-1].error().message()
+    generator.model.forward = real
+    after = request("hello", max_tokens=3)
+    generator.execute([after])
+    run(generator)
+    assert text_of(after) == reference(tiny["generator"], "hello", 3)
+
+
+def test_metrics_count_tokens_and_first_tokens(generator: Any) -> None:
+    requests = [request("the movie", max_tokens=4), request("a cat", max_tokens=4)]
+    generator.execute(requests)
+    run(generator)
+    families = pb.metric_families
+    assert families["tritonhf_time_to_first_token_seconds"].metrics[-1].observations[-2:]
+    generated = sum(int(last(r, "completion_tokens")) for r in requests)
+    assert families["tritonhf_generated_tokens_total"].metrics[-1].value >= generated
+    assert families["tritonhf_running_sequences"].metrics[-1].value == 0
