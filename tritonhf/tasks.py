@@ -166,7 +166,7 @@ TASKS: dict[str, Task] = {
             ),
             outputs=(
                 TensorSpec("text_output", "TYPE_STRING", (1,), doc="one chunk of text per response"),
-                TensorSpec("finish_reason", "TYPE_STRING", (1,), optional=True, doc="in the last response: stop|length"),
+                TensorSpec("finish_reason", "TYPE_STRING", (1,), optional=True, doc="last response: stop|length"),
                 TensorSpec("prompt_tokens", "TYPE_INT32", (1,), optional=True, doc="in the last response"),
                 TensorSpec("completion_tokens", "TYPE_INT32", (1,), optional=True, doc="in the last response"),
             ),
