@@ -24,6 +24,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import zipfile
 from dataclasses import dataclass
@@ -34,7 +35,7 @@ import torch
 from transformers import AutoModel, AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer
 
 from tritonhf import Client, Server
-from tritonhf.bench import run_bench
+from tritonhf.bench import DEFAULT_PROMPTS, run_bench, run_streams
 from tritonhf.bootstrap import Workspace, bootstrap
 from tritonhf.bootstrap.sources import cache_dir
 from tritonhf.gallery import AddRequest, add_model
@@ -329,7 +330,33 @@ def encoder_section(
     return lines
 
 
+def lone_stream(client: Client, model: str, messages: list[dict[str, str]], max_tokens: int) -> tuple[float, float]:
+    """(first token ms, tokens/s) of one served stream with nothing else running."""
+    started = time.perf_counter()
+    first = None
+    stream = client.chat(messages, model=model, max_tokens=max_tokens, temperature=0, stream=True)
+    for _ in stream:
+        first = first if first is not None else time.perf_counter() - started
+    tokens = stream.usage.completion_tokens if stream.usage else max_tokens
+    return 1000 * (first or 0.0), tokens / (time.perf_counter() - started)
+
+
+def after_cancel(client: Client, model: str, messages: list[dict[str, str]]) -> float:
+    """ms from cancelling a long stream (after 8 chunks) to the first token of a request started right then."""
+    long = client.chat(messages, model=model, max_tokens=256, temperature=0, stream=True)
+    for index, _ in enumerate(long):
+        if index == 7:
+            break
+    long.close()
+    cancelled = time.perf_counter()
+    for _ in client.chat(messages, model=model, max_tokens=4, temperature=0, stream=True):
+        return 1000 * (time.perf_counter() - cancelled)
+    return 1000 * (time.perf_counter() - cancelled)
+
+
 def generation_section(client: Client, folder: Path) -> list[str]:
+    """SmolLM2 streams: in-process, one served stream alone, 8 streams arriving over 2 s, cancellation;
+    the continuous-batching template ("smollm2") beside the old static-batching one ("smollm2-static")."""
     tokenizer = AutoTokenizer.from_pretrained(folder)
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
     messages = [{"role": "user", "content": "Tell me about the sea in three sentences."}]
@@ -337,10 +364,8 @@ def generation_section(client: Client, folder: Path) -> list[str]:
     ids = tokenizer(prompt, return_tensors="pt", add_special_tokens=False)
     from transformers import TextIteratorStreamer
 
-    def local() -> tuple[float, float, int]:
+    def local() -> tuple[float, float]:
         streamer = TextIteratorStreamer(tokenizer, skip_prompt=True)
-        import threading
-
         started = time.perf_counter()
         worker = threading.Thread(
             target=model.generate,
@@ -352,37 +377,75 @@ def generation_section(client: Client, folder: Path) -> list[str]:
             if first is None and chunk:
                 first = time.perf_counter() - started
         worker.join()
-        return first or 0.0, time.perf_counter() - started, 64
-
-    def served() -> tuple[float, float, int]:
-        started = time.perf_counter()
-        first = None
-        count = 0
-        for _ in client.chat(messages, model="smollm2", max_tokens=64, stream=True):
-            count += 1
-            first = first if first is not None else time.perf_counter() - started
-        return first or 0.0, time.perf_counter() - started, count
+        return 1000 * (first or 0.0), 64 / (time.perf_counter() - started)
 
     local()
-    served()
-    runs_local = [local() for _ in range(3)]
-    runs_served = [served() for _ in range(3)]
-
-    def summary(runs: list[tuple[float, float, int]]) -> tuple[float, float]:
-        return statistics.median(r[0] for r in runs) * 1000, statistics.median(r[2] / r[1] for r in runs)
-
-    local_ttft, local_rate = summary(runs_local)
-    served_ttft, served_rate = summary(runs_served)
-    return [
-        "\n### SmolLM2-135M-Instruct streaming (64 tokens, greedy)\n",
-        "| path | tokens/s | time to first token |",
-        "| --- | --- | --- |",
-        f"| in-process generate + streamer | {local_rate:.1f} | {local_ttft:.0f} ms |",
-        f"| served, sdk stream over gRPC | {served_rate:.1f} | {served_ttft:.0f} ms |",
-        f"\nTargets: tokens/s ratio = {served_rate / local_rate:.2f} (>= 0.95); "
-        f"first token +{served_ttft - local_ttft:.0f} ms"
-        " (<= 10 ms). Served counts chunks (one per token unless a token ends mid-character).",
+    for name in ("smollm2", "smollm2-static"):
+        lone_stream(client, name, messages, 8)  # warm-up
+    rounds: list[dict[str, Any]] = []
+    for _ in range(ROUNDS):
+        figures: dict[str, Any] = {"local": local()}
+        for name in ("smollm2", "smollm2-static"):
+            figures[f"{name} lone"] = lone_stream(client, name, messages, 64)
+            figures[f"{name} 8"] = run_streams(client, name, 8, spread_s=2.0, max_tokens=64)
+            figures[f"{name} cancel"] = after_cancel(client, name, messages)
+        rounds.append(figures)
+    solo = [
+        "".join(client.chat([{"role": "user", "content": p}], model="smollm2", max_tokens=64, temperature=0))
+        for p in DEFAULT_PROMPTS
     ]
+    same = sum(text == solo[i % len(solo)] for r in rounds for i, text in enumerate(r["smollm2 8"].texts))
+
+    def med(get: Any) -> float:
+        return statistics.median(get(r) for r in rounds)
+
+    def rng(get: Any, digits: int = 0) -> str:
+        values = [get(r) for r in rounds]
+        return f"{statistics.median(values):.{digits}f} ({min(values):.{digits}f}-{max(values):.{digits}f})"
+
+    def streams_row(name: str, label: str) -> str:
+        def of(field: str) -> Any:
+            return lambda r: getattr(r[f"{name} 8"], field)
+
+        return (
+            f"| served, {label}, 8 streams arriving over 2 s | {rng(of('tokens_per_second'), 1)} | "
+            f"{rng(of('ttft_p50_ms'))} ms | {rng(of('ttft_p95_ms'))} ms | "
+            f"{rng(of('inter_chunk_p50_ms'), 1)} / {rng(of('inter_chunk_p95_ms'), 1)} ms |"
+        )
+
+    def ratio(name: str, field: str, index: int) -> Any:
+        return lambda r: getattr(r[f"{name} 8"], field) / r[f"{name} lone"][index]
+
+    lines = [
+        f"\n### SmolLM2-135M-Instruct generation (greedy, 64 tokens; median (range) of {ROUNDS} rounds)\n",
+        "| path | aggregate tokens/s | TTFT p50 | TTFT p95 | between chunks p50 / p95 |",
+        "| --- | --- | --- | --- | --- |",
+        f"| in-process generate + streamer, one stream | {rng(lambda r: r['local'][1], 1)} | "
+        f"{rng(lambda r: r['local'][0])} ms | - | - |",
+    ]
+    for name, label in (("smollm2", "continuous batching"), ("smollm2-static", "old template (static batching)")):
+        lines.append(
+            f"| served, {label}, one stream alone | {rng(lambda r, n=name: r[f'{n} lone'][1], 1)} | "
+            f"{rng(lambda r, n=name: r[f'{n} lone'][0])} ms | - | - |"
+        )
+        lines.append(streams_row(name, label))
+    step = med(lambda r: r["smollm2 8"].inter_chunk_p50_ms)
+    lone = med(lambda r: r["smollm2 lone"][0])
+    lines += [
+        "",
+        "| ratio (per round, then median) | continuous | old | target |",
+        "| --- | --- | --- | --- |",
+        f"| 8 streams' tokens/s / one stream alone | {rng(ratio('smollm2', 'tokens_per_second', 1), 2)} | "
+        f"{rng(ratio('smollm2-static', 'tokens_per_second', 1), 2)} | >= 3 |",
+        f"| TTFT p50 of the 8 / TTFT of one alone | {rng(ratio('smollm2', 'ttft_p50_ms', 0), 2)} | "
+        f"{rng(ratio('smollm2-static', 'ttft_p50_ms', 0), 2)} | <= 3 |",
+        f"| first token of a request started at a cancel, ms | {rng(lambda r: r['smollm2 cancel'])} | "
+        f"{rng(lambda r: r['smollm2-static cancel'])} | <= lone TTFT {lone:.0f} + 2 steps ({2 * step:.0f}) |",
+        f"\nGreedy output of each of the 8 streams equal to its solo output: {same} of {8 * len(rounds)}. "
+        "Tokens/s count the model's completion tokens; between-chunk times count chunks (one per token "
+        "unless a token ends mid-character).",
+    ]
+    return lines
 
 
 def main() -> None:
@@ -402,8 +465,10 @@ def main() -> None:
         ("text-classification", classifier, "classify", "pytorch"),
         ("text-classification", classifier, "classify-onnx", "onnx"),
         ("text-generation", smollm, "smollm2", "pytorch"),
+        ("text-generation", smollm, "smollm2-static", "pytorch"),
     ):
         add_model(AddRequest(task, str(source), repo, name=name, backend=backend))
+    shutil.copy(Path(__file__).parent / "static_batching" / "model.py", repo / "smollm2-static" / "1" / "model.py")
     shutil.copytree(Path(__file__).parent / "floor", repo / "floor")
     print(
         f"# tritonhf bench ({os.cpu_count()} cores, torch {torch.__version__}, {REQUESTS_PER_LEVEL} requests per level)"

@@ -85,7 +85,6 @@ def task_call(client: Client, model: str, task: str | None, texts: Sequence[str]
         "zero-shot-classification": lambda batch: client.zero_shot(batch, model=model),
         "token-classification": lambda batch: client.ner(batch, model=model),
         "feature-extraction": lambda batch: client.embed(batch, model=model),
-        "text-generation": lambda batch: [client.generate(text, model=model, max_tokens=16) for text in batch],
     }
     if task not in calls:
         return lambda batch: client.infer(model, TEXT=[[text] for text in batch])
@@ -228,11 +227,116 @@ def run_bench(
         raise InvalidInputError("concurrency levels and --batch must be positive numbers.")
     if not texts:
         raise InvalidInputError("the texts to send must not be empty.")
-    task = next((info.task for info in client.models() if info.name == model), None)
-    call = task_call(client, model, task, texts)
+    call = task_call(client, model, model_task(client, model), texts)
     for _ in range(3):
         call(list(texts[:batch]))
     return [run_level(client, model, call, texts, level, batch, duration, requests) for level in concurrencies]
+
+
+# ---------------------------------------------------------------------------- generation
+
+DEFAULT_PROMPTS = [
+    "Tell me about the sea in three sentences.",
+    "What is a neural network?",
+    "Write a short poem about autumn.",
+    "Explain why the sky is blue.",
+    "Give me three tips for learning a language.",
+    "What does a compiler do?",
+    "Describe a cat to someone who has never seen one.",
+    "Why do we sleep?",
+]
+
+
+@dataclass(frozen=True)
+class StreamsResult:
+    """``streams`` concurrent generations arriving evenly over ``spread_s`` seconds, greedy."""
+
+    streams: int
+    spread_s: float
+    tokens: int  # completion tokens, as the model counted them
+    seconds: float  # first arrival to last completion
+    tokens_per_second: float  # aggregate
+    ttft_p50_ms: float
+    ttft_p95_ms: float
+    inter_chunk_p50_ms: float  # one chunk per token, except where a token ends mid-character
+    inter_chunk_p95_ms: float
+    errors: int
+    texts: tuple[str, ...] = ()  # each stream's text, in arrival order
+    error_kinds: dict[str, int] = field(default_factory=dict)
+
+
+def run_streams(
+    client: Client,
+    model: str,
+    streams: int,
+    spread_s: float = 2.0,
+    max_tokens: int = 64,
+    prompts: Sequence[str] = DEFAULT_PROMPTS,
+    chat: bool = True,
+) -> StreamsResult:
+    """Start ``streams`` greedy generations, the i-th after ``i * spread_s / (streams - 1)`` seconds."""
+    ensure_loopback(client.url)
+    if streams < 1 or spread_s < 0 or max_tokens < 1:
+        raise InvalidInputError("streams and max_tokens must be positive, spread_s not negative.")
+    ttfts: list[float] = []
+    gaps: list[float] = []
+    texts: list[str] = [""] * streams
+    tokens: list[int] = [0] * streams
+    errors: dict[str, int] = {}
+    lock = threading.Lock()
+    origin = time.perf_counter()
+
+    def one(index: int) -> float:
+        arrival = origin + (index * spread_s / (streams - 1) if streams > 1 else 0.0)
+        time.sleep(max(arrival - time.perf_counter(), 0.0))
+        prompt = prompts[index % len(prompts)]
+        started = last = time.perf_counter()
+        try:
+            if chat:
+                stream = client.chat(
+                    [{"role": "user", "content": prompt}],
+                    model=model,
+                    max_tokens=max_tokens,
+                    temperature=0,
+                    stream=True,
+                )
+            else:
+                stream = client.generate(prompt, model=model, max_tokens=max_tokens, temperature=0, stream=True)
+            parts: list[str] = []
+            for chunk in stream:
+                now = time.perf_counter()
+                with lock:
+                    (gaps if parts else ttfts).append(now - (last if parts else started))
+                parts.append(chunk)
+                last = now
+            texts[index] = "".join(parts)
+            tokens[index] = stream.usage.completion_tokens if stream.usage else len(parts)
+        except ClientError as exc:
+            with lock:
+                errors[type(exc).__name__] = errors.get(type(exc).__name__, 0) + 1
+        return time.perf_counter()
+
+    with ThreadPoolExecutor(streams) as pool:
+        ends = list(pool.map(one, range(streams)))
+    seconds = max(ends) - origin
+    return StreamsResult(
+        streams=streams,
+        spread_s=spread_s,
+        tokens=sum(tokens),
+        seconds=seconds,
+        tokens_per_second=sum(tokens) / seconds if seconds else 0.0,
+        ttft_p50_ms=1000 * (statistics.median(ttfts) if ttfts else 0.0),
+        ttft_p95_ms=1000 * _percentile(ttfts, 0.95),
+        inter_chunk_p50_ms=1000 * (statistics.median(gaps) if gaps else 0.0),
+        inter_chunk_p95_ms=1000 * _percentile(gaps, 0.95),
+        errors=sum(errors.values()),
+        texts=tuple(texts),
+        error_kinds=errors,
+    )
+
+
+def model_task(client: Client, model: str) -> str | None:
+    return next((info.task for info in client.models() if info.name == model), None)
 
 
 def write_json(results: list[LevelResult], path: Path, model: str) -> None:

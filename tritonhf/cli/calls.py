@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from tritonhf.bootstrap.layout import Workspace
 from tritonhf.cli._console import RichProgress, console, friendly_errors, table
 from tritonhf.sdk.client import Client
+
+if TYPE_CHECKING:
+    from tritonhf.bench import StreamsResult
 
 UrlOption = Annotated[str | None, typer.Option("--url", help="Server URL (default: $TRITONHF_URL or `tritonhf up`'s).")]
 ModelOption = Annotated[str | None, typer.Option("--model", "-m", help="Model name (default: the task's only model).")]
@@ -86,17 +90,33 @@ def models_command(url: UrlOption = None) -> None:
 def bench_command(
     model: Annotated[str, typer.Argument(help="The model to load.")],
     url: UrlOption = None,
-    concurrency: Annotated[str, typer.Option(help="Comma-separated concurrency levels.")] = "1,4,16",
+    concurrency: Annotated[
+        str, typer.Option(help="Comma-separated concurrency levels (for generation: concurrent streams).")
+    ] = "1,4,16",
     duration: Annotated[float | None, typer.Option(help="Seconds per level (default 10).")] = None,
     requests: Annotated[int | None, typer.Option(help="Requests per level instead of a duration.")] = None,
     protocol: Annotated[str | None, typer.Option(help="http or grpc (default: the URL's).")] = None,
-    texts: Annotated[Path | None, typer.Option(help="A file with one text per line.")] = None,
+    texts: Annotated[Path | None, typer.Option(help="A file with one text (or prompt) per line.")] = None,
     batch: Annotated[int, typer.Option(help="Texts per request.")] = 1,
+    spread: Annotated[float, typer.Option(help="Generation: seconds over which the streams arrive.")] = 2.0,
+    max_tokens: Annotated[int, typer.Option(help="Generation: tokens per stream.")] = 64,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the figures as JSON.")] = None,
     plot: Annotated[Path | None, typer.Option(help="Write a PNG of throughput and latency.")] = None,
 ) -> None:
-    """Load a model at several concurrency levels; client figures and Triton's own statistics."""
-    from tritonhf.bench import DEFAULT_TEXTS, run_bench, write_json, write_plot
+    """Load a model at several concurrency levels; client figures and Triton's own statistics.
+
+    A text-generation model gets concurrent greedy streams arriving over --spread seconds:
+    aggregate tokens/s, time to first token and time between chunks (p50/p95).
+    """
+    from tritonhf.bench import (
+        DEFAULT_PROMPTS,
+        DEFAULT_TEXTS,
+        model_task,
+        run_bench,
+        run_streams,
+        write_json,
+        write_plot,
+    )
     from tritonhf.sdk._settings import default_url
 
     levels = [int(level) for level in concurrency.split(",") if level.strip()]
@@ -108,11 +128,20 @@ def bench_command(
         if protocol == "grpc" and not base.startswith("grpc://"):
             raise ValueError("--protocol grpc needs the gRPC URL (grpc://host:port) as --url.")
         base = f"{protocol}://{address}"
-    lines = texts.read_text().splitlines() if texts else DEFAULT_TEXTS
-    if duration is None and requests is None:
-        duration = 10.0
-    with Client(base, concurrency=max(levels) + 2) as client:
-        results = run_bench(client, model, levels, duration, requests, [t for t in lines if t.strip()], batch)
+    lines = [line for line in texts.read_text().splitlines() if line.strip()] if texts else None
+    with Client(base, concurrency=max(levels) + 2, timeout=600) as client:
+        if model_task(client, model) == "text-generation":
+            streams = [
+                run_streams(client, model, level, spread, max_tokens, lines or DEFAULT_PROMPTS) for level in levels
+            ]
+            _streams_table(model, base, streams)
+            if json_out:
+                json_out.write_text(json.dumps({"model": model, "streams": [asdict(s) for s in streams]}, indent=2))
+                console.print(f"figures: {json_out}")
+            return
+        if duration is None and requests is None:
+            duration = 10.0
+        results = run_bench(client, model, levels, duration, requests, lines or DEFAULT_TEXTS, batch)
     view = table(
         "concurrency",
         "req/s",
@@ -151,6 +180,32 @@ def bench_command(
     if plot:
         write_plot(results, plot, model)
         console.print(f"plot: {plot}")
+
+
+def _streams_table(model: str, base: str, results: list[StreamsResult]) -> None:
+    view = table(
+        "streams",
+        "arrivals over",
+        "tokens/s",
+        "TTFT p50 ms",
+        "TTFT p95 ms",
+        "between chunks p50 ms",
+        "p95 ms",
+        "errors",
+        title=f"{model} over {base} (greedy streams)",
+    )
+    for r in results:
+        view.add_row(
+            str(r.streams),
+            f"{r.spread_s:g} s",
+            f"{r.tokens_per_second:.1f}",
+            f"{r.ttft_p50_ms:.0f}",
+            f"{r.ttft_p95_ms:.0f}",
+            f"{r.inter_chunk_p50_ms:.1f}",
+            f"{r.inter_chunk_p95_ms:.1f}",
+            str(r.errors),
+        )
+    console.print(view)
 
 
 @friendly_errors
