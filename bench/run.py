@@ -35,7 +35,7 @@ import torch
 from transformers import AutoModel, AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer
 
 from tritonhf import Client, Server
-from tritonhf.bench import DEFAULT_PROMPTS, run_bench, run_streams
+from tritonhf.bench import DEFAULT_PROMPTS, StreamsResult, run_bench, run_streams
 from tritonhf.bootstrap import Workspace, bootstrap
 from tritonhf.bootstrap.sources import cache_dir
 from tritonhf.gallery import AddRequest, add_model
@@ -330,15 +330,26 @@ def encoder_section(
     return lines
 
 
-def lone_stream(client: Client, model: str, messages: list[dict[str, str]], max_tokens: int) -> tuple[float, float]:
-    """(first token ms, tokens/s) of one served stream with nothing else running."""
+def lone_stream(
+    client: Client, model: str, messages: list[dict[str, str]], max_tokens: int, tokenizer: Any
+) -> tuple[float, float]:
+    """(first token ms, tokens/s) of one served stream with nothing else running.
+
+    Tokens are counted by tokenizing the text that came back, the same way for every path (the old
+    template reports no usage, and greedy decoding may end at the end-of-text token before max_tokens)."""
     started = time.perf_counter()
     first = None
-    stream = client.chat(messages, model=model, max_tokens=max_tokens, temperature=0, stream=True)
-    for _ in stream:
+    parts = []
+    for chunk in client.chat(messages, model=model, max_tokens=max_tokens, temperature=0, stream=True):
         first = first if first is not None else time.perf_counter() - started
-    tokens = stream.usage.completion_tokens if stream.usage else max_tokens
+        parts.append(chunk)
+    tokens = len(tokenizer("".join(parts), add_special_tokens=False)["input_ids"])
     return 1000 * (first or 0.0), tokens / (time.perf_counter() - started)
+
+
+def streams_rate(result: StreamsResult, tokenizer: Any) -> float:
+    """Aggregate tokens/s of a streams run, tokens counted from the texts (as in ``lone_stream``)."""
+    return sum(len(tokenizer(text, add_special_tokens=False)["input_ids"]) for text in result.texts) / result.seconds
 
 
 def after_cancel(client: Client, model: str, messages: list[dict[str, str]]) -> float:
@@ -381,13 +392,14 @@ def generation_section(client: Client, folder: Path) -> list[str]:
 
     local()
     for name in ("smollm2", "smollm2-static"):
-        lone_stream(client, name, messages, 8)  # warm-up
+        lone_stream(client, name, messages, 8, tokenizer)  # warm-up
     rounds: list[dict[str, Any]] = []
     for _ in range(ROUNDS):
         figures: dict[str, Any] = {"local": local()}
         for name in ("smollm2", "smollm2-static"):
-            figures[f"{name} lone"] = lone_stream(client, name, messages, 64)
+            figures[f"{name} lone"] = lone_stream(client, name, messages, 64, tokenizer)
             figures[f"{name} 8"] = run_streams(client, name, 8, spread_s=2.0, max_tokens=64)
+            figures[f"{name} 8 rate"] = streams_rate(figures[f"{name} 8"], tokenizer)
             figures[f"{name} cancel"] = after_cancel(client, name, messages)
         rounds.append(figures)
     solo = [
@@ -408,12 +420,14 @@ def generation_section(client: Client, folder: Path) -> list[str]:
             return lambda r: getattr(r[f"{name} 8"], field)
 
         return (
-            f"| served, {label}, 8 streams arriving over 2 s | {rng(of('tokens_per_second'), 1)} | "
+            f"| served, {label}, 8 streams arriving over 2 s | {rng(lambda r: r[f'{name} 8 rate'], 1)} | "
             f"{rng(of('ttft_p50_ms'))} ms | {rng(of('ttft_p95_ms'))} ms | "
             f"{rng(of('inter_chunk_p50_ms'), 1)} / {rng(of('inter_chunk_p95_ms'), 1)} ms |"
         )
 
     def ratio(name: str, field: str, index: int) -> Any:
+        if field == "tokens_per_second":
+            return lambda r: r[f"{name} 8 rate"] / r[f"{name} lone"][index]
         return lambda r: getattr(r[f"{name} 8"], field) / r[f"{name} lone"][index]
 
     lines = [
@@ -442,8 +456,9 @@ def generation_section(client: Client, folder: Path) -> list[str]:
         f"| first token of a request started at a cancel, ms | {rng(lambda r: r['smollm2 cancel'])} | "
         f"{rng(lambda r: r['smollm2-static cancel'])} | <= lone TTFT {lone:.0f} + 2 steps ({2 * step:.0f}) |",
         f"\nGreedy output of each of the 8 streams equal to its solo output: {same} of {8 * len(rounds)}. "
-        "Tokens/s count the model's completion tokens; between-chunk times count chunks (one per token "
-        "unless a token ends mid-character).",
+        "Tokens are counted by tokenizing each returned text, the same way on every path (greedy answers may end "
+        "at the end-of-text token before 64); between-chunk times count chunks (one per token unless a token ends "
+        "mid-character).",
     ]
     return lines
 
