@@ -35,7 +35,7 @@ import tiny_models
 
 from tritonhf import Client, ClientError, Server
 from tritonhf.bootstrap import Workspace, bootstrap
-from tritonhf.bootstrap.stubs import orphaned_stubs, stubs_of
+from tritonhf.bootstrap.stubs import stubs_of
 from tritonhf.gallery import AddRequest, ModelOptions, add_model
 
 SOAK_REQUESTS = int(os.environ.get("SOAK_REQUESTS", "20000"))
@@ -111,7 +111,7 @@ def run_load(tally: Tally, checker: Checker, count: int, stop: threading.Event |
 
 def stub_rss_mib(server: Server) -> float:
     total = 0
-    for stub in stubs_of(server.pid):
+    for stub in stubs_of(server.state.shm_prefix):
         for line in Path(f"/proc/{stub.pid}/status").read_text().splitlines():
             if line.startswith("VmRSS:"):
                 total += int(line.split()[1])
@@ -204,10 +204,10 @@ def main() -> int:
         tallies += [soak, bad_input(server, checker)]
 
         def clf_answers() -> bool:
-            stubs = [s for s in stubs_of(server.pid) if s.alive and s.instance.startswith("clf_")]
+            stubs = [s for s in stubs_of(server.state.shm_prefix) if s.alive and s.instance.startswith("clf_")]
             return bool(stubs) and attempt(lambda: checker.one(0)) == "correct"
 
-        victim = next(s.pid for s in stubs_of(server.pid) if s.instance.startswith("clf_"))
+        victim = next(s.pid for s in stubs_of(server.state.shm_prefix) if s.instance.startswith("clf_"))
         tallies.append(under_fault("stub-kill", server, checker, lambda: os.kill(victim, signal.SIGKILL), clf_answers))
         old = server.pid
         tallies.append(
@@ -219,7 +219,7 @@ def main() -> int:
                 lambda: server.pid != old and server.is_ready(),
             )
         )
-        orphans = len(orphaned_stubs(old))
+        orphans = len([s for s in stubs_of(server.state.shm_prefix) if s.alive and s.server_pid == old])
         client.close()
     shutil.rmtree(root, ignore_errors=True)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, TypeVar
@@ -24,16 +25,19 @@ def read_json_object(path: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Write through a temporary file and a rename, so readers never see half a file."""
+def write_json_atomic(path: Path, data: Any, mode: int = 0o644) -> None:
+    """Write through a temporary file (created with ``mode``) and a rename, so readers never see half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_suffix(path.suffix + ".tmp")
-    temporary.write_text(json.dumps(data, indent=2) + "\n")
+    temporary.unlink(missing_ok=True)
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    with os.fdopen(descriptor, "w") as handle:
+        handle.write(json.dumps(data, indent=2) + "\n")
     temporary.replace(path)
 
 
-def save_dataclass(instance: Any, path: Path) -> None:
-    write_json_atomic(path, asdict(instance))
+def save_dataclass(instance: Any, path: Path, mode: int = 0o644) -> None:
+    write_json_atomic(path, asdict(instance), mode)
 
 
 def load_dataclass(cls: type[T], path: Path) -> T | None:

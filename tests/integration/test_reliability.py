@@ -13,7 +13,7 @@ import pytest
 
 from tritonhf import Client, ClientError
 from tritonhf.bootstrap import Server, Workspace
-from tritonhf.bootstrap.stubs import orphaned_stubs, stubs_of
+from tritonhf.bootstrap.stubs import stubs_of
 from tritonhf.bootstrap.supervisor import Counters, supervisor_file
 from tritonhf.gallery import AddRequest, ModelOptions, add_model
 
@@ -36,7 +36,7 @@ def supervised(workspace: Workspace, tiny: dict[str, Path]) -> Iterator[Server]:
 
 
 def _stub_pid(server: Server) -> int:
-    (stub,) = [s for s in stubs_of(server.pid) if s.alive and s.instance.startswith("clf_")]
+    (stub,) = [s for s in stubs_of(server.state.shm_prefix) if s.alive and s.instance.startswith("clf_")]
     return stub.pid
 
 
@@ -60,12 +60,12 @@ def test_killed_stub_is_repaired_while_requests_keep_coming(supervised: Server) 
         worker.start()
         time.sleep(0.5)
         old = _stub_pid(supervised)
-        region = next(s.shm_region for s in stubs_of(supervised.pid) if s.pid == old)
+        region = next(s.shm_region for s in stubs_of(supervised.state.shm_prefix) if s.pid == old)
         os.kill(old, signal.SIGKILL)
         killed_at = time.monotonic()
         recovered = None
         while time.monotonic() - killed_at < 30:
-            stubs = [s for s in stubs_of(supervised.pid) if s.alive and s.instance.startswith("clf_")]
+            stubs = [s for s in stubs_of(supervised.state.shm_prefix) if s.alive and s.instance.startswith("clf_")]
             if stubs and stubs[0].pid != old and client.classify("a wonderful movie", model="clf").label == expected:
                 recovered = time.monotonic() - killed_at
                 break
@@ -105,7 +105,8 @@ def test_killed_server_is_restarted_with_the_same_models(supervised: Server) -> 
         took = time.monotonic() - started
     assert supervised.pid != old_pid
     assert [m.state for m in supervised.models()] == ["READY"]
-    assert orphaned_stubs(old_pid) == [], "the killed server's stubs must not keep running"
+    lingering = [s for s in stubs_of(supervised.state.shm_prefix) if s.alive and s.server_pid == old_pid]
+    assert not lingering, "the killed server's stubs must not keep running"
     counters = Counters.load(supervisor_file(supervised.workspace))
     assert counters is not None and counters.server_restarts == 1
     print(f"server back and answering {took:.1f} s after kill -9")

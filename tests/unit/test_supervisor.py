@@ -32,3 +32,59 @@ def test_unhealthy_lines_logged_after_start_are_reported_once(tmp_path: Path) ->
         )
     assert supervisor._reported_unhealthy() == {"clf"}
     assert supervisor._reported_unhealthy() == set(), "each line counts once"
+
+
+class FakeServer:
+    """A ServerHandle: one Python model with its stub alive, one native part with no stub."""
+
+    def __init__(self, workspace: Workspace, probe_error: str | None = None) -> None:
+        from tritonhf.bootstrap.admin import ModelStatus
+
+        self.workspace = workspace
+        self.state = SimpleNamespace(pid=1, shm_prefix="triton_python_backend_shm_region_thfnone_")
+        self.reloaded: list[str] = []
+        self.probed: list[str] = []
+        self.probe_error = probe_error
+        self._models = [ModelStatus("emb", "1", "READY"), ModelStatus("emb__onnx", "1", "READY")]
+
+    def exit_code(self) -> int | None:
+        return None
+
+    def models(self) -> list:  # type: ignore[type-arg]
+        return self._models
+
+    def instance_count(self, name: str) -> int:
+        return 1
+
+    def backend(self, name: str) -> str:
+        return "onnxruntime" if name.endswith("__onnx") else "python"
+
+    def reload_model(self, name: str, timeout: float = 120.0) -> bool:
+        self.reloaded.append(name)
+        return True
+
+    def probe(self, name: str) -> str | None:
+        self.probed.append(name)
+        return self.probe_error
+
+    def relaunch(self) -> None:
+        raise AssertionError("not expected")
+
+
+def test_a_native_part_is_probed_not_counted_as_a_missing_stub(tmp_path: Path, monkeypatch: object) -> None:
+    import tritonhf.bootstrap.supervisor as supervisor_module
+    from tritonhf.bootstrap.stubs import Stub
+
+    workspace = Workspace(tmp_path)
+    workspace.create_folders()
+    stub = Stub(10, "emb_0_0", "triton_python_backend_shm_region_thfnone_emb", True, 1)
+    monkeypatch.setattr(supervisor_module, "stubs_of", lambda prefix: [stub])  # type: ignore[attr-defined]
+    healthy = FakeServer(workspace)
+    supervisor = Supervisor(healthy, Policy(probe_interval=0.0))  # type: ignore[arg-type]
+    for _ in range(8):
+        supervisor.check_once()
+    assert healthy.reloaded == [], "a model without a stub is not 'repaired' in a loop"
+    assert healthy.probed.count("emb__onnx") == 8 and "emb" not in healthy.probed
+    broken = FakeServer(workspace, probe_error="connection reset")
+    Supervisor(broken, Policy(probe_interval=0.0)).check_once()  # type: ignore[arg-type]
+    assert broken.reloaded == ["emb__onnx"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import platform
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -35,6 +36,35 @@ def _glibc() -> Check:
     return Check(
         "glibc >= 2.35", ok, version, "Use Ubuntu 22.04+, Debian 12+ or Colab; the server binary needs glibc 2.35."
     )
+
+
+_ELF_MACHINES = {62: "x86_64", 183: "aarch64"}
+
+
+def elf_machine(binary: Path) -> str | None:
+    """The architecture an ELF executable was built for (x86_64, aarch64), None when unreadable."""
+    try:
+        header = binary.read_bytes()[:20]
+    except OSError:
+        return None
+    if header[:4] != b"\x7fELF":
+        return None
+    number = int.from_bytes(header[18:20], "little" if header[5] == 1 else "big")
+    return _ELF_MACHINES.get(number, f"machine {number}")
+
+
+def _architecture(workspace: Workspace) -> Check:
+    machine = platform.machine()
+    built = elf_machine(workspace.binary) if workspace.binary.is_file() else None
+    supported = machine in _ELF_MACHINES.values()
+    ok = supported and (built is None or built == machine)
+    detail = f"{machine}" + (f", server binary {built}" if built else "")
+    fix = (
+        "Triton's wheel exists for x86_64 and aarch64 Linux only."
+        if not supported
+        else "The installed server was built for another machine: run `tritonhf bootstrap --force` here."
+    )
+    return Check("CPU architecture", ok, detail, fix)
 
 
 def _server(workspace: Workspace) -> list[Check]:
@@ -139,4 +169,12 @@ def _gpu() -> Check:
 
 def run_checks(workspace: Workspace, ports: tuple[int, ...] = (8000, 8001, 8002)) -> list[Check]:
     environment = StubEnvironment.current()
-    return [_glibc(), *_server(workspace), *_environment(environment), _shm(), *_ports(ports), _gpu()]
+    return [
+        _architecture(workspace),
+        _glibc(),
+        *_server(workspace),
+        *_environment(environment),
+        _shm(),
+        *_ports(ports),
+        _gpu(),
+    ]

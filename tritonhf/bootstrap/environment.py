@@ -22,6 +22,7 @@ import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
+from tritonhf.bootstrap.layout import Workspace
 from tritonhf.errors import StubEnvironmentError
 
 _PROBE = """
@@ -77,6 +78,13 @@ class StubEnvironment:
             torch=version("torch"),
             transformers=version("transformers"),
         )
+
+    @classmethod
+    def for_workspace(cls, workspace: Workspace) -> StubEnvironment:
+        """The environment a workspace's stubs run in: the one ``tritonhf bootstrap`` prepared in
+        it (``stub_env/``) when there is one, else the environment running tritonhf."""
+        python = workspace.stub_env_python
+        return cls.of(python) if python.exists() else cls.current()
 
     @classmethod
     def of(cls, python: Path) -> StubEnvironment:

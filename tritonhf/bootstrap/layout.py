@@ -87,6 +87,15 @@ class Workspace:
     def api_key_file(self) -> Path:
         return self.run_dir / "api-key"
 
+    @property
+    def stub_env_dir(self) -> Path:
+        """The Python environment the stubs run in, when bootstrap prepared one (numpy < 2 of its own)."""
+        return self.root / "stub_env"
+
+    @property
+    def stub_env_python(self) -> Path:
+        return self.stub_env_dir / "bin" / "python"
+
     def create_folders(self) -> None:
         for folder in (self.model_repository, self.logs_dir, self.run_dir):
             folder.mkdir(parents=True, exist_ok=True)

@@ -7,6 +7,7 @@ import os
 import socket
 from pathlib import Path
 
+from tritonhf.bootstrap.network import family
 from tritonhf.errors import PortInUseError
 
 AUTO = "auto"
@@ -14,7 +15,7 @@ AUTO = "auto"
 
 def free_port(host: str = "127.0.0.1") -> int:
     """A port the kernel says is free right now on ``host``."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+    with socket.socket(family(host), socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
 
@@ -33,7 +34,7 @@ def parse_port(value: str | int, service: str) -> int | None:
 
 
 def is_free(port: int, host: str = "127.0.0.1") -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+    with socket.socket(family(host), socket.SOCK_STREAM) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((host, port))

@@ -42,6 +42,19 @@ def cache_dir() -> Path:
     return Path(base) / "tritonhf"
 
 
+def wheel_fits(filename: str, supported: frozenset[str] | None = None) -> bool:
+    """Does the wheel ``filename`` install on this interpreter and platform (its tags are among ours)?"""
+    from packaging.tags import sys_tags
+    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
+    try:
+        _, _, _, tags = parse_wheel_filename(filename)
+    except InvalidWheelFilename:
+        return False
+    ours = supported if supported is not None else frozenset(str(tag) for tag in sys_tags())
+    return any(str(tag) in ours for tag in tags)
+
+
 class ServerSource(Protocol):
     """A place a Triton server can be copied from."""
 
@@ -163,9 +176,11 @@ class PipWheelSource:
         return cache_dir() / "wheels"
 
     def _cached(self) -> Path | None:
+        """A wheel of that version for THIS machine's platform (a cache shared with another
+        architecture may hold the wrong one)."""
         name, _, version = self.requirement.partition("==")
         pattern = f"{name.replace('-', '_')}-{version}-*.whl"
-        found = sorted(self._dir().glob(pattern))
+        found = sorted(wheel for wheel in self._dir().glob(pattern) if wheel_fits(wheel.name))
         return found[0] if found else None
 
     def download(self, progress: Progress) -> Path:
@@ -261,12 +276,34 @@ class TarballSource:
         with tempfile.TemporaryDirectory(dir=dest.parent, prefix=".tarball-") as scratch:
             try:
                 with tarfile.open(self.path) as archive:
-                    archive.extractall(scratch, filter="data")
+                    safe_extract(archive, Path(scratch))
             except (OSError, tarfile.TarError) as exc:
                 raise BootstrapError(f"{self.path} is not a readable tarball ({exc}).") from exc
             entries = list(Path(scratch).iterdir())
             top = entries[0] if len(entries) == 1 and entries[0].is_dir() else Path(scratch)
             return DirSource(top).populate(dest, progress)
+
+
+def safe_extract(archive: tarfile.TarFile, destination: Path) -> None:
+    """Extract with tarfile's "data" filter where Python has it (3.10.12+, 3.11.4+); on older
+    Pythons, refuse the same dangerous members by hand: absolute paths, ``..``, links that
+    leave the folder, devices."""
+    if hasattr(tarfile, "data_filter"):
+        archive.extractall(destination, filter="data")
+        return
+    root = destination.resolve()
+    for member in archive.getmembers():
+        target = (root / member.name).resolve()
+        if member.name.startswith("/") or not target.is_relative_to(root):
+            raise tarfile.TarError(f"member {member.name!r} would be written outside the folder")
+        if member.issym() or member.islnk():
+            link = (target.parent / member.linkname).resolve() if member.issym() else (root / member.linkname).resolve()
+            if member.linkname.startswith("/") or not link.is_relative_to(root):
+                raise tarfile.TarError(f"link {member.name!r} points outside the folder ({member.linkname})")
+        if member.isdev():
+            raise tarfile.TarError(f"member {member.name!r} is a device file")
+        member.mode &= 0o755
+    archive.extractall(destination)
 
 
 def choose_source(

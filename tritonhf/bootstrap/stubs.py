@@ -2,8 +2,9 @@
 
 Each model instance runs in a stub whose argv names everything we need:
 ``stub, model.py, shm region, shm sizes..., server pid, backend dir, ?, instance name, ...``.
-Matching on the server pid in argv (not on the parent pid) also finds the stubs a
-SIGKILLed server left running, re-parented to init (~350 MiB each).
+A server's stubs are the ones whose shm region starts with that server's unique prefix
+(``shm.new_prefix``): that also finds the stubs a SIGKILLed server left running (re-parented
+to init, ~350 MiB each), and never another workspace's stubs, or a process that reused a pid.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from pathlib import Path
 
 from tritonhf.bootstrap.sources import STUB_NAME
 
-_SERVER_PID_ARG = 5
 _SHM_REGION_ARG = 2
+_SERVER_PID_ARG = 5
 _INSTANCE_ARG = 8
 
 
@@ -27,11 +28,14 @@ class Stub:
     instance: str  # e.g. clf_0_0
     shm_region: str
     alive: bool
+    server_pid: int = 0  # the server that started it (after a relaunch, an older server's stubs may linger)
 
 
-def stubs_of(server_pid: int) -> list[Stub]:
-    """The stubs started by ``server_pid``, whether that server still runs or not."""
-    found = []
+def stubs_of(shm_prefix: str) -> list[Stub]:
+    """The stubs of the server whose shm prefix is ``shm_prefix``, whether that server still runs or not."""
+    found: list[Stub] = []
+    if not shm_prefix:
+        return found
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -39,26 +43,24 @@ def stubs_of(server_pid: int) -> list[Stub]:
             argv = Path(f"/proc/{entry}/cmdline").read_bytes().decode(errors="replace").split("\0")
             if len(argv) <= _INSTANCE_ARG or not argv[0].endswith(STUB_NAME):
                 continue
-            if argv[_SERVER_PID_ARG] != str(server_pid):
+            if not argv[_SHM_REGION_ARG].startswith(shm_prefix):
                 continue
             state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
         except (OSError, IndexError):
             continue
-        found.append(Stub(int(entry), argv[_INSTANCE_ARG], argv[_SHM_REGION_ARG], alive=state != "Z"))
+        server = int(argv[_SERVER_PID_ARG]) if argv[_SERVER_PID_ARG].isdigit() else 0
+        found.append(Stub(int(entry), argv[_INSTANCE_ARG], argv[_SHM_REGION_ARG], state != "Z", server))
     return found
 
 
-def orphaned_stubs(server_pid: int) -> list[int]:
-    """Pids of the stubs of ``server_pid``; after that server died, the ones it left running."""
-    return [stub.pid for stub in stubs_of(server_pid) if stub.alive]
-
-
-def kill_orphaned_stubs(server_pid: int) -> int:
+def kill_stubs(shm_prefix: str) -> int:
+    """SIGKILL the living stubs of that server (after it died, the ones it left running)."""
     killed = 0
-    for pid in orphaned_stubs(server_pid):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGKILL)
-            killed += 1
+    for stub in stubs_of(shm_prefix):
+        if stub.alive:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(stub.pid, signal.SIGKILL)
+                killed += 1
     return killed
 
 

@@ -25,20 +25,18 @@ import contextlib
 import logging
 import os
 import re
-import signal
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from tritonhf._files import load_dataclass, save_dataclass
+from tritonhf.bootstrap.admin import ModelStatus
 from tritonhf.bootstrap.layout import Workspace
-from tritonhf.bootstrap.stubs import Stub, alive_per_model, instance_model, kill_orphaned_stubs, stubs_of
-
-if TYPE_CHECKING:
-    from tritonhf.bootstrap.process import Server
+from tritonhf.bootstrap.spawn import Identity
+from tritonhf.bootstrap.state import ServerState
+from tritonhf.bootstrap.stubs import Stub, alive_per_model, instance_model, kill_stubs, stubs_of
 
 _UNHEALTHY = re.compile(r"Stub process '([^']+)' is not healthy")
 
@@ -50,11 +48,33 @@ def _size(path: Path) -> int:
         return 0
 
 
+class ServerHandle(Protocol):
+    """What the supervisor needs of the server it watches."""
+
+    workspace: Workspace
+    state: ServerState | None
+
+    def exit_code(self) -> int | None: ...
+
+    def models(self) -> list[ModelStatus]: ...
+
+    def instance_count(self, name: str) -> int: ...
+
+    def backend(self, name: str) -> str: ...
+
+    def reload_model(self, name: str, timeout: float = 120.0) -> bool: ...
+
+    def probe(self, name: str) -> str | None: ...
+
+    def relaunch(self) -> ServerState: ...
+
+
 @dataclass(frozen=True)
 class Policy:
     """How hard the supervisor tries."""
 
     interval: float = 1.0
+    probe_interval: float = 10.0  # models without a stub to count (native backends)
     max_model_repairs: int = 5
     max_server_restarts: int = 3
     backoff_base: float = 1.0
@@ -69,15 +89,21 @@ class Counters:
     """What the supervisor did; written to run/supervisor.json for `tritonhf status`."""
 
     pid: int = 0
+    started: int = 0  # with executable: the identity of the supervisor process (pids get reused)
+    executable: str = ""
     server_restarts: int = 0
     model_repairs: dict[str, int] = field(default_factory=dict)
     unhealthy: dict[str, str] = field(default_factory=dict)
     gave_up: list[str] = field(default_factory=list)
     updated_at: float = 0.0
 
+    @property
+    def identity(self) -> Identity:
+        return Identity(self.pid, self.started, self.executable)
+
     def save(self, path: Path) -> None:
         self.updated_at = time.time()
-        save_dataclass(self, path)
+        save_dataclass(self, path, mode=0o600)
 
     @classmethod
     def load(cls, path: Path) -> Counters | None:
@@ -91,12 +117,16 @@ def supervisor_file(workspace: Workspace) -> Path:
 class Supervisor:
     """Checks one server and repairs it; ``run`` loops until stopped or the server is gone for good."""
 
-    def __init__(self, server: Server, policy: Policy | None = None, log: logging.Logger | None = None) -> None:
+    def __init__(self, server: ServerHandle, policy: Policy | None = None, log: logging.Logger | None = None) -> None:
         self.server = server
         self.policy = policy or Policy()
         self.workspace = server.workspace
         self.log = log or _file_logger(self.workspace)
-        self.counters = Counters(pid=os.getpid())
+        me = Identity.of(os.getpid())
+        self.counters = Counters(
+            pid=os.getpid(), started=me.started if me else 0, executable=me.executable if me else ""
+        )
+        self._next_probe: dict[str, float] = {}
         self._known_regions: dict[str, str] = {}  # instance -> shm region, learnt while alive
         self._next_try: dict[str, float] = {}
         self._log_offset = _size(self.workspace.server_log)  # only what is logged from now on
@@ -108,14 +138,18 @@ class Supervisor:
         state = self.server.state
         if state is None:
             return
-        if self.server._exit_code() is not None:
+        if self.server.exit_code() is not None:
             self._restart_server(f"tritonserver (pid {state.pid}) is not running")
             return
-        expected = {m.name: self.server.instance_count(m.name) for m in self.server.models() if m.state == "READY"}
-        stubs = stubs_of(state.pid)
+        ready = [m.name for m in self.server.models() if m.state == "READY"]
+        native = [name for name in ready if self.server.backend(name) not in ("python", "")]
+        expected = {name: self.server.instance_count(name) for name in ready if name not in native}
+        stubs = stubs_of(state.shm_prefix)
         self.learn_regions(stubs)
         alive = alive_per_model(stubs)
         reported = self._reported_unhealthy()
+        for model in native:
+            self._probe(model)
         for model, count in expected.items():
             if alive.get(model, 0) < count:
                 self._repair(model, f"{count - alive.get(model, 0)} of its {count} stub process(es) died")
@@ -124,6 +158,18 @@ class Supervisor:
             else:
                 self.counters.unhealthy.pop(model, None)
         self._save()
+
+    def _probe(self, model: str) -> None:
+        """A model with no stub to count is checked by answering one row, now and then."""
+        now = time.monotonic()
+        if now < self._next_probe.get(model, 0.0):
+            return
+        self._next_probe[model] = now + self.policy.probe_interval
+        error = self.server.probe(model)
+        if error is None:
+            self.counters.unhealthy.pop(model, None)
+        else:
+            self._repair(model, f"it did not answer a one-row inference ({error[:120]})")
 
     def _reported_unhealthy(self) -> set[str]:
         """Models named in "Stub process '...' is not healthy" lines logged since the last check."""
@@ -175,7 +221,7 @@ class Supervisor:
 
     def _remove_dead_regions(self, model: str) -> int:
         state = self.server.state
-        living = {stub.shm_region for stub in stubs_of(state.pid)} if state else set()
+        living = {stub.shm_region for stub in stubs_of(state.shm_prefix)} if state else set()
         removed = 0
         for instance, region in list(self._known_regions.items()):
             if instance_model(instance) == model and region not in living:
@@ -197,8 +243,10 @@ class Supervisor:
         self.log.warning("%s; restarting it with the same options in %.0f s (attempt %d)", cause, delay, attempt)
         if self.stopped.wait(delay):
             return
+        if self.stopped.is_set():
+            return
         if self.server.state is not None:
-            killed = kill_orphaned_stubs(self.server.state.pid)
+            killed = kill_stubs(self.server.state.shm_prefix)
             if killed:
                 self.log.info("killed %d stub process(es) the dead server left running", killed)
         started = time.monotonic()
@@ -209,7 +257,8 @@ class Supervisor:
             return
         self._known_regions.clear()
         self.learn_regions()
-        self.log.info("tritonserver restarted (pid %d) in %.1f s", self.server.pid, time.monotonic() - started)
+        pid = self.server.state.pid if self.server.state else 0
+        self.log.info("tritonserver restarted (pid %d) in %.1f s", pid, time.monotonic() - started)
         self._save()
 
     # ---------------------------------------------------------------- the loop
@@ -221,7 +270,7 @@ class Supervisor:
     def learn_regions(self, stubs: list[Stub] | None = None) -> None:
         """Remember each living stub's shm region, to remove it if that stub dies."""
         if stubs is None:
-            stubs = stubs_of(self.server.state.pid) if self.server.state is not None else []
+            stubs = stubs_of(self.server.state.shm_prefix) if self.server.state is not None else []
         for stub in stubs:
             if stub.alive:
                 self._known_regions[stub.instance] = stub.shm_region
@@ -251,23 +300,3 @@ def _file_logger(workspace: Workspace) -> logging.Logger:
         logger.setLevel(logging.INFO)
         logger.propagate = False
     return logger
-
-
-def main(argv: list[str] | None = None) -> None:
-    """``python -m tritonhf.bootstrap.supervisor WORKSPACE``: what `tritonhf up` runs detached."""
-    from tritonhf.bootstrap.process import Server
-
-    args = argv if argv is not None else sys.argv[1:]
-    # Not attach(): the server may already have died in the second this process took to start,
-    # and restarting it is exactly the job.
-    server = Server.from_state(args[0])
-    # A server this process restarts must outlive it like the one `up` started: `down` stops
-    # the supervisor first, then the server, gracefully.
-    server.die_with_parent = False
-    supervisor = Supervisor(server)
-    signal.signal(signal.SIGTERM, lambda *_: supervisor.stopped.set())
-    supervisor.run()
-
-
-if __name__ == "__main__":
-    main()

@@ -10,14 +10,17 @@ from typing import Annotated
 
 import typer
 
+from tritonhf.bootstrap.admin import ModelStatus
 from tritonhf.bootstrap.doctor import run_checks
 from tritonhf.bootstrap.install import bootstrap
 from tritonhf.bootstrap.layout import Workspace
-from tritonhf.bootstrap.process import LOOPBACK, MODEL_CONTROL_MODES, ModelStatus, Server
+from tritonhf.bootstrap.network import LOOPBACK
+from tritonhf.bootstrap.process import MODEL_CONTROL_MODES, Server, Tls, stop_workspace
 from tritonhf.bootstrap.sources import choose_source
 from tritonhf.bootstrap.stubs import alive_per_model, stubs_of
 from tritonhf.bootstrap.supervisor import Counters, supervisor_file
 from tritonhf.cli._console import RichProgress, console, err_console, friendly_errors, table
+from tritonhf.errors import ServerNotRunningError
 
 WorkspaceOption = Annotated[
     Path | None,
@@ -70,8 +73,17 @@ def up_command(
     grpc_port: Annotated[str, typer.Option(help="A port number, or 'auto'.")] = "8001",
     metrics_port: Annotated[str, typer.Option(help="A port number, or 'auto'.")] = "8002",
     host: Annotated[
-        str, typer.Option(help="Address for all services; other than 127.0.0.1 exposes the server.")
+        str,
+        typer.Option(help="Where the exposed protocol listens; anything but loopback exposes it (admin APIs closed)."),
     ] = LOOPBACK,
+    expose: Annotated[
+        str,
+        typer.Option(help="With --host beyond loopback: the protocol to expose, grpc or http (the other stays local)."),
+    ] = "grpc",
+    expose_metrics: Annotated[bool, typer.Option(help="Metrics on --host too (default: loopback).")] = False,
+    tls_cert: Annotated[Path | None, typer.Option(help="PEM certificate: gRPC over TLS (grpcs://).")] = None,
+    tls_key: Annotated[Path | None, typer.Option(help="PEM private key for --tls-cert.")] = None,
+    tls_ca: Annotated[Path | None, typer.Option(help="PEM CA: require client certificates (mutual TLS).")] = None,
     model_control: Annotated[
         str, typer.Option(help=f"One of {', '.join(MODEL_CONTROL_MODES)}; explicit lets the supervisor repair models.")
     ] = "explicit",
@@ -80,14 +92,19 @@ def up_command(
     timeout: Annotated[float, typer.Option(help="Seconds to wait for the server and its models.")] = 60.0,
 ) -> None:
     """Start tritonserver in the background and wait until it and its models are ready."""
-    if host != LOOPBACK:
-        err_console.print(
-            f"[yellow]warning:[/] binding to {host}: anyone who can reach this machine can call the models. "
-            "Loading and unloading models needs the key in WORKSPACE/run/api-key (header tritonhf-key)."
-        )
+    if (tls_cert is None) != (tls_key is None) or (tls_ca is not None and tls_cert is None):
+        raise ValueError("--tls-cert and --tls-key go together (and --tls-ca needs them).")
+    tls = (
+        Tls(tls_cert.absolute(), tls_key.absolute(), tls_ca.absolute() if tls_ca else None)
+        if tls_cert and tls_key
+        else None
+    )
     server = Server(
         workspace,
         host=host,
+        expose=expose,
+        expose_metrics=expose_metrics,
+        tls=tls,
         http_port=http_port,
         grpc_port=grpc_port,
         metrics_port=metrics_port,
@@ -97,6 +114,20 @@ def up_command(
         die_with_parent=False,
         supervise=supervise,
     )
+    if server.exposed:
+        plain = expose == "http" or tls is None
+        err_console.print(
+            f"[yellow]warning:[/] {expose} on {host}: anyone who can reach this machine can call the models. "
+            "Its admin APIs (repository, shared memory, statistics, trace, logging) are closed there; "
+            f"tritonhf manages the server through {server.admin_protocol} on loopback."
+            + (
+                f" [bold]{expose.upper()} traffic is not encrypted[/]"
+                + (" (Triton's HTTP server has no TLS)." if expose == "http" else ": pass --tls-cert/--tls-key.")
+                if plain
+                else ""
+            ),
+            soft_wrap=True,
+        )
     started = time.monotonic()
     with console.status("Starting tritonserver and loading models ..."):
         state = server.start()
@@ -106,9 +137,11 @@ def up_command(
 
 
 def _endpoints(server: Server) -> None:
-    console.print(f"  HTTP     {server.http_url}")
-    console.print(f"  gRPC     {server.grpc_url}")
-    console.print(f"  metrics  {server.metrics_url}")
+    state = server.state
+    assert state is not None
+    for service, url in (("HTTP", server.http_url), ("gRPC", server.grpc_url), ("metrics", server.metrics_url)):
+        note = "  (tritonhf's admin path)" if url == server.local_url else ""
+        console.print(f"  {service:<8} {url}{note}")
     console.print(f"  log      {server.workspace.server_log}")
 
 
@@ -117,36 +150,43 @@ def down_command(
     workspace: WorkspaceOption = None,
     grace: Annotated[float, typer.Option(help="Seconds to let in-flight work finish before killing.")] = 30.0,
 ) -> None:
-    """Stop the workspace's server (gracefully, then by force) and clean its shared memory."""
-    server = Server.attach(workspace)
-    pid = server.pid
-    with console.status(f"Stopping tritonserver (pid {pid}) ..."):
-        server.stop(grace=grace)
-    console.print(f"[green]✓[/] stopped tritonserver (pid {pid})")
+    """Stop everything `up` started (supervisor, server, stubs), whatever state it is in; clean shared memory."""
+    space = Workspace.at(workspace)
+    with console.status("Stopping ..."):
+        found = stop_workspace(space, grace=grace)
+    if not found:
+        raise ServerNotRunningError(
+            f"No tritonhf server is running for workspace {space.root}. Start one with `tritonhf up`."
+        )
+    console.print(f"[green]✓[/] stopped everything tritonhf started in {space.root}")
 
 
 @friendly_errors
 def status_command(workspace: WorkspaceOption = None) -> None:
     """Is the server running? Endpoints, and each model's health as it really is (stub processes alive)."""
     server = Server.attach(workspace)
+    state = server.state
+    assert state is not None
     ready = "ready" if server.is_ready() else "[yellow]not ready[/]"
     console.print(f"[green]●[/] running, {ready} (pid {server.pid})")
     _endpoints(server)
     counters = Counters.load(supervisor_file(server.workspace))
     if counters is not None:
         console.print(f"  supervisor pid {counters.pid}: {counters.server_restarts} server restart(s)")
-    alive = alive_per_model(stubs_of(server.pid))
-    view = table("model", "state", "stubs alive", "health", "repairs")
+    alive = alive_per_model(stubs_of(state.shm_prefix))
+    view = table("model", "backend", "state", "stubs alive", "health", "repairs")
     for model in server.models():
-        expected = server.instance_count(model.name) if model.state == "READY" else 0
-        healthy = model.state == "READY" and alive.get(model.name, 0) >= expected
+        backend = server.backend(model.name) if model.state == "READY" else ""
+        python = backend in ("python", "")
+        expected = server.instance_count(model.name) if model.state == "READY" and python else 0
+        healthy = model.state == "READY" and (alive.get(model.name, 0) >= expected if python else True)
+        unhealthy = (counters.unhealthy if counters else {}).get(model.name)
         health = (
-            "[green]healthy[/]"
-            if healthy
-            else f"[red]{(counters.unhealthy if counters else {}).get(model.name, model.reason or model.state)}[/]"
+            "[green]healthy[/]" if healthy and not unhealthy else f"[red]{unhealthy or model.reason or model.state}[/]"
         )
         repairs = (counters.model_repairs if counters else {}).get(model.name, 0)
-        view.add_row(model.name, model.state, f"{alive.get(model.name, 0)}/{expected}", health, str(repairs))
+        stubs = f"{alive.get(model.name, 0)}/{expected}" if python else "- (probed)"
+        view.add_row(model.name, backend or "-", model.state, stubs, health, str(repairs))
     console.print(view)
 
 

@@ -125,6 +125,8 @@ class Transport(Protocol):
 
     def statistics(self, model: str, timeout: float) -> Mapping[str, Any]: ...
 
+    def server_metadata(self, timeout: float) -> Mapping[str, Any]: ...
+
     def close(self) -> None: ...
 
 
@@ -317,6 +319,9 @@ class GrpcTransport:
             self._client.get_inference_statistics(model, as_json=True, client_timeout=timeout, headers=self.headers())
         )
 
+    def server_metadata(self, timeout: float) -> Mapping[str, Any]:
+        return dict(self._client.get_server_metadata(as_json=True, client_timeout=timeout, headers=self.headers()))
+
     def close(self) -> None:
         self._client.close()
 
@@ -438,6 +443,9 @@ class HttpTransport:
 
     def statistics(self, model: str, timeout: float) -> Mapping[str, Any]:
         return dict(self._bounded(timeout, lambda c: c.get_inference_statistics(model, headers=self.headers())))
+
+    def server_metadata(self, timeout: float) -> Mapping[str, Any]:
+        return dict(self._bounded(timeout, lambda c: c.get_server_metadata(headers=self.headers())))
 
     def close(self) -> None:
         for client in list(self._live):

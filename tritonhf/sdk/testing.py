@@ -212,6 +212,9 @@ class MemoryTransport:
             ]
         }
 
+    def server_metadata(self, timeout: float) -> Mapping[str, Any]:
+        return {"name": "triton", "version": "memory"}
+
     def close(self) -> None:
         pass
 
