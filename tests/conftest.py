@@ -23,6 +23,7 @@ def workspace(installed_server: Workspace, tmp_path: Path) -> Workspace:
     fresh = Workspace(tmp_path / "workspace")
     fresh.root.mkdir()
     (fresh.root / "triton_server").symlink_to(installed_server.server_dir)
+    (fresh.root / "stub_env").symlink_to(installed_server.stub_env_dir)
     fresh.create_folders()
     return fresh
 

@@ -22,6 +22,7 @@ def make_workspace(installed_server: Workspace, tmp_path_factory: pytest.TempPat
         root = tmp_path_factory.mktemp(name) / "workspace"
         root.mkdir()
         (root / "triton_server").symlink_to(installed_server.server_dir)
+        (root / "stub_env").symlink_to(installed_server.stub_env_dir)
         workspace = Workspace(root)
         workspace.create_folders()
         return workspace

@@ -30,7 +30,7 @@ TEMPLATES = [  # served model, task, tiny model it was added from
 
 
 def _params(served: Server, model: str) -> dict[str, str]:
-    return parameters_of(parse_config((served.repository / model / "config.pbtxt").read_text()))
+    return parameters_of(parse_config((Path(served.repository) / model / "config.pbtxt").read_text()))
 
 
 def _counts(client: Client, model: str) -> tuple[int, int]:

@@ -154,6 +154,8 @@ def test_stale_state_from_a_killed_server_is_cleaned_on_next_up(workspace: Works
 def test_doctor_reports_every_check(installed_server: Workspace) -> None:
     result = _cli("doctor", "-w", str(installed_server.root))
     for name in (
+        "CPU architecture",
+        "your environment",
         "glibc",
         "server installed",
         "Python stub",

@@ -49,6 +49,11 @@ def test_notebook_is_valid_and_its_commands_exist() -> None:
                 assert word.split("=")[0] in options, f"`tritonhf {' '.join(words)}`: no option {word}"
     code = "\n".join(c.source for c in notebook.cells if c.cell_type == "code" and not c.source.startswith("!"))
     ast.parse(code)
+    shell = [line for c in notebook.cells if c.cell_type == "code" for line in c.source.splitlines() if line[:1] == "!"]
+    installs = [line for line in shell if line.startswith("!pip install")]
+    assert installs == ['!pip install -q "git+{REPO_URL}"'], "installs tritonhf from the repository URL variable"
+    assert "REPO_URL = " in code, "the repository URL is set once, in a variable"
+    assert not any("numpy<2" in line.replace(" ", "") for line in shell), "the notebook must not downgrade numpy"
 
 
 def test_example_app_parses() -> None:

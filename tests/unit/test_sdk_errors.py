@@ -65,5 +65,11 @@ def test_low_level_failures() -> None:
     assert type(translate(StatusError(404, "Request for unknown model: 'x' is not found"), "m", "u")) is (
         ModelNotFoundError
     )
+    from geventhttpclient.response import HTTPConnectionClosed
+
+    assert type(translate(HTTPConnectionClosed("connection closed."), "m", "u")) is ServerUnavailableError
+    import aiohttp
+
+    assert type(translate(aiohttp.ServerDisconnectedError(), "m", "u")) is ServerUnavailableError
     error = translate(StatusError(400, "input 'TOP_K' is 0"), "clf", "http://h:1")
     assert isinstance(error, ValueError) and "clf" in str(error) and "TOP_K" in str(error)

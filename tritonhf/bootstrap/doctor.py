@@ -81,7 +81,7 @@ def _server(workspace: Workspace) -> list[Check]:
             "Run `tritonhf bootstrap --force` with this interpreter to install its stub.",
         )
     )
-    environment = StubEnvironment.current()
+    environment = StubEnvironment.for_workspace(workspace)
     try:
         result = subprocess.run(
             [str(workspace.binary), "--help"],
@@ -102,26 +102,37 @@ def _server(workspace: Workspace) -> list[Check]:
     return checks
 
 
-def _environment(environment: StubEnvironment) -> list[Check]:
-    pip = f"{environment.bin_dir / 'python'} -m pip install"
+def _environment(workspace: Workspace) -> list[Check]:
+    """Both environments: the user's (any numpy) and the one the stubs run in (numpy < 2 of its own)."""
+    user = StubEnvironment.current()
+    stub = StubEnvironment.for_workspace(workspace)
+    own = stub.prefix != user.prefix
+    where = f"{stub.prefix}" + (" (the workspace's stub_env)" if own else " (this environment: no stub_env yet)")
     checks = [
+        Check("your environment", True, f"numpy {user.numpy}, Python {user.version} in {user.prefix}"),
         Check(
             "libpython found",
-            environment.libpython.exists(),
-            str(environment.libpython),
+            stub.libpython.exists(),
+            str(stub.libpython),
             "Use a Python built with --enable-shared (system python3, or pyenv with "
             "PYTHON_CONFIGURE_OPTS=--enable-shared).",
         ),
         Check(
-            "numpy < 2 in the stub env",
-            environment.numpy is not None and (environment.numpy_major() or 0) < 2,
-            f"numpy {environment.numpy} in {environment.prefix}",
-            f"{pip} 'numpy<2'",
+            "numpy < 2 for the stub",
+            stub.numpy is not None and (stub.numpy_major() or 0) < 2,
+            f"numpy {stub.numpy} in {where}",
+            "Run `tritonhf bootstrap`: it gives the stub numpy < 2 in WORKSPACE/stub_env and leaves yours alone.",
+        ),
+        Check(
+            "stub Python = this Python",
+            stub.version == user.version,
+            f"stub environment {stub.version}, interpreter {user.version}",
+            "Run `tritonhf bootstrap --force` with the interpreter you serve from.",
         ),
     ]
     try:
         imported = subprocess.run(
-            [str(environment.bin_dir / "python"), "-c", "import torch, transformers"],
+            [str(stub.bin_dir / "python"), "-c", "import numpy, torch, transformers"],
             capture_output=True,
             text=True,
             timeout=120,
@@ -129,7 +140,14 @@ def _environment(environment: StubEnvironment) -> list[Check]:
         ok, detail = imported.returncode == 0, (imported.stderr.strip().splitlines() or ["importable"])[-1]
     except (OSError, subprocess.SubprocessError) as exc:
         ok, detail = False, str(exc)
-    checks.append(Check("transformers and torch importable", ok, detail[:80], f"{pip} transformers 'torch==2.13.0'"))
+    checks.append(
+        Check(
+            "torch and transformers in the stub",
+            ok,
+            detail[:80],
+            f"{user.bin_dir / 'python'} -m pip install transformers 'torch==2.13.0' (the stub shares your packages)",
+        )
+    )
     return checks
 
 
@@ -168,12 +186,11 @@ def _gpu() -> Check:
 
 
 def run_checks(workspace: Workspace, ports: tuple[int, ...] = (8000, 8001, 8002)) -> list[Check]:
-    environment = StubEnvironment.current()
     return [
         _architecture(workspace),
         _glibc(),
         *_server(workspace),
-        *_environment(environment),
+        *_environment(workspace),
         _shm(),
         *_ports(ports),
         _gpu(),

@@ -10,6 +10,7 @@ hand (see the project's facts file); each need below names the failure it preven
 * the environment's ``bin/`` first on ``PATH``: the stub finds its ``sys.prefix`` from the
   first ``python3`` there (it ignores ``PYTHONPATH``), else model.py sees no transformers;
 * numpy < 2 in that environment: the stub's pybind11 predates numpy 2 and BYTES crash it.
+  ``tritonhf bootstrap`` makes a workspace environment of its own for that (``stub_env``).
 """
 
 from __future__ import annotations
@@ -134,11 +135,12 @@ class StubEnvironment:
         pip = f"{self.bin_dir / 'python'} -m pip install"
         if self.numpy_major() is not None and (self.numpy_major() or 0) >= 2:
             found.append(
-                f"numpy {self.numpy} is installed in {self.prefix}, but Triton's Python backend "
-                f"stub needs numpy < 2 (BYTES inputs crash the stub otherwise). Fix: {pip} 'numpy<2'"
+                f"numpy {self.numpy} is what the stub would see in {self.prefix}, but Triton's Python backend "
+                "stub needs numpy < 2 (BYTES inputs crash it otherwise). Fix: run `tritonhf bootstrap`, which "
+                "gives the stub an environment of its own (WORKSPACE/stub_env) and leaves yours as it is."
             )
         if self.numpy is None:
-            found.append(f"numpy is not installed in {self.prefix}. Fix: {pip} 'numpy<2'")
+            found.append(f"numpy is not installed in {self.prefix}. Fix: run `tritonhf bootstrap`, or {pip} 'numpy<2'")
         if self.transformers is None or self.torch is None:
             missing = [name for name in ("transformers", "torch") if getattr(self, name) is None]
             found.append(

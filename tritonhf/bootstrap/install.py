@@ -10,6 +10,8 @@ from pathlib import Path
 
 from tritonhf._progress import Progress, SilentProgress
 from tritonhf._version import __version__
+from tritonhf.bootstrap import stub_env
+from tritonhf.bootstrap.environment import StubEnvironment
 from tritonhf.bootstrap.layout import Manifest, Workspace
 from tritonhf.bootstrap.process import Server
 from tritonhf.bootstrap.sources import PipWheelSource, ServerSource, python_version_tag
@@ -21,6 +23,7 @@ class BootstrapResult:
     workspace: Workspace
     manifest: Manifest
     reused: bool
+    stub_environment: StubEnvironment
 
 
 def _is_current(workspace: Workspace, fingerprint: str) -> Manifest | None:
@@ -34,7 +37,9 @@ def _is_current(workspace: Workspace, fingerprint: str) -> Manifest | None:
     return manifest
 
 
-def verify_server(workspace: Workspace, server_dir: Path | None = None) -> str:
+def verify_server(
+    workspace: Workspace, server_dir: Path | None = None, environment: StubEnvironment | None = None
+) -> str:
     """Start the installed binary on an empty repository and free loopback ports.
 
     Returns the server version it reports. This is the proof that the binary, its
@@ -44,7 +49,14 @@ def verify_server(workspace: Workspace, server_dir: Path | None = None) -> str:
         probe = Workspace(Path(scratch))
         probe.create_folders()
         (probe.root / "triton_server").symlink_to(server_dir or workspace.server_dir)
-        server = Server(probe, http_port="auto", grpc_port="auto", metrics_port="auto", startup_timeout=30)
+        server = Server(
+            probe,
+            http_port="auto",
+            grpc_port="auto",
+            metrics_port="auto",
+            startup_timeout=30,
+            environment=environment or StubEnvironment.for_workspace(workspace),
+        )
         try:
             server.start()
             version = str(server.metadata().get("version", "unknown"))
@@ -72,15 +84,16 @@ def bootstrap(
     workspace.root.mkdir(parents=True, exist_ok=True)
     workspace.create_folders()
     fingerprint = source.fingerprint()
+    environment = stub_env.prepare(workspace, progress)  # quick when it is there already
     current = None if force else _is_current(workspace, fingerprint)
     if current is not None:
-        return BootstrapResult(workspace, current, reused=True)
+        return BootstrapResult(workspace, current, reused=True, stub_environment=environment)
 
     staging = Path(tempfile.mkdtemp(prefix=".triton_server.partial-", dir=workspace.root))
     try:
         stub_tag = source.populate(staging, progress)
         progress.step("Checking that the server starts")
-        version = verify_server(workspace, staging)
+        version = verify_server(workspace, staging, environment)
         manifest = Manifest(
             source_kind=source.kind,
             source=source.describe(),
@@ -94,7 +107,7 @@ def bootstrap(
         _swap_into_place(staging, workspace.server_dir)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    return BootstrapResult(workspace, manifest, reused=False)
+    return BootstrapResult(workspace, manifest, reused=False, stub_environment=environment)
 
 
 def _swap_into_place(staging: Path, target: Path) -> None:

@@ -50,6 +50,11 @@ def bootstrap_command(
         f"[green]✓[/] {verb} Triton {manifest.triton_version} in {space.server_dir} "
         f"(Python stub {manifest.python_stub}, {time.monotonic() - started:.1f} s)"
     )
+    stub = result.stub_environment
+    console.print(
+        f"  stub environment: {stub.prefix} (numpy {stub.numpy}; torch {stub.torch}, transformers "
+        f"{stub.transformers} shared with this environment, which keeps its numpy)"
+    )
     console.print(f"  model repository: {space.model_repository}")
     console.print(f"  logs:             {space.logs_dir}")
     console.print("  next: `tritonhf gallery add ...` then `tritonhf up`")

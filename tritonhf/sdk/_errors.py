@@ -18,7 +18,9 @@ failing (``InferenceError``): the templates check every input before they send a
 
 from __future__ import annotations
 
+import http.client
 import socket
+import sys
 from dataclasses import dataclass
 
 from tritonhf.errors import (
@@ -130,11 +132,23 @@ def translate(exc: BaseException, model: str | None, url: str) -> ClientError:
     status = _call_or_value(exc, "status") or _grpc_code(exc)
     if status:
         return error_for(status, message, model, url)
-    if isinstance(exc, (TimeoutError, socket.timeout)) or type(exc).__name__ in ("Timeout", "ServerTimeoutError"):
+    if isinstance(exc, (TimeoutError, socket.timeout)):
         return make(RequestTimeoutError, message, model, url)
-    if isinstance(exc, (ConnectionError, OSError)) or type(exc).__name__.startswith(("ClientConnect", "ServerDisconn")):
+    if isinstance(exc, _connection_errors()):
         return make(ServerUnavailableError, message, model, url)
     return error_for("", message, model, url)
+
+
+def _connection_errors() -> tuple[type[BaseException], ...]:
+    """The types each wire library raises for a connection that failed or broke (those already imported)."""
+    found: list[type[BaseException]] = [ConnectionError, OSError, http.client.HTTPException]
+    for module, names in (
+        ("geventhttpclient.response", ("HTTPParseError", "HTTPConnectionClosed")),  # tritonclient.http
+        ("aiohttp", ("ClientConnectionError", "ServerDisconnectedError")),  # tritonclient.http.aio
+    ):
+        loaded = sys.modules.get(module)
+        found += [getattr(loaded, name) for name in names if loaded is not None and hasattr(loaded, name)]
+    return tuple(found)
 
 
 def _call_or_value(exc: BaseException, name: str) -> str:
