@@ -13,6 +13,8 @@
     │   ├── InvalidNameError
     │   ├── ModelExistsError
     │   └── ModelSourceError      weights could not be found, fetched or converted
+    ├── DeployError               leaving one machine: manifests, images
+    │   └── StorageError          object storage: bad URL, missing bucket, credentials, unreachable
     └── ClientError               talking to a running server (the sdk)
         ├── ServerUnavailableError
         ├── ModelNotFoundError
@@ -96,6 +98,14 @@ class ModelExistsError(GalleryError):
 
 class ModelSourceError(GalleryError):
     """Weights could not be found, fetched or converted."""
+
+
+class DeployError(TritonHFError):
+    """Writing what a cluster needs (manifests, image files) failed or was asked for wrongly."""
+
+
+class StorageError(DeployError):
+    """An object-storage repository (S3) could not be reached, read or written; says why."""
 
 
 class ClientError(TritonHFError):

@@ -45,6 +45,17 @@ print(json.dumps({
 """
 
 
+_VERSIONS = """
+import importlib.metadata as m, json, sys
+def version(name):
+    try:
+        return m.version(name)
+    except m.PackageNotFoundError:
+        return None
+print(json.dumps({name: version(name) for name in sys.argv[1:]}))
+"""
+
+
 @dataclass(frozen=True)
 class StubEnvironment:
     """A Python environment (a venv or a base install) the stub will run model.py in."""
@@ -110,6 +121,23 @@ class StubEnvironment:
             torch=data["torch"],
             transformers=data["transformers"],
         )
+
+    def versions(self, names: list[str]) -> dict[str, str | None]:
+        """The installed version of each distribution in this environment (None where missing)."""
+        code = _VERSIONS
+        try:
+            output = subprocess.run(
+                [str(self.bin_dir / "python"), "-c", code, *names],
+                capture_output=True,
+                text=True,
+                check=True,
+                timeout=60,
+            ).stdout
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise StubEnvironmentError(
+                f"Could not run {self.bin_dir / 'python'} to read its packages ({exc})."
+            ) from exc
+        return dict(json.loads(output))
 
     @property
     def bin_dir(self) -> Path:

@@ -25,7 +25,7 @@ def default_url() -> str:
     workspace = Path(os.environ.get(WORKSPACE_ENV, "triton_workspace"))
     try:
         state = json.loads((workspace / "run" / "server.json").read_text())
-        return str(state["local_http_url"])
+        return str(state["local_url"])
     except (OSError, ValueError, KeyError, TypeError):
         return DEFAULT_URL
 

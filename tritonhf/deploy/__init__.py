@@ -1,0 +1,1 @@
+"""Leaving one machine: serving requirements, object storage, Kubernetes and KServe manifests."""
