@@ -155,6 +155,25 @@ _RULES: list[Rule] = [
     ),
 ]
 
+_RULES += [
+    (
+        re.compile(r"Unable to create S3 filesystem client"),
+        lambda m: Diagnosis(
+            cause="Triton could not open the S3 repository (a missing bucket, wrong credentials or an "
+            "unreachable endpoint: Triton reports them all this way)",
+            fix="Check with `tritonhf gallery pull URL /tmp/check`, which names the cause; credentials come from "
+            "AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, the region from AWS_DEFAULT_REGION.",
+        ),
+    ),
+    (
+        re.compile(r"repository path is not a valid directory"),
+        lambda m: Diagnosis(
+            cause="the model repository path does not exist (for S3: nothing under that prefix)",
+            fix="Point --repository at a folder of models, or push one: `tritonhf gallery push REPO s3://...`.",
+        ),
+    ),
+]
+
 # The last resort: a model failed and no rule above knows why; the server's own words.
 _MODEL_FAILED = re.compile(r"failed to load '(?P<model>[^']+)' version \d+: (?P<reason>.*?)\"?$")
 

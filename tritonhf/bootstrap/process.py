@@ -289,7 +289,11 @@ class Server:
             raise StubEnvironmentError("The Python backend cannot run here:\n- " + "\n- ".join(problems))
         self.environment = environment
         workspace.create_folders()
-        if "://" not in self.repository:
+        if self.repository.startswith("s3://"):
+            from tritonhf.deploy.storage import check
+
+            check(self.repository)  # Triton blames credentials for every S3 failure: name the real cause first
+        elif "://" not in self.repository:
             Path(self.repository).mkdir(parents=True, exist_ok=True)
         addresses = self.addresses()
         ports = self._resolve_ports(addresses)

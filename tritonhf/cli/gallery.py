@@ -140,3 +140,52 @@ def validate_command(repository: Annotated[Path | None, typer.Argument(help="Rep
     for problem in problems:
         err_console.print(f"[red]✗[/] {problem}", soft_wrap=True)
     raise typer.Exit(1)
+
+
+@app.command("requirements")
+@friendly_errors
+def requirements_command(
+    repository: Annotated[Path | None, typer.Argument(help="Repository folder (default: the workspace's).")] = None,
+    workspace: Annotated[Path | None, typer.Option("--workspace", "-w", help="Whose stub environment pins.")] = None,
+) -> None:
+    """The exact Python packages this repository needs on any Triton (pinned; no tritonhf among them)."""
+    from tritonhf.bootstrap.environment import StubEnvironment
+    from tritonhf.deploy.requirements import serving_requirements
+
+    environment = StubEnvironment.for_workspace(Workspace.at(workspace))
+    for line in serving_requirements(_repository(repository), environment):
+        console.print(line, highlight=False)
+
+
+@app.command("push")
+@friendly_errors
+def push_command(
+    url: Annotated[str, typer.Argument(help="s3://BUCKET/PREFIX or s3://http://HOST:PORT/BUCKET/PREFIX")],
+    repository: RepositoryOption = None,
+) -> None:
+    """Upload the repository's models to object storage (credentials from the AWS environment/profile)."""
+    from tritonhf.deploy.storage import push
+
+    progress = RichProgress()
+    try:
+        models = push(_repository(repository), url, progress)
+    finally:
+        progress.close()
+    console.print(f"[green]✓[/] pushed {', '.join(models)} to {url}")
+
+
+@app.command("pull")
+@friendly_errors
+def pull_command(
+    url: Annotated[str, typer.Argument(help="s3://BUCKET/PREFIX or s3://http://HOST:PORT/BUCKET/PREFIX")],
+    repository: RepositoryOption = None,
+) -> None:
+    """Download the models under URL into the repository (each replaces a local model of its name)."""
+    from tritonhf.deploy.storage import pull
+
+    progress = RichProgress()
+    try:
+        models = pull(url, _repository(repository), progress)
+    finally:
+        progress.close()
+    console.print(f"[green]✓[/] pulled {', '.join(models)} into {_repository(repository)}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from tritonhf.cli import calls, gallery, server
+from tritonhf.cli import calls, deploy, gallery, server
 
 app = typer.Typer(
     name="tritonhf",
@@ -19,6 +19,7 @@ app.command("status")(server.status_command)
 app.command("logs")(server.logs_command)
 app.command("doctor")(server.doctor_command)
 app.add_typer(gallery.app, name="gallery")
+app.add_typer(deploy.app, name="deploy")
 app.command("classify")(calls.classify_command)
 app.command("embed")(calls.embed_command)
 app.command("ner")(calls.ner_command)

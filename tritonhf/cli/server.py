@@ -89,6 +89,10 @@ def up_command(
     tls_cert: Annotated[Path | None, typer.Option(help="PEM certificate: gRPC over TLS (grpcs://).")] = None,
     tls_key: Annotated[Path | None, typer.Option(help="PEM private key for --tls-cert.")] = None,
     tls_ca: Annotated[Path | None, typer.Option(help="PEM CA: require client certificates (mutual TLS).")] = None,
+    repository: Annotated[
+        str | None,
+        typer.Option(help="A repository folder, or s3://BUCKET/PREFIX, or s3://http://HOST:PORT/BUCKET/PREFIX."),
+    ] = None,
     model_control: Annotated[
         str, typer.Option(help=f"One of {', '.join(MODEL_CONTROL_MODES)}; explicit lets the supervisor repair models.")
     ] = "explicit",
@@ -110,6 +114,7 @@ def up_command(
         expose=expose,
         expose_metrics=expose_metrics,
         tls=tls,
+        repository=repository if repository is None or "://" in repository else Path(repository).absolute(),
         http_port=http_port,
         grpc_port=grpc_port,
         metrics_port=metrics_port,

@@ -59,7 +59,9 @@ class DeploySpec:
 
     def check(self) -> S3Location:
         if not 1 <= self.replicas <= self.max_replicas:
-            raise DeployError(f"--replicas must be from 1 to --max-replicas ({self.max_replicas}), not {self.replicas}.")
+            raise DeployError(
+                f"--replicas must be from 1 to --max-replicas ({self.max_replicas}), not {self.replicas}."
+            )
         if self.gpus < 0 or self.cpus < 1:
             raise DeployError("--gpu must be 0 or more and --cpus 1 or more.")
         return S3Location.parse(self.repository)
@@ -126,7 +128,11 @@ def deployment(spec: DeploySpec) -> dict[str, Any]:
         ],
         "resources": _resources(spec),
         "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}, {"name": "probe", "mountPath": "/opt/tritonhf"}],
-        "startupProbe": {"httpGet": {"path": "/v2/health/ready", "port": "http"}, "periodSeconds": 5, "failureThreshold": 120},
+        "startupProbe": {
+            "httpGet": {"path": "/v2/health/ready", "port": "http"},
+            "periodSeconds": 5,
+            "failureThreshold": 120,
+        },
         "readinessProbe": _probe(spec, failures=2, period=15),
         "livenessProbe": _probe(spec, failures=4, period=30),
     }
@@ -291,7 +297,7 @@ def notes(spec: DeploySpec, kserve: bool) -> str:
     if kserve:
         lines += [
             f"kubectl create serviceaccount {spec.name}-s3",
-            f"kubectl patch serviceaccount {spec.name}-s3 -p '{{\"secrets\": [{{\"name\": \"{spec.s3_secret}\"}}]}}'",
+            f'kubectl patch serviceaccount {spec.name}-s3 -p \'{{"secrets": [{{"name": "{spec.s3_secret}"}}]}}\'',
         ]
         if endpoint:
             host = endpoint.split("://", 1)[1]

@@ -55,7 +55,9 @@ def one_row(config: dict[str, Any]) -> list[dict[str, Any]]:
         count = 1
         for dim in shape:
             count *= dim
-        inputs.append({"name": spec["name"], "shape": shape, "datatype": datatype, "data": [_ZERO.get(datatype, 0)] * count})
+        inputs.append(
+            {"name": spec["name"], "shape": shape, "datatype": datatype, "data": [_ZERO.get(datatype, 0)] * count}
+        )
     return inputs
 
 

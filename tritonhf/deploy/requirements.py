@@ -30,8 +30,9 @@ def needed_packages(repository: Path) -> list[str]:
             names.append("onnxruntime")  # onnxruntime inside the Python backend
         if params.get(PARAM_TASK) in ("text-generation", "text2text-generation"):
             names.append("jinja2")  # chat templates
-        if any(folder.rglob(name) for name in _SENTENCEPIECE_FILES):
-            names += ["sentencepiece", "protobuf"]
+        files = {path.name for path in folder.rglob("*") if path.is_file()}
+        if files & set(_SENTENCEPIECE_FILES) and "tokenizer.json" not in files:
+            names += ["sentencepiece", "protobuf"]  # a slow tokenizer: no tokenizer.json to load fast
     return list(dict.fromkeys(names))
 
 
