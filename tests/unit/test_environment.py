@@ -17,7 +17,8 @@ def test_the_stub_environment_bootstrap_prepared_is_fit(installed_server: Worksp
     stub = StubEnvironment.for_workspace(installed_server)
     assert stub.prefix == installed_server.stub_env_dir, "bootstrap made one"
     assert stub.problems() == []
-    assert (stub.numpy_major() or 0) < 2 and stub.torch == StubEnvironment.current().torch, "numpy its own, torch shared"
+    assert (stub.numpy_major() or 0) < 2, "numpy of its own"
+    assert stub.torch == StubEnvironment.current().torch, "torch shared"
 
 
 def test_probing_another_python_reads_the_same_facts() -> None:

@@ -16,6 +16,7 @@ import numpy as np
 
 from tritonhf.sdk._core import ModelConfig
 from tritonhf.sdk._transport import Endpoint, Transport, connect
+from tritonhf.sdk.codecs import DATATYPES
 
 _PROBE_ROWS = 1
 
@@ -75,6 +76,21 @@ class Admin:
         except Exception:
             return {}
 
+    def load(self, name: str) -> bool:
+        """Load (or reload from the repository) ``name``; True once it is ready."""
+        try:
+            self._transport.load_model(name, self.timeout)
+            return self._transport.is_model_ready(name, self.timeout)
+        except Exception:
+            return False
+
+    def unload(self, name: str) -> bool:
+        try:
+            self._transport.unload_model(name, self.timeout)
+            return True
+        except Exception:
+            return False
+
     def reload(self, name: str, timeout: float = 120.0) -> bool:
         """Unload then load ``name`` (explicit model control); True once it is ready again."""
         with contextlib.suppress(Exception):
@@ -98,8 +114,6 @@ class Admin:
             if datatype == "BYTES":
                 inputs[input_name] = np.full(shape, b"x", dtype=np.object_)
             else:
-                from tritonhf.sdk.codecs import DATATYPES
-
                 inputs[input_name] = np.zeros(shape, dtype=DATATYPES[datatype])
         try:
             self._transport.infer(name, inputs, list(config.outputs), self.timeout)

@@ -11,6 +11,7 @@ import typer
 
 from tritonhf.bootstrap.layout import Workspace
 from tritonhf.cli._console import RichProgress, console, friendly_errors, table
+from tritonhf.errors import ModelNotReadyError
 from tritonhf.sdk.client import Client
 
 if TYPE_CHECKING:
@@ -84,6 +85,41 @@ def models_command(url: UrlOption = None) -> None:
         for info in client.models():
             view.add_row(info.name, info.version, info.state, info.task or "-", str(info.max_batch_size))
     console.print(view)
+
+
+@friendly_errors
+def load_command(
+    models: Annotated[list[str], typer.Argument(help="Model names in the server's repository.")],
+    url: Annotated[
+        list[str] | None, typer.Option("--url", help="A server's loopback URL (repeat for each replica).")
+    ] = None,
+    unload: Annotated[bool, typer.Option(help="Unload instead of load.")] = False,
+) -> None:
+    """Load (or unload) models on one or more servers through their repository API.
+
+    A model pushed to object storage after the servers started appears this way (or by itself
+    within a poll when the servers run with --model-control poll).
+    """
+    from tritonhf.bootstrap.admin import Admin
+    from tritonhf.sdk._settings import default_url
+
+    failed = []
+    for address in url or [default_url()]:
+        admin = Admin(address, timeout=120)
+        try:
+            for model in models:
+                ok = admin.unload(model) if unload else admin.load(model)
+                console.print(
+                    f"{'[green]✓[/]' if ok else '[red]✗[/]'} {'unloaded' if unload else 'loaded'} {model} on {address}"
+                )
+                if not ok:
+                    failed.append(f"{model} on {address}")
+        finally:
+            admin.close()
+    if failed:
+        raise ModelNotReadyError(
+            f"Could not {'unload' if unload else 'load'}: {', '.join(failed)}. See the server log."
+        )
 
 
 @friendly_errors

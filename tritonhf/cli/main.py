@@ -25,6 +25,7 @@ app.command("embed")(calls.embed_command)
 app.command("ner")(calls.ner_command)
 app.command("generate")(calls.generate_command)
 app.command("models")(calls.models_command)
+app.command("load")(calls.load_command)
 app.command("demo")(calls.demo_command)
 app.command("bench")(calls.bench_command)
 

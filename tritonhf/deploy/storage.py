@@ -31,7 +31,7 @@ from tritonhf.errors import StorageError
 _ENDPOINT_URL = re.compile(
     r"^s3://(?P<scheme>https?)://(?P<host>[^/:]+):(?P<port>\d+)/(?P<bucket>[^/]+)/?(?P<path>.*)$"
 )
-_AWS_URL = re.compile(r"^s3://(?P<bucket>[^/:]+)/?(?P<path>.*)$")
+_AWS_URL = re.compile(r"^s3://(?P<bucket>[^/]+)(?:/(?P<path>.*))?$")
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _SEGMENT = re.compile(r"^[0-9a-zA-Z._-]+$")
 
@@ -57,7 +57,7 @@ class S3Location:
                     "s3://http://HOST:PORT/BUCKET/PREFIX for an S3-compatible endpoint (the port is required; "
                     "Triton sends anything else to AWS)."
                 )
-        bucket, path = match["bucket"], match["path"].strip("/")
+        bucket, path = match["bucket"], (match["path"] or "").strip("/")
         if not _BUCKET.match(bucket):
             raise StorageError(f"{bucket!r} is not a valid bucket name (lower case letters, digits, '.', '-').")
         bad = [segment for segment in path.split("/") if path and not _SEGMENT.match(segment)]
