@@ -116,6 +116,7 @@ class OnnxModel:
         self.inputs = [tensor.name for tensor in self.session.get_inputs()]
         self.output = self.session.get_outputs()[0].name  # logits or last_hidden_state, named at export
         self.config = AutoConfig.from_pretrained(folder)
+        self.device = _cpu()  # transformers' pipelines (used only to post-process) ask for it
 
     def __call__(self, **batch: Any) -> Any:
         import types
@@ -148,6 +149,7 @@ class TritonOnnxModel:
 
         self.part, self.inputs, self.output = part, list(inputs), output
         self.config = AutoConfig.from_pretrained(folder)
+        self.device = _cpu()
 
     def __call__(self, **batch: Any) -> Any:
         import types
@@ -168,6 +170,12 @@ class TritonOnnxModel:
 
     def eval(self) -> TritonOnnxModel:
         return self
+
+
+def _cpu() -> Any:
+    import torch
+
+    return torch.device("cpu")
 
 
 def forward_is_local(model: Any) -> bool:

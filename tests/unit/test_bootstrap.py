@@ -15,13 +15,13 @@ import pytest
 from tritonhf.bootstrap import network
 from tritonhf.bootstrap.doctor import elf_machine
 from tritonhf.bootstrap.sources import safe_extract, wheel_fits
-from tritonhf.bootstrap.spawn import Identity
+from tritonhf.bootstrap.spawn import Identity, identity_of
 
 
 def test_identity_tells_a_reused_pid_from_the_process_we_started() -> None:
     process = subprocess.Popen(["sleep", "30"])
     try:
-        identity = Identity.of(process.pid)
+        identity = identity_of(process)
         assert identity is not None and identity.alive() and identity.executable == "sleep"
         impostor = Identity(process.pid, identity.started + 1, identity.executable)
         assert not impostor.alive() and not impostor.signal(9), "another start time: not ours, not signalled"

@@ -26,10 +26,14 @@ def repo(tmp_path: Path, tiny: dict[str, Path]) -> Path:
 
 def test_added_model_is_self_contained_and_valid(repo: Path) -> None:
     model = repo / "clf"
-    assert (model / "1" / "model.py").is_file()
-    assert (model / "1" / "weights" / "model.safetensors").is_file()
+    assert (model / "1" / "model.py").is_file() and (model / "1" / "tritonhf_runtime.py").is_file()
+    # An encoder task is served from ONNX by default (the export matched PyTorch): no PyTorch weights kept.
+    assert (model / "1" / "weights" / "model.onnx").is_file()
+    assert not (model / "1" / "weights" / "model.safetensors").exists()
     assert (model / "1" / "weights" / "tokenizer.json").is_file()
-    config = parse_config((model / "config.pbtxt").read_text())
+    text = (model / "config.pbtxt").read_text()
+    assert "# Backend: onnx (exported and within 0.001 of PyTorch)." in text
+    config = parse_config(text)
     params = {k: v.string_value for k, v in config.parameters.items()}
     assert params["tritonhf.task"] == "text-classification"
     assert params["tritonhf.weights"] == "weights"
@@ -145,3 +149,11 @@ def test_remote_code_is_off_unless_asked(repo: Path, tiny: dict[str, Path]) -> N
         AddRequest(task="ner", source=str(tiny["ner"]), repository=repo, name="trusted", trust_remote_code=True)
     )
     assert flag(trusted) == "true"
+
+
+def test_pytorch_when_asked_or_when_onnx_cannot_serve_the_task(tmp_path: Path, tiny: dict[str, Path]) -> None:
+    chosen = add_model(AddRequest("text-classification", str(tiny["classifier"]), tmp_path / "r", backend="pytorch"))
+    assert (chosen / "1" / "weights" / "model.safetensors").is_file()
+    assert "# Backend: pytorch (--backend pytorch)." in (chosen / "config.pbtxt").read_text()
+    generator = add_model(AddRequest("text-generation", str(tiny["generator"]), tmp_path / "r"))
+    assert "# Backend: pytorch (text-generation runs on PyTorch)." in (generator / "config.pbtxt").read_text()

@@ -219,9 +219,10 @@ def test_onnx_classification_and_zero_shot_match_pytorch(tmp_path: Path, tiny: d
 def test_onnx_is_refused_for_tasks_it_does_not_cover(tmp_path: Path, tiny: dict[str, Path]) -> None:
     from tritonhf.errors import GalleryError
 
-    for task, source in (("ner", tiny["ner"]), ("text-generation", tiny["generator"])):
-        with pytest.raises(GalleryError, match="--backend onnx supports"):
-            _add(tmp_path, task, source, backend="onnx")
+    with pytest.raises(GalleryError, match="--backend onnx supports"):
+        _add(tmp_path, "text-generation", tiny["generator"], backend="onnx")
+    with pytest.raises(GalleryError, match="--quantize int8 quantizes the ONNX model"):
+        _add(tmp_path, "ner", tiny["ner"], backend="pytorch", quantize="int8")
 
 
 def test_no_vendor_keeps_a_reference_and_still_serves(tmp_path: Path, tiny: dict[str, Path]) -> None:
@@ -230,3 +231,26 @@ def test_no_vendor_keeps_a_reference_and_still_serves(tmp_path: Path, tiny: dict
     assert str(tiny["classifier"]) in (folder / "config.pbtxt").read_text()
     (response,) = instantiate(folder).execute([pb.InferenceRequest(TEXT=texts("a wonderful movie"))])
     assert response.output("LABEL").shape == (1, 1)
+
+
+def test_int8_is_kept_only_above_its_gate_and_says_how_close_it_is(tmp_path: Path, tiny: dict[str, Path]) -> None:
+    from tritonhf.errors import GalleryError
+    from tritonhf.gallery.onnx_export import GATES
+
+    try:
+        folder = _add(tmp_path, "feature-extraction", tiny["encoder"], name="emb8", quantize="int8")
+    except GalleryError as refused:  # a random tiny model may not survive int8: then it must say so
+        assert "below the gate" in str(refused) and "--force" in str(refused)
+        folder = _add(tmp_path, "feature-extraction", tiny["encoder"], name="emb8", quantize="int8", force=True)
+    text = (folder / "config.pbtxt").read_text()
+    assert "int8 vs fp32 on 16 calibration texts: cosine mean" in text and f"(gate {GATES['cosine_mean']})" in text
+    weights = folder / "1" / "weights"
+    assert (weights / "model.int8.onnx").is_file() and not (weights / "model.onnx").exists()
+    model = instantiate(folder)
+    (response,) = model.execute([pb.InferenceRequest(TEXT=texts("the cat", "a dog lives in london"))])
+    expected = _reference_embeddings(tiny["encoder"], ["the cat", "a dog lives in london"])
+    expected /= np.linalg.norm(expected, axis=1, keepdims=True)
+    cosine = (response.output("EMBEDDING") * expected).sum(1)
+    assert (cosine > 0.9).all(), cosine
+    with pytest.raises(GalleryError, match="at least 4 texts"):
+        _add(tmp_path, "feature-extraction", tiny["encoder"], name="few", quantize="int8", calibration=("a", "b"))

@@ -147,9 +147,18 @@ def spawn(
     return _SPAWNER.run(make) if die_with_parent else make()
 
 
-def identity_of(process: subprocess.Popen[bytes]) -> Identity:
-    """The identity of a child just started (its start time is readable as soon as it exists)."""
-    found = Identity.of(process.pid)
-    if found is None:  # it already exited: an identity nothing will ever match again
-        return Identity(process.pid, -1, "")
-    return found
+def identity_of(process: subprocess.Popen[bytes], wait: float = 5.0) -> Identity:
+    """The identity of a child just started, read once its exec has completed.
+
+    For a moment after fork the child's command line is empty (or still Python's), so wait
+    until it names the program it runs.
+    """
+    program = str(process.args[0]) if isinstance(process.args, (list, tuple)) else str(process.args).split()[0]
+    deadline = time.monotonic() + wait
+    while True:
+        found = Identity.of(process.pid)
+        if found is None:  # it already exited: an identity nothing will ever match again
+            return Identity(process.pid, -1, "")
+        if found.executable == program or time.monotonic() > deadline:
+            return found
+        time.sleep(0.001)

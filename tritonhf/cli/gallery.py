@@ -78,8 +78,18 @@ def add_command(
     allow_pickle: Annotated[bool, typer.Option(help="Allow pickled (.bin) weights; they can run code.")] = False,
     trust_remote_code: Annotated[bool, typer.Option(help="Let the model run code it ships (off by default).")] = False,
     backend: Annotated[
-        str, typer.Option(help="pytorch, or onnx (exported once, served with onnxruntime).")
-    ] = "pytorch",
+        str,
+        typer.Option(
+            help="auto (ONNX Runtime for encoder tasks when the export matches PyTorch, else PyTorch), pytorch, onnx."
+        ),
+    ] = "auto",
+    quantize: Annotated[
+        str | None, typer.Option(help="int8: dynamic int8 weights, kept only if they pass a quality gate.")
+    ] = None,
+    calibration: Annotated[
+        Path | None, typer.Option(help="With --quantize: a file of texts (one per line) for the quality gate.")
+    ] = None,
+    force: Annotated[bool, typer.Option(help="With --quantize: keep the int8 model even below the gate.")] = False,
     onnx_runtime: Annotated[
         str,
         typer.Option(
@@ -101,6 +111,9 @@ def add_command(
         trust_remote_code=trust_remote_code,
         backend=backend,
         onnx_runtime=onnx_runtime,
+        quantize=quantize,
+        calibration=tuple(line for line in calibration.read_text().splitlines() if line.strip()) if calibration else (),
+        force=force,
         labels=tuple(labels.split(",")) if labels else (),
         options=ModelOptions(max_batch_size=max_batch_size, instances=instances, device=device),
         params=parse_params(param or []),

@@ -91,7 +91,13 @@ def build_config(task: Task, name: str, options: ModelOptions) -> mc.ModelConfig
 
 
 def build_onnx_part_config(
-    name: str, owner: str, inputs: Sequence[str], output: str, output_dims: Sequence[int], options: ModelOptions
+    name: str,
+    owner: str,
+    inputs: Sequence[str],
+    output: str,
+    output_dims: Sequence[int],
+    options: ModelOptions,
+    rank: int = 0,
 ) -> mc.ModelConfig:
     """The config of the model that runs ``owner``'s model.onnx on Triton's onnxruntime backend.
 
@@ -101,7 +107,8 @@ def build_onnx_part_config(
     config = mc.ModelConfig(name=name, backend="onnxruntime", max_batch_size=0)
     for input_name in inputs:
         config.input.add(name=input_name, data_type=mc.TYPE_INT64, dims=[-1, -1])
-    rank_dims = [-1, *output_dims] if output == "logits" else [-1, -1, *output_dims]
+    rank = rank or (2 if output == "logits" else 3)  # [batch, labels] or [batch, sequence, hidden|labels]
+    rank_dims = [-1] * (rank - len(output_dims)) + list(output_dims)
     config.output.add(name=output, data_type=mc.TYPE_FP32, dims=rank_dims)
     _add_instances(config, options)
     warmup = config.model_warmup.add(name="eight tokens", batch_size=1)
@@ -118,8 +125,10 @@ def part_config_to_text(config: mc.ModelConfig, owner: str) -> str:
     return _PART_HEADER.format(owner=owner) + str(text_format.MessageToString(config))
 
 
-def config_to_text(config: mc.ModelConfig, task: Task) -> str:
-    return _HEADER.format(task=task.name) + str(text_format.MessageToString(config))
+def config_to_text(config: mc.ModelConfig, task: Task, notes: Sequence[str] = ()) -> str:
+    """The config as text, after a header of comments (and ``notes``: why this backend, measured quality)."""
+    extra = "".join(f"# {line}\n" for line in notes)
+    return _HEADER.format(task=task.name) + extra + str(text_format.MessageToString(config))
 
 
 def parse_config(text: str, where: str = "config.pbtxt") -> mc.ModelConfig:
