@@ -195,26 +195,93 @@ def row(name: str, figure: tuple[float, float, float], ceiling: float, extra: st
     return f"| {name} | {spread(figure)} | {figure[0] / ceiling:.2f} | {extra} |"
 
 
+def in_process_onnx(path: Path, tokenizer: Any, batch: int, seconds: float = 2.0) -> tuple[float, float]:
+    """(items per second, median ms per call) of an ONNX file run by onnxruntime in this process,
+    with the session options the template uses (threads = cores, all graph optimisations)."""
+    import numpy as np
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = os.cpu_count() or 1
+    options.inter_op_num_threads = 1
+    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+    session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    names = [tensor.name for tensor in session.get_inputs()]
+    times = []
+    deadline = time.perf_counter() + seconds
+    for call in itertools.count():
+        texts = [TEXTS[(call * batch + i) % len(TEXTS)] for i in range(batch)]
+        encoded = tokenizer(texts, padding=True, truncation=True, return_tensors="np")
+        feeds = {name: encoded[name].astype(np.int64) for name in names}
+        started = time.perf_counter()
+        session.run(None, feeds)
+        if call >= len(TEXTS):
+            times.append(time.perf_counter() - started)
+        if time.perf_counter() >= deadline and len(times) >= len(TEXTS):
+            break
+    median = statistics.median(times)
+    return batch / median, median * 1000
+
+
+def async_rate(url: str, model: str, concurrency: int = 16) -> float:
+    """Texts/s with AsyncClient: ``concurrency`` tasks on one event loop, one text per request."""
+    import asyncio
+
+    from tritonhf import AsyncClient
+
+    async def main() -> float:
+        async with AsyncClient(url, concurrency=concurrency + 4, timeout=120) as client:
+            for text in TEXTS:
+                await client.embed(text, model=model)
+            queue = iter(range(REQUESTS_PER_LEVEL))
+
+            async def worker() -> None:
+                for index in queue:
+                    await client.embed(TEXTS[index % len(TEXTS)], model=model)
+
+            started = time.perf_counter()
+            await asyncio.gather(*(worker() for _ in range(concurrency)))
+            return REQUESTS_PER_LEVEL / (time.perf_counter() - started)
+
+    return asyncio.run(main())
+
+
+# The served paths of a section: (key, label, model name suffix).
+PATHS = (("default", "ONNX Runtime (the default)", ""), ("pytorch", "PyTorch (--backend pytorch)", "-pytorch"))
+INT8 = ("int8", "ONNX int8 (--quantize int8)", "-int8")
+
+
 def one_round(
-    client: Client, outside_client: PerfAnalyzer | None, pt_model: str, onnx_model: str, model: Any, tokenizer: Any
+    client: Client,
+    outside_client: PerfAnalyzer | None,
+    base: str,
+    paths: tuple[tuple[str, str, str], ...],
+    model: Any,
+    tokenizer: Any,
+    onnx_files: dict[str, Path],
+    embeddings: bool,
 ) -> dict[str, Any]:
     """Every path once, back to back, with ratios taken within the round (this machine drifts by
     tens of percent over minutes, so a ratio between two rounds would mostly measure the drift)."""
     figures: dict[str, Any] = {}
     for batch in (1, 8, 32):
         figures[f"in-process {batch}"], figures[f"in-process {batch} ms"] = in_process(model, tokenizer, batch, 2.0)
-    best = max(figures[f"in-process {batch}"] for batch in (1, 8, 32))
-    for path, name in (("pytorch", pt_model), ("onnx", onnx_model)):
-        for result in run_bench(client, name, LEVELS, duration=None, requests=REQUESTS_PER_LEVEL, texts=TEXTS):
-            key = f"{path} {result.concurrency}"
-            figures[key], figures[f"{key} p50"] = result.throughput, result.p50_ms
-            figures[f"{key} client CPU"] = result.client_cores
+        figures[f"ort {batch}"], figures[f"ort {batch} ms"] = in_process_onnx(onnx_files["default"], tokenizer, batch)
+    if "int8" in onnx_files:
+        figures["ort int8 32"], _ = in_process_onnx(onnx_files["int8"], tokenizer, 32)
+    for key, _, suffix in paths:
+        for result in run_bench(client, base + suffix, LEVELS, duration=None, requests=REQUESTS_PER_LEVEL, texts=TEXTS):
+            name = f"{key} {result.concurrency}"
+            figures[name], figures[f"{name} p50"] = result.throughput, result.p50_ms
+            figures[f"{name} client CPU"] = result.client_cores
             if result.server:
-                figures[f"{key} batches"] = result.server.batch_sizes
-                figures[f"{key} server ms"] = result.server.latency_ms
-                figures[f"{key} mean batch"] = result.server.requests / max(result.server.executions, 1)
+                figures[f"{name} batches"] = result.server.batch_sizes
+                figures[f"{name} server ms"] = result.server.latency_ms
+                figures[f"{name} mean batch"] = result.server.requests / max(result.server.executions, 1)
+    if embeddings:
+        figures["default async 16"] = async_rate(client.url, base)
     for level in (1, 16):
-        outside = outside_client.run(pt_model, level) if outside_client is not None else None
+        outside = outside_client.run(base, level) if outside_client is not None else None
         if outside is not None:
             figures[f"perf_analyzer {level}"], figures[f"perf_analyzer {level} p50"] = (
                 outside.throughput,
@@ -222,15 +289,20 @@ def one_round(
             )
             figures[f"perf_analyzer {level} client CPU"] = outside.client_cores
             figures[f"perf_analyzer {level} server ms"] = outside.server_ms
-            figures[f"sdk/perf_analyzer {level}"] = figures[f"pytorch {level}"] / outside.throughput
+    ceiling = figures["in-process 32"]  # the PyTorch batch-32 ceiling the targets name
     batch1_ms = figures["in-process 1 ms"]
     figures["floor hot p50"] = floor_p50(client, 0.0)
     figures["floor overhead"] = floor_p50(client, batch1_ms) - batch1_ms
-    figures["served c16 / ceiling"] = figures["pytorch 16"] / best
-    figures["lone request overhead"] = figures["pytorch 1 p50"] - batch1_ms
-    for level in LEVELS:
-        figures[f"onnx/pytorch {level}"] = figures[f"onnx {level}"] / figures[f"pytorch {level}"]
-    figures["best"] = best
+    figures["default c16 / ceiling"] = figures["default 16"] / ceiling
+    figures["default c1 / in-process batch 1"] = figures["default 1"] / figures["in-process 1"]
+    figures["lone request overhead"] = figures["default 1 p50"] - batch1_ms
+    if "perf_analyzer 16" in figures:
+        figures["perf_analyzer c16 / ceiling"] = figures["perf_analyzer 16"] / ceiling
+    if "default async 16" in figures:
+        figures["async c16 / ceiling"] = figures["default async 16"] / ceiling
+    if any(key == "int8" for key, _, _ in paths):
+        figures["int8 c16 / ceiling"] = figures["int8 16"] / ceiling
+    figures["ceiling"] = ceiling
     return figures
 
 
@@ -252,80 +324,127 @@ def encoder_section(
     title: str,
     client: Client,
     outside_client: PerfAnalyzer | None,
-    pt_model: str,
-    onnx_model: str,
+    base: str,
+    paths: tuple[tuple[str, str, str], ...],
     model: Any,
     tokenizer: Any,
+    onnx_files: dict[str, Path],
+    embeddings: bool,
+    quality: str = "",
 ) -> list[str]:
-    rounds = [one_round(client, outside_client, pt_model, onnx_model, model, tokenizer) for _ in range(ROUNDS)]
+    rounds = [
+        one_round(client, outside_client, base, paths, model, tokenizer, onnx_files, embeddings) for _ in range(ROUNDS)
+    ]
     m = summarise(rounds)
-    best = m["best"][0]
+    ceiling = m["ceiling"][0]
     lines = [
         f"\n### {title}\n",
-        f"Median of {ROUNDS} rounds (lowest-highest); each round runs every path once, back to back.\n",
+        f"Median of {ROUNDS} rounds (lowest-highest); each round runs every path once, back to back. "
+        '"x ceiling" is against in-process PyTorch at batch 32.\n',
         "| path | texts/s | x ceiling | notes |",
         "| --- | --- | --- | --- |",
     ]
     for batch in (1, 8, 32):
-        rate = m[f"in-process {batch}"]
-        lines.append(
-            row(
-                f"in-process transformers, batch {batch}",
-                rate,
-                best,
-                f"{m[f'in-process {batch} ms'][0]:.2f} ms per call",
+        lines.append(row(f"in-process PyTorch, batch {batch}", m[f"in-process {batch}"], ceiling,
+                         f"{m[f'in-process {batch} ms'][0]:.2f} ms per call"))  # fmt: skip
+    for batch in (1, 8, 32):
+        lines.append(row(f"in-process ONNX Runtime fp32, batch {batch}", m[f"ort {batch}"], ceiling,
+                         f"{m[f'ort {batch} ms'][0]:.2f} ms per call"))  # fmt: skip
+    if "ort int8 32" in m:
+        lines.append(row("in-process ONNX Runtime int8, batch 32", m["ort int8 32"], ceiling))
+    for key, label, _ in paths:
+        for level in LEVELS:
+            name = f"{key} {level}"
+            batches = rounds[-1].get(f"{name} batches", {})
+            executed = " ".join(f"{size}x{count}" for size, count in batches.items())
+            lines.append(
+                row(
+                    f"served {label}, sdk, concurrency {level}",
+                    m[name],
+                    ceiling,
+                    f"p50 {m[f'{name} p50'][0]:.2f} ms (Triton's own {m[f'{name} server ms'][0]:.2f} ms, mean batch "
+                    f"{m[f'{name} mean batch'][0]:.1f}); client CPU {m[f'{name} client CPU'][0]:.2f} cores; "
+                    f"batches (last round) {executed}" + (f"; {quality}" if key == "int8" and quality else ""),
+                )
             )
-        )
-    for level in LEVELS:
-        batches = rounds[-1].get(f"pytorch {level} batches", {})
-        executed = " ".join(f"{size}x{count}" for size, count in batches.items())
+    if "default async 16" in m:
         lines.append(
-            row(
-                f"served PyTorch template, concurrency {level}",
-                m[f"pytorch {level}"],
-                best,
-                f"p50 {m[f'pytorch {level} p50'][0]:.2f} ms (Triton's own {m[f'pytorch {level} server ms'][0]:.2f} ms, "
-                f"mean batch {m[f'pytorch {level} mean batch'][0]:.1f}); client CPU "
-                f"{m[f'pytorch {level} client CPU'][0]:.2f} cores; batches (last round) {executed}",
-            )
-        )
-    for level in LEVELS:
-        lines.append(
-            row(
-                f"served ONNX Runtime path, concurrency {level}",
-                m[f"onnx {level}"],
-                best,
-                f"p50 {m[f'onnx {level} p50'][0]:.2f} ms; {spread(m[f'onnx/pytorch {level}'], 2)}x PyTorch",
-            )
+            row("served ONNX Runtime (the default), AsyncClient, concurrency 16", m["default async 16"], ceiling)
         )
     for level in (1, 16):
         if f"perf_analyzer {level}" in m:
             lines.append(
                 row(
-                    f"perf_analyzer (C++ client) on the PyTorch template, concurrency {level}",
+                    f"served ONNX Runtime (the default), perf_analyzer (C++), concurrency {level}",
                     m[f"perf_analyzer {level}"],
-                    best,
+                    ceiling,
                     f"p50 {m[f'perf_analyzer {level} p50'][0]:.2f} ms (Triton's own "
                     f"{m[f'perf_analyzer {level} server ms'][0]:.2f} ms); client CPU "
-                    f"{m[f'perf_analyzer {level} client CPU'][0]:.2f} cores; sdk/perf_analyzer "
-                    f"{spread(m[f'sdk/perf_analyzer {level}'], 2)}",
+                    f"{m[f'perf_analyzer {level} client CPU'][0]:.2f} cores",
                 )
             )
+    targets = [
+        f"default c16 / ceiling {spread(m['default c16 / ceiling'], 2)} (>= 0.85) with the sdk",
+        f"default c1 / in-process batch 1 {spread(m['default c1 / in-process batch 1'], 2)} (>= 1.3)",
+        f"lone request +{spread(m['lone request overhead'], 2)} ms over in-process PyTorch batch 1",
+    ]
+    if "perf_analyzer c16 / ceiling" in m:
+        targets.append(f"perf_analyzer c16 / ceiling {spread(m['perf_analyzer c16 / ceiling'], 2)}")
+    if "async c16 / ceiling" in m:
+        targets.append(f"AsyncClient c16 / ceiling {spread(m['async c16 / ceiling'], 2)}")
+    if "int8 c16 / ceiling" in m:
+        targets.append(f"int8 c16 / ceiling {spread(m['int8 c16 / ceiling'], 2)} (>= 1.5)")
+    lines.append("\nRatios per round: " + "; ".join(targets) + ".")
     lines.append(
-        f"\nTargets (per-round ratios): served c16 / ceiling = {spread(m['served c16 / ceiling'], 2)} (>= 0.85); "
-        f"lone request p50 +{spread(m['lone request overhead'], 2)} ms over in-process batch 1 (<= 1 ms); "
-        f"ONNX/PyTorch at c16 = {spread(m['onnx/pytorch 16'], 2)} (>= 2)"
-        + (
-            f"; sdk/perf_analyzer at 16 = {spread(m['sdk/perf_analyzer 16'], 2)} (>= 0.95)"
-            if "perf_analyzer 16" in m
-            else ""
-        )
+        f"A Python-backend model that only sleeps (bench/floor): p50 {spread(m['floor hot p50'], 2)} ms answering at "
+        f"once; +{spread(m['floor overhead'], 2)} ms over its sleep when it sleeps as long as in-process batch 1 takes."
     )
+    return lines
+
+
+def mixed_texts(tokenizer: Any, count: int = 64) -> list[str]:
+    """Texts of 1 to 256 tokens, lengths spread evenly on a log scale (most short, some long)."""
+    words = " ".join(TEXTS).split()
+    texts = []
+    for index in range(count):
+        length = max(1, round(2 ** (8 * index / (count - 1))))
+        text = " ".join(words[(index + i) % len(words)] for i in range(length))
+        while len(tokenizer(text)["input_ids"]) > length + 2:
+            text = text.rsplit(" ", 1)[0]
+        texts.append(text)
+    random_order = sorted(range(count), key=lambda i: (i * 37) % count)
+    return [texts[i] for i in random_order]
+
+
+def mixed_section(client: Client, tokenizer: Any) -> list[str]:
+    """Mixed-length traffic at concurrency 16: the current templates (token budget) vs the old one."""
+    texts = mixed_texts(tokenizer)
+    paths = (
+        ("embed", "ONNX Runtime, token-budget batching (the default)"),
+        ("embed-pytorch", "PyTorch, token-budget batching"),
+        ("embed-legacy", "the old template (PyTorch, one padded batch)"),
+    )
+    rounds = []
+    for _ in range(ROUNDS):
+        figures = {}
+        for name, _ in paths:
+            (result,) = run_bench(client, name, (16,), duration=None, requests=REQUESTS_PER_LEVEL, texts=texts)
+            figures[name] = result.throughput
+        figures["ratio"] = figures["embed"] / figures["embed-legacy"]
+        figures["budget"] = figures["embed-pytorch"] / figures["embed-legacy"]
+        rounds.append(figures)
+    m = summarise(rounds)
+    lengths = sorted(len(tokenizer(t)["input_ids"]) for t in texts)
+    lines = [
+        f"\n### Mixed-length traffic (all-MiniLM-L6-v2; {len(texts)} texts of {lengths[0]}-{lengths[-1]} tokens, "
+        f"median {lengths[len(lengths) // 2]}; sdk, concurrency 16)\n",
+        "| template | texts/s |",
+        "| --- | --- |",
+    ]
+    lines += [f"| {label} | {spread(m[name])} |" for name, label in paths]
     lines.append(
-        f"Served overhead with no work at all (bench/floor, a Python-backend model that only sleeps): "
-        f"p50 {spread(m['floor hot p50'], 2)} ms when it answers at once; +{spread(m['floor overhead'], 2)} ms over "
-        f"its sleep when it sleeps as long as in-process batch 1 takes: what Triton and the Python backend cost a "
-        f"lone request before any template code runs."
+        f"\nDefault / old template {spread(m['ratio'], 2)} (>= 1.3); the token budget alone (PyTorch / old) "
+        f"{spread(m['budget'], 2)}."
     )
     return lines
 
@@ -474,16 +593,25 @@ def main() -> None:
     workspace = Workspace(root / "workspace")
     bootstrap(workspace)
     repo = workspace.model_repository
-    for task, source, name, backend in (
-        ("feature-extraction", minilm, "embed", "pytorch"),
-        ("feature-extraction", minilm, "embed-onnx", "onnx"),
-        ("text-classification", classifier, "classify", "pytorch"),
-        ("text-classification", classifier, "classify-onnx", "onnx"),
-        ("text-generation", smollm, "smollm2", "pytorch"),
-        ("text-generation", smollm, "smollm2-static", "pytorch"),
+    int8_quality = ""
+    for task, source, name, extra in (
+        ("feature-extraction", minilm, "embed", {}),  # the default: ONNX Runtime
+        ("feature-extraction", minilm, "embed-pytorch", {"backend": "pytorch"}),
+        ("feature-extraction", minilm, "embed-int8", {"quantize": "int8"}),
+        ("feature-extraction", minilm, "embed-legacy", {"backend": "pytorch"}),
+        ("text-classification", classifier, "classify", {}),
+        ("text-classification", classifier, "classify-pytorch", {"backend": "pytorch"}),
+        ("text-generation", smollm, "smollm2", {}),
+        ("text-generation", smollm, "smollm2-static", {}),
     ):
-        add_model(AddRequest(task, str(source), repo, name=name, backend=backend))
+        folder = add_model(AddRequest(task, str(source), repo, name=name, **extra))  # type: ignore[arg-type]
+        if name == "embed-int8":
+            int8_quality = next(
+                line[2:] for line in (folder / "config.pbtxt").read_text().splitlines() if "int8 vs" in line
+            )
     shutil.copy(Path(__file__).parent / "static_batching" / "model.py", repo / "smollm2-static" / "1" / "model.py")
+    for part in ("model.py", "tritonhf_runtime.py"):
+        shutil.copy(Path(__file__).parent / "legacy_encoder" / part, repo / "embed-legacy" / "1" / part)
     shutil.copytree(Path(__file__).parent / "floor", repo / "floor")
     print(
         f"# tritonhf bench ({os.cpu_count()} cores, torch {torch.__version__}, {REQUESTS_PER_LEVEL} requests per level)"
@@ -492,23 +620,30 @@ def main() -> None:
     with server, Client(server.grpc_url, concurrency=20, timeout=120) as client:  # nested: server starts first
         tokenizer = AutoTokenizer.from_pretrained(minilm)
         outside_client = prepare_perf_analyzer(server)
+        onnx = {"default": repo / "embed/1/weights/model.onnx", "int8": repo / "embed-int8/1/weights/model.int8.onnx"}
         lines = encoder_section(
             "all-MiniLM-L6-v2 embeddings",
             client,
             outside_client,
             "embed",
-            "embed-onnx",
+            (*PATHS, INT8),
             AutoModel.from_pretrained(minilm).eval(),
             tokenizer,
+            onnx,
+            embeddings=True,
+            quality=int8_quality,
         )
+        lines += mixed_section(client, tokenizer)
         lines += encoder_section(
-            "MiniLM-sized text classifier",
+            "MiniLM-sized text classifier (MiniLM's encoder, a new 2-label head)",
             client,
             outside_client,
             "classify",
-            "classify-onnx",
+            PATHS,
             AutoModelForSequenceClassification.from_pretrained(classifier).eval(),
             tokenizer,
+            {"default": repo / "classify/1/weights/model.onnx"},
+            embeddings=False,
         )
         lines += generation_section(client, smollm)
     print("\n".join(lines))

@@ -12,7 +12,11 @@ from pathlib import Path
 import torch
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import (
+    BartConfig,
+    BartForConditionalGeneration,
     BertConfig,
+    BertForMaskedLM,
+    BertForQuestionAnswering,
     BertForSequenceClassification,
     BertForTokenClassification,
     BertModel,
@@ -201,4 +205,58 @@ def build_generator(folder: Path) -> Path:
         bos_token_id=tokenizer.eos_token_id,
     )
     GPT2LMHeadModel(config).eval().save_pretrained(folder)
+    return folder
+
+
+def build_cross_encoder(folder: Path) -> Path:
+    """A BERT cross-encoder with one relevance logit (as ms-marco MiniLM rerankers have)."""
+    torch.manual_seed(4)
+    tokenizer = _wordpiece_tokenizer(folder)
+    BertForSequenceClassification(_bert_config(tokenizer, num_labels=1)).eval().save_pretrained(folder)
+    return folder
+
+
+def build_question_answering(folder: Path) -> Path:
+    torch.manual_seed(5)
+    tokenizer = _wordpiece_tokenizer(folder)
+    BertForQuestionAnswering(_bert_config(tokenizer)).eval().save_pretrained(folder)
+    return folder
+
+
+def build_masked_lm(folder: Path) -> Path:
+    torch.manual_seed(6)
+    tokenizer = _wordpiece_tokenizer(folder)
+    BertForMaskedLM(_bert_config(tokenizer)).eval().save_pretrained(folder)
+    return folder
+
+
+def build_seq2seq(folder: Path) -> Path:
+    """A tiny BART (encoder-decoder) with a byte-level BPE trained on the fly."""
+    torch.manual_seed(7)
+    from tokenizers import decoders
+
+    backend = Tokenizer(models.BPE())
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    backend.decoder = decoders.ByteLevel()
+    special = ["<s>", "<pad>", "</s>", "<unk>"]
+    trainer = trainers.BpeTrainer(
+        vocab_size=300, special_tokens=special, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
+    backend.train_from_iterator(CORPUS, trainer)
+    backend.post_processor = processors.TemplateProcessing(
+        single="<s> $A </s>", special_tokens=[("<s>", 0), ("</s>", 2)]
+    )
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=backend, bos_token="<s>", pad_token="<pad>", eos_token="</s>", unk_token="<unk>",
+        model_max_length=64,
+    )  # fmt: skip
+    tokenizer.save_pretrained(folder)
+    config = BartConfig(
+        vocab_size=len(tokenizer), d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+        decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=64,
+        pad_token_id=1, bos_token_id=0, eos_token_id=2, decoder_start_token_id=2, forced_bos_token_id=None,
+    )  # fmt: skip
+    model = BartForConditionalGeneration(config).eval()
+    model.generation_config.forced_bos_token_id = None
+    model.save_pretrained(folder)
     return folder

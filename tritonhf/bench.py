@@ -147,6 +147,28 @@ def server_view(before: dict[str, Any], after: dict[str, Any]) -> ServerView:
     )
 
 
+def settled_statistics(
+    client: Client, model: str, before: dict[str, Any], sent: int, wait: float = 2.0
+) -> dict[str, Any]:
+    """Triton's statistics once they count every request sent: it updates them just after answering,
+    so a snapshot taken at the last response may miss it."""
+    deadline = time.monotonic() + wait
+    while True:
+        after = client.statistics(model)
+        view = server_view(before, after)
+        if view.requests + _failures(before, after) >= sent or time.monotonic() > deadline:
+            return after
+        time.sleep(0.02)
+
+
+def _failures(before: dict[str, Any], after: dict[str, Any]) -> int:
+    def count(snapshot: dict[str, Any]) -> int:
+        models = snapshot.get("model_stats", [])
+        return int(models[0].get("inference_stats", {}).get("fail", {}).get("count", 0)) if models else 0
+
+    return count(after) - count(before)
+
+
 def run_level(
     client: Client,
     model: str,
@@ -194,8 +216,8 @@ def run_level(
             future.result()  # an unexpected error in a worker is raised, not lost
     seconds = time.perf_counter() - started
     client_cores = (_process_cpu_seconds() - cpu_before) / seconds if seconds else 0.0
-    after = client.statistics(model)
     done = len(latencies)
+    after = settled_statistics(client, model, before, done + sum(errors.values()))
     return LevelResult(
         concurrency=concurrency,
         requests=done,

@@ -392,6 +392,24 @@ class Batch:
                 values[row] = value
         return values
 
+    def strings(self, name: str) -> list[str]:
+        """One string per row of the required input ``name`` ([rows, 1]); a request without it fails."""
+        values = [""] * len(self.texts)
+        for index, request in enumerate(self.requests):
+            if index in self.errors:
+                continue
+            try:
+                found = decode_texts(input_array(request, name), name)
+            except BadRequest as exc:
+                self.fail(index, str(exc))
+                continue
+            if len(found) != len(self.spans[index]):
+                self.fail(index, f"input '{name}' must have one value per row ({len(self.spans[index])}).")
+                continue
+            for offset, row in enumerate(self.spans[index]):
+                values[row] = found[offset]
+        return values
+
     def string_lists(self, name: str) -> list[list[str] | None]:
         """Per row, the non-empty strings of row j of the optional input ``name`` ([rows, k]); None where absent.
 
@@ -440,44 +458,45 @@ class Batch:
 
 @dataclass
 class Encoded:
-    """Tokenized rows: per row its token features (windows, for ``windows=True``) and whether it was cut.
+    """Tokenized items: per key its token features (windows, for ``windows=True``) and whether it was cut.
 
-    ``features[row]`` is a list of windows; each window is a dict of lists (input_ids,
-    attention_mask, ... as the tokenizer returns them). Without windows a row has one.
+    ``features[key]`` is a list of windows; each window is a dict of lists (input_ids,
+    attention_mask, ... as the tokenizer returns them). Without windows an item has one.
+    ``too_long`` lists the keys that were too long where cutting was not allowed.
     """
 
-    features: dict[int, list[dict[str, list[Any]]]] = field(default_factory=dict)
-    truncated: dict[int, bool] = field(default_factory=dict)
+    features: dict[Any, list[dict[str, list[Any]]]] = field(default_factory=dict)
+    truncated: dict[Any, bool] = field(default_factory=dict)
+    too_long: list[Any] = field(default_factory=list)
 
-    def length(self, row: int) -> int:
-        return max(len(window["input_ids"]) for window in self.features[row])
+    def length(self, key: Any) -> int:
+        return max(len(window["input_ids"]) for window in self.features[key])
 
 
 def encode(
     tokenizer: Any,
-    batch: Batch,
-    rows: Sequence[int],
+    items: Sequence[tuple[Any, str, str | None]],
     limit: int,
-    truncate: Sequence[bool] | None = None,
+    truncate: Callable[[Any], bool] | None = None,
     windows: bool = False,
     stride: int = 0,
-    pairs: Sequence[str] | None = None,
     **extra: Any,
 ) -> Encoded:
-    """Tokenize ``rows`` of ``batch`` once, each to at most ``limit`` tokens.
+    """Tokenize ``items`` (key, text, optional second text of a pair) once, each to at most ``limit`` tokens.
 
     The long-input policy, the same in every template:
-    * ``windows=True`` (token classification): a long row becomes overlapping windows of
-      ``limit`` tokens that overlap by ``stride``; nothing is dropped.
-    * otherwise the row is cut to ``limit`` tokens and ``truncated[row]`` says so, unless
-      ``truncate[row]`` is False: then its request fails with a message naming the limit.
-    ``pairs`` (a second text per row, for cross-encoders) is cut before the first text is.
+    * ``windows=True`` (token classification, question answering): a long item becomes
+      overlapping windows of ``limit`` tokens that overlap by ``stride``; nothing is dropped.
+    * otherwise the item is cut to ``limit`` tokens and ``truncated[key]`` says so; where
+      ``truncate(key)`` is False it is listed in ``too_long`` instead, for the template to refuse.
+    A pair's second text (a document, a context) is cut before the first (the query).
     """
     encoded = Encoded()
-    if not rows:
+    if not items:
         return encoded
-    texts = [batch.texts[row] for row in rows]
-    second = [pairs[row] for row in rows] if pairs is not None else None
+    keys = [key for key, _, _ in items]
+    texts = [text for _, text, _ in items]
+    second = [pair or "" for _, _, pair in items] if items[0][2] is not None else None
     options: dict[str, Any] = dict(extra)
     if tokenizer.is_fast:
         options.update(return_overflowing_tokens=True, stride=stride if windows else 0)
@@ -490,27 +509,47 @@ def encode(
         **options,
     )
     mapping = result.get("overflow_to_sample_mapping") or list(range(len(texts)))
-    keys = [key for key in result if key != "overflow_to_sample_mapping"]
+    names = [name for name in result if name != "overflow_to_sample_mapping"]
     for window_index, sample in enumerate(mapping):
-        row = rows[sample]
-        window = {key: list(result[key][window_index]) for key in keys}
-        encoded.features.setdefault(row, []).append(window)
-    if tokenizer.is_fast:  # one window per row unless windows were asked for; more means it was cut
-        for row in rows:
-            encoded.truncated[row] = not windows and len(encoded.features[row]) > 1
+        window = {name: list(result[name][window_index]) for name in names}
+        if second is not None and tokenizer.is_fast:  # which tokens are the pair's second text (a context)
+            window["sequence_ids"] = list(result.sequence_ids(window_index))
+        encoded.features.setdefault(keys[sample], []).append(window)
+    if tokenizer.is_fast:  # one window per item unless windows were asked for; more means it was cut
+        for key in keys:
+            encoded.truncated[key] = not windows and len(encoded.features[key]) > 1
             if not windows:
-                del encoded.features[row][1:]
+                del encoded.features[key][1:]
     else:  # a slow tokenizer gives no overflow information: count the full length separately
         full = tokenizer(texts, second, truncation=False, padding=False)["input_ids"]
-        for sample, ids in enumerate(full):
-            encoded.truncated[rows[sample]] = len(ids) > limit
-    for row in rows:
-        if encoded.truncated[row] and truncate is not None and not truncate[row]:
-            batch.fail_row(
-                row,
-                f"input 'TEXT' is longer than the {limit} tokens this model takes. Shorten it, or send "
-                "truncate=true (TRUNCATE) to have it cut to its first tokens.",
-            )
+        for key, ids in zip(keys, full, strict=True):
+            encoded.truncated[key] = len(ids) > limit
+    encoded.too_long = [key for key in keys if encoded.truncated[key] and truncate is not None and not truncate(key)]
+    return encoded
+
+
+def too_long_message(limit: int, name: str = "TEXT") -> str:
+    return (
+        f"input '{name}' is longer than the {limit} tokens this model takes. Shorten it, or send "
+        "truncate=true (TRUNCATE) to have it cut."
+    )
+
+
+def encode_rows(
+    tokenizer: Any,
+    batch: Batch,
+    limit: int,
+    truncate: Sequence[bool] | None = None,
+    windows: bool = False,
+    stride: int = 0,
+    **extra: Any,
+) -> Encoded:
+    """``encode`` of the live rows of ``batch``; a row too long to cut fails its request, naming the limit."""
+    items = [(row, batch.texts[row], None) for row in batch.live_rows()]
+    cut = (lambda row: bool(truncate[row])) if truncate is not None else None
+    encoded = encode(tokenizer, items, limit, cut, windows, stride, **extra)
+    for row in encoded.too_long:
+        batch.fail_row(row, too_long_message(limit))
     return encoded
 
 
@@ -525,6 +564,8 @@ def pad(tokenizer: Any, windows: Sequence[dict[str, list[Any]]], device_name: st
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     tensors: dict[str, Any] = {}
     for key in windows[0]:
+        if key == "sequence_ids":  # bookkeeping, not a model input
+            continue
         fill = _PAD_VALUES.get(key, pad_id if key == "input_ids" else 0)
         rows = [list(window[key]) + [fill] * (width - len(window[key])) for window in windows]
         tensors[key] = torch.tensor(rows).to(device_name)
@@ -594,6 +635,10 @@ def float_tensor(name: str, values: Any) -> Any:
     return pb_utils().Tensor(name, np.ascontiguousarray(values, dtype=np.float32))
 
 
+def int_tensor(name: str, values: Sequence[int]) -> Any:
+    return pb_utils().Tensor(name, np.array(values, dtype=np.int32).reshape(len(values), 1))
+
+
 def bool_tensor(name: str, values: Sequence[bool]) -> Any:
     return pb_utils().Tensor(name, np.array(values, dtype=np.bool_).reshape(len(values), 1))
 
@@ -616,3 +661,86 @@ def ranked_labels_outputs(ranked: Sequence[tuple[list[str], list[float]]]) -> li
         string_matrix("LABELS", [labels for labels, _ in ranked]),
         float_tensor("SCORES", scores),
     ]
+
+
+# ---------------------------------------------------------------------------- streamed text answers
+
+
+class TextReply:
+    """One streamed text answer (decoupled models): tokens in, text chunks out.
+
+    Decodes only the new tokens' text (a short window, holding back an incomplete UTF-8
+    character), cuts at a stop string and holds back text that may be the start of one, and
+    ends with the usage (finish_reason, prompt and completion tokens) and the final flag.
+    ``sender`` None (a warm-up) sends nothing.
+    """
+
+    def __init__(self, sender: Any, tokenizer: Any, stops: Sequence[str], prompt_tokens: int) -> None:
+        self.sender, self.tokenizer, self.stops = sender, tokenizer, list(stops)
+        self.prompt_tokens = prompt_tokens
+        self.tokens: list[int] = []
+        self.text = ""  # the decoded text so far
+        self.sent = 0  # characters of it already sent
+        self.prefix_offset = self.read_offset = 0
+        self.finish_reason: str | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.finish_reason is not None
+
+    def _decode(self, start: int, stop: int | None = None) -> str:
+        return str(self.tokenizer.decode(self.tokens[start:stop], skip_special_tokens=True))
+
+    def add(self, token: int) -> None:
+        """One more generated token: send what is safe to send; finish at a stop string."""
+        self.tokens.append(token)
+        before = self._decode(self.prefix_offset, self.read_offset)
+        after = self._decode(self.prefix_offset)
+        if len(after) > len(before) and not after.endswith("\ufffd"):
+            self.prefix_offset, self.read_offset = self.read_offset, len(self.tokens)
+            self.text += after[len(before) :]
+        for stop in self.stops:
+            found = self.text.find(stop, max(0, self.sent - len(stop)))
+            if found >= 0:
+                self.text = self.text[:found]
+                self.prefix_offset = self.read_offset = len(self.tokens)  # nothing left to flush
+                self.finish("stop")
+                return
+        safe = len(self.text)  # hold back text that may be the start of a stop string
+        for stop in self.stops:
+            for size in range(min(len(stop) - 1, safe), 0, -1):
+                if self.text.endswith(stop[:size]):
+                    safe = min(safe, len(self.text) - size)
+                    break
+        self._send(safe)
+
+    def _send(self, end: int, extra: Sequence[Any] = ()) -> None:
+        chunk = self.text[self.sent : end]
+        if (chunk or extra) and self.sender is not None:
+            pb = pb_utils()
+            self.sender.send(pb.InferenceResponse(output_tensors=[string_tensor("text_output", [chunk]), *extra]))
+        self.sent = max(self.sent, end)
+
+    def finish(self, reason: str, error: str | None = None) -> None:
+        """Send what was held back with the usage, then the final flag (or the error, or just the flag)."""
+        self.finish_reason = reason
+        if self.sender is None:
+            return
+        pb = pb_utils()
+        final = pb.TRITONSERVER_RESPONSE_COMPLETE_FINAL
+        try:
+            if error is not None:
+                self.sender.send(error_response(error, invalid_input=False), flags=final)
+            elif reason == "cancelled":
+                self.sender.send(flags=final)
+            else:
+                self.text += self._decode(self.prefix_offset)[len(self._decode(self.prefix_offset, self.read_offset)) :]
+                usage = [
+                    string_tensor("finish_reason", [reason]),
+                    pb.Tensor("prompt_tokens", np.array([[self.prompt_tokens]], dtype=np.int32)),
+                    pb.Tensor("completion_tokens", np.array([[len(self.tokens)]], dtype=np.int32)),
+                ]
+                self._send(len(self.text), usage)
+                self.sender.send(flags=final)
+        except Exception:  # the client went away between two checks: nothing left to tell it
+            pass

@@ -106,6 +106,7 @@ _SCORES = TensorSpec("SCORES", "TYPE_FP32", (-1,), doc="their scores")
 _TRUNCATE = TensorSpec("TRUNCATE", "TYPE_BOOL", (1,), optional=True, doc="cut a too-long text (default true)")
 # Outputs marked optional may be missing from models added by older versions; clients check the config.
 _TRUNCATED = TensorSpec("TRUNCATED", "TYPE_BOOL", (1,), optional=True, doc="the text was cut to the model's limit")
+_TOKENS = TensorSpec("TOKENS", "TYPE_INT32", (1,), optional=True, doc="tokens the text took (after any cut)")
 
 TASKS: dict[str, Task] = {
     task.name: task
@@ -136,7 +137,7 @@ TASKS: dict[str, Task] = {
             summary="One pooled embedding vector per text (mean or CLS, optionally L2-normalised).",
             template="feature_extraction",
             inputs=(_TEXT, TensorSpec("NORMALIZE", "TYPE_BOOL", (1,), optional=True, doc="L2-normalise"), _TRUNCATE),
-            outputs=(TensorSpec("EMBEDDING", "TYPE_FP32", (-1,), doc="the vector"), _TRUNCATED),
+            outputs=(TensorSpec("EMBEDDING", "TYPE_FP32", (-1,), doc="the vector"), _TRUNCATED, _TOKENS),
         ),
         Task(
             name="zero-shot-classification",
@@ -150,6 +151,73 @@ TASKS: dict[str, Task] = {
                 _TRUNCATE,
             ),
             outputs=(_LABEL, _SCORE, _LABELS, _SCORES, _TRUNCATED),
+        ),
+        Task(
+            name="text-ranking",
+            summary="Score documents against a query with a cross-encoder (rerank); best first in ORDER.",
+            template="text_ranking",
+            inputs=(
+                TensorSpec("QUERY", "TYPE_STRING", (1,), doc="the query, one per row"),
+                TensorSpec("DOCUMENTS", "TYPE_STRING", (-1,), doc="that row's documents (pad with empty strings)"),
+                _TRUNCATE,
+            ),
+            outputs=(
+                TensorSpec("SCORES", "TYPE_FP32", (-1,), doc="relevance per document, in the documents' order"),
+                TensorSpec("ORDER", "TYPE_INT32", (-1,), doc="document indices, most relevant first"),
+                TensorSpec("TRUNCATED", "TYPE_BOOL", (-1,), optional=True, doc="the pair was cut to the limit"),
+            ),
+        ),
+        Task(
+            name="question-answering",
+            summary="Extractive answers: spans of the context, read in overlapping windows, with offsets.",
+            template="question_answering",
+            inputs=(
+                TensorSpec("QUESTION", "TYPE_STRING", (1,), doc="the question, one per row"),
+                TensorSpec("CONTEXT", "TYPE_STRING", (1,), doc="the text to find the answer in"),
+                TensorSpec("TOP_K", "TYPE_INT32", (1,), optional=True, doc="answers to return (default 1)"),
+            ),
+            outputs=(
+                TensorSpec("ANSWER", "TYPE_STRING", (-1,), doc="answers, best first"),
+                TensorSpec("SCORE", "TYPE_FP32", (-1,), doc="their scores"),
+                TensorSpec("START", "TYPE_INT32", (-1,), doc="character offsets into the context"),
+                TensorSpec("END", "TYPE_INT32", (-1,)),
+            ),
+        ),
+        Task(
+            name="fill-mask",
+            summary="Candidates for the one mask token of each text, best first.",
+            template="fill_mask",
+            inputs=(
+                _TEXT,
+                TensorSpec("TOP_K", "TYPE_INT32", (1,), optional=True, doc="candidates to return (default 5)"),
+                _TRUNCATE,
+            ),
+            outputs=(
+                TensorSpec("TOKENS", "TYPE_STRING", (-1,), doc="the candidate tokens, best first"),
+                TensorSpec("SCORES", "TYPE_FP32", (-1,), doc="their probabilities"),
+                _TRUNCATED,
+            ),
+        ),
+        Task(
+            name="text2text-generation",
+            summary="Stream text from an encoder-decoder model (T5, BART, Marian): summaries, translations.",
+            template="text2text_generation",
+            inputs=(
+                TensorSpec("text_input", "TYPE_STRING", (1,), doc="the text to transform"),
+                TensorSpec("max_tokens", "TYPE_INT32", (1,), optional=True),
+                TensorSpec("temperature", "TYPE_FP32", (1,), optional=True, doc="0 means greedy"),
+                TensorSpec("top_p", "TYPE_FP32", (1,), optional=True),
+                TensorSpec("seed", "TYPE_INT64", (1,), optional=True),
+                TensorSpec("stop", "TYPE_STRING", (-1,), optional=True, doc="stop strings"),
+            ),
+            outputs=(
+                TensorSpec("text_output", "TYPE_STRING", (1,), doc="one chunk of text per response"),
+                TensorSpec("finish_reason", "TYPE_STRING", (1,), optional=True, doc="last response: stop|length"),
+                TensorSpec("prompt_tokens", "TYPE_INT32", (1,), optional=True, doc="in the last response"),
+                TensorSpec("completion_tokens", "TYPE_INT32", (1,), optional=True, doc="in the last response"),
+            ),
+            decoupled=True,
+            default_max_batch_size=8,
         ),
         Task(
             name="text-generation",
@@ -176,7 +244,15 @@ TASKS: dict[str, Task] = {
     )
 }
 
-ALIASES = {"ner": "token-classification", "embeddings": "feature-extraction", "zero-shot": "zero-shot-classification"}
+ALIASES = {
+    "ner": "token-classification",
+    "embeddings": "feature-extraction",
+    "zero-shot": "zero-shot-classification",
+    "rerank": "text-ranking",
+    "qa": "question-answering",
+    "summarization": "text2text-generation",
+    "translation": "text2text-generation",
+}
 
 
 def get_task(name: str) -> Task:

@@ -32,9 +32,11 @@ SAMPLES = ["This movie is absolutely wonderful", "short", "Alice met Bob in Pari
 # task -> (transformers auto class, the output the template reads)
 EXPORTABLE = {
     "text-classification": ("AutoModelForSequenceClassification", "logits"),
+    "text-ranking": ("AutoModelForSequenceClassification", "logits"),
     "token-classification": ("AutoModelForTokenClassification", "logits"),
     "feature-extraction": ("AutoModel", "last_hidden_state"),
     "zero-shot-classification": ("AutoModel", "last_hidden_state"),
+    "fill-mask": ("AutoModelForMaskedLM", "logits"),
 }
 # What an int8 model must keep of the fp32 one, on the calibration texts.
 GATES = {"cosine_mean": 0.99, "cosine_min": 0.97, "label_agreement": 0.97, "token_agreement": 0.95}

@@ -226,8 +226,10 @@ def add_model(request: AddRequest, progress: Progress | None = None) -> Path:
     target = _free(repository, name)
     # Where an ONNX model would run: a second model on Triton's onnxruntime backend ("native"), when
     # asked or when this workspace's server has that backend; else onnxruntime inside the Python backend.
-    native = request.backend != "pytorch" and task.name in onnx_export.EXPORTABLE and (
-        request.onnx_runtime == "native" or (request.onnx_runtime == "auto" and native_onnx_available(repository))
+    native = (
+        request.backend != "pytorch"
+        and task.name in onnx_export.EXPORTABLE
+        and (request.onnx_runtime == "native" or (request.onnx_runtime == "auto" and native_onnx_available(repository)))
     )
     part_name: str | None = check_name(name + ONNX_PART_SUFFIX) if native else None
     part_target: Path | None = _free(repository, part_name) if part_name else None

@@ -15,26 +15,45 @@ from typing import Concatenate, ParamSpec, TypeVar
 
 from tritonhf.sdk.aio import AsyncClient, AsyncTextStream
 from tritonhf.sdk.client import Client, TextStream
-from tritonhf.sdk.results import Classification, Entity, ModelInfo, Usage, ZeroShotClassification
+from tritonhf.sdk.results import (
+    Answer,
+    Classification,
+    Embeddings,
+    Entity,
+    FillMask,
+    ModelInfo,
+    Ranked,
+    Usage,
+    ZeroShotClassification,
+)
 
 __all__ = [
+    "Answer",
     "AsyncClient",
     "AsyncTextStream",
     "Classification",
     "Client",
+    "Embeddings",
     "Entity",
+    "FillMask",
     "ModelInfo",
+    "Ranked",
     "TextStream",
     "Usage",
     "ZeroShotClassification",
+    "answer",
     "chat",
     "classify",
     "default_client",
     "embed",
+    "fill_mask",
     "generate",
     "infer",
     "models",
     "ner",
+    "rerank",
+    "summarize",
+    "translate",
     "zero_shot",
 ]
 
@@ -70,4 +89,9 @@ embed = _on_default_client(Client.embed)
 generate = _on_default_client(Client.generate)
 chat = _on_default_client(Client.chat)
 infer = _on_default_client(Client.infer)
+rerank = _on_default_client(Client.rerank)
+answer = _on_default_client(Client.answer)
+fill_mask = _on_default_client(Client.fill_mask)
+summarize = _on_default_client(Client.summarize)
+translate = _on_default_client(Client.translate)
 models = _on_default_client(Client.models)

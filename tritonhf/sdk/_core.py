@@ -28,7 +28,17 @@ from tritonhf.errors import (
     ServerUnavailableError,
 )
 from tritonhf.sdk import codecs
-from tritonhf.sdk.results import Classification, Entity, ModelInfo, Usage, ZeroShotClassification
+from tritonhf.sdk.results import (
+    Answer,
+    Classification,
+    Embeddings,
+    Entity,
+    FillMask,
+    ModelInfo,
+    Ranked,
+    Usage,
+    ZeroShotClassification,
+)
 from tritonhf.tasks import PARAM_TASK, wire_datatype
 
 R = TypeVar("R")
@@ -414,6 +424,132 @@ def embed(
         empty,
         needs_model_for_empty=model is not None,
     )
+
+
+def embeddings(
+    texts: str | Sequence[str], model: str | None, normalize: bool | None, truncate: bool
+) -> Plan[Embeddings]:
+    """``Client.embeddings``: ``embed`` with token counts and truncation flags (for usage figures)."""
+    plain = embed(texts, model, normalize, truncate)
+
+    def outputs(config: ModelConfig) -> list[str]:
+        return [name for name in ("EMBEDDING", "TRUNCATED", "TOKENS") if name in config.outputs]
+
+    def decode(config: ModelConfig, result: Tensors) -> Embeddings:
+        rows = len(result["EMBEDDING"])
+        tokens = tuple(int(v) for v in result["TOKENS"].reshape(-1)) if "TOKENS" in result else (0,) * rows
+        return Embeddings(result["EMBEDDING"].astype(np.float32), tokens, tuple(_truncated(config, result, rows)))
+
+    return Plan(
+        plain.tasks,
+        plain.model,
+        plain.rows,
+        plain.build,
+        outputs,
+        decode,
+        lambda config: Embeddings(plain.empty(config), (), ()),
+        plain.needs_model_for_empty,
+    )
+
+
+def rerank(
+    query: str, documents: Sequence[str], model: str | None, top_n: int | None, truncate: bool
+) -> Plan[list[Ranked]]:
+    """``Client.rerank``: documents by relevance to ``query``, best first; one request per
+    ``max_batch_size`` documents, merged back in order."""
+    check_prompt(query)
+    docs, _ = codecs.text_list(documents, "documents")
+    if not docs:
+        raise InvalidInputError("documents must hold at least one document.")
+    empty = [index for index, doc in enumerate(docs) if not doc.strip()]
+    if empty:
+        raise InvalidInputError(f"documents[{empty[0]}] is empty: every document needs some text.")
+    if top_n is not None and (not isinstance(top_n, int) or isinstance(top_n, bool) or top_n < 1):
+        raise InvalidInputError(f"top_n must be a positive int, not {top_n!r}.")
+    _check_model(model)
+    _check_flag("truncate", truncate)
+
+    def build(config: ModelConfig, rows: slice) -> Tensors:
+        inputs = {"QUERY": codecs.bytes_column([query]), "DOCUMENTS": codecs.bytes_matrix([docs[rows]])}
+        return {**inputs, **_truncate_inputs(config, truncate, 1)}
+
+    def decode(config: ModelConfig, result: Tensors) -> list[Ranked]:
+        scores: list[float] = []
+        cut: list[bool] = []
+        for row in range(len(result["ORDER"])):  # one row per request; padding has ORDER -1
+            count = int((result["ORDER"][row] >= 0).sum())
+            scores += [float(value) for value in result["SCORES"][row, :count]]
+            cut += (
+                [bool(value) for value in result["TRUNCATED"][row, :count]]
+                if "TRUNCATED" in result
+                else [False] * count
+            )
+        order = sorted(range(len(scores)), key=lambda i: (-scores[i], i))[:top_n]
+        return [Ranked(i, scores[i], docs[i], cut[i]) for i in order]
+
+    def outputs(config: ModelConfig) -> list[str]:
+        return [name for name in ("SCORES", "ORDER", "TRUNCATED") if name in config.outputs]
+
+    return Plan(("text-ranking",), model, len(docs), build, outputs, decode, lambda _: [])
+
+
+def answer(question: str, context: str, model: str | None, top_k: int | None) -> Plan[Any]:
+    """``Client.answer``: the best span of ``context`` (or the ``top_k`` best) answering ``question``."""
+    check_prompt(question)
+    if not isinstance(context, str):
+        raise InvalidInputError(f"context must be a str, not {type(context).__name__}.")
+    if not question.strip() or not context.strip():
+        raise InvalidInputError("question and context must both hold some text.")
+    if top_k is not None and (not isinstance(top_k, int) or isinstance(top_k, bool) or not 1 <= top_k <= 100):
+        raise InvalidInputError(f"top_k must be an int from 1 to 100, not {top_k!r}.")
+    _check_model(model)
+
+    def build(config: ModelConfig, rows: slice) -> Tensors:
+        inputs = {"QUESTION": codecs.bytes_column([question]), "CONTEXT": codecs.bytes_column([context])}
+        if top_k is not None:
+            inputs["TOP_K"] = codecs.column(top_k, "INT32", 1)
+        return inputs
+
+    def decode(config: ModelConfig, result: Tensors) -> Any:
+        found = [
+            Answer(str(text), float(score), int(start), int(end))
+            for text, score, start, end in zip(
+                codecs.decode(result["ANSWER"])[0], result["SCORE"][0], result["START"][0], result["END"][0]
+            )
+            if int(start) >= 0
+        ]
+        if top_k is None:
+            if not found:
+                raise InferenceError(f"Model '{config.name}' found no answer span.", config.name)
+            return found[0]
+        return found
+
+    return Plan(
+        ("question-answering",), model, 1, build, lambda _: ["ANSWER", "SCORE", "START", "END"], decode, lambda _: []
+    )
+
+
+def fill_mask(texts: str | Sequence[str], model: str | None, top_k: int, truncate: bool) -> Plan[Any]:
+    """``Client.fill_mask``: candidates for each text's one mask token, best first."""
+    items, single = codecs.text_list(texts)
+    _check_model(model)
+    _check_flag("truncate", truncate)
+    if not isinstance(top_k, int) or isinstance(top_k, bool) or not 1 <= top_k <= 1000:
+        raise InvalidInputError(f"top_k must be an int from 1 to 1000, not {top_k!r}.")
+
+    def build(config: ModelConfig, rows: slice) -> Tensors:
+        count = rows.stop - rows.start
+        inputs = {"TEXT": codecs.bytes_column(items[rows]), "TOP_K": codecs.column(top_k, "INT32", count)}
+        return {**inputs, **_truncate_inputs(config, truncate, count)}
+
+    def decode(config: ModelConfig, result: Tensors) -> Any:
+        found = [
+            [FillMask(str(token), float(score)) for token, score in zip(tokens, scores) if str(token)]
+            for tokens, scores in zip(codecs.decode(result["TOKENS"]), result["SCORES"])
+        ]
+        return found[0] if single else found
+
+    return Plan(("fill-mask",), model, len(items), build, lambda _: ["TOKENS", "SCORES"], decode, lambda _: [])
 
 
 def infer(model: str, values: Mapping[str, Any]) -> Plan[dict[str, Array]]:

@@ -22,7 +22,17 @@ from tritonhf.sdk._aio_transport import AsyncStreamHandle, AsyncTransport, conne
 from tritonhf.sdk._errors import translate
 from tritonhf.sdk._settings import DEFAULT_TIMEOUT, default_url, key_headers
 from tritonhf.sdk._transport import Endpoint
-from tritonhf.sdk.results import Classification, Entity, ModelInfo, Usage, ZeroShotClassification
+from tritonhf.sdk.results import (
+    Answer,
+    Classification,
+    Embeddings,
+    Entity,
+    FillMask,
+    ModelInfo,
+    Ranked,
+    Usage,
+    ZeroShotClassification,
+)
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -366,6 +376,189 @@ class AsyncClient:
         """See ``Client.embed``."""
         return await self._run(core.embed(texts, model, normalize, truncate), timeout)
 
+    async def rerank(
+        self,
+        query: str,
+        documents: Sequence[str],
+        *,
+        model: str | None = None,
+        top_n: int | None = None,
+        truncate: bool = True,
+        timeout: float | None = None,
+    ) -> list[Ranked]:
+        """``documents`` ranked by relevance to ``query`` (a cross-encoder), best first; ``top_n`` keeps the best n.
+
+        Any number of documents: they go out ``max_batch_size`` at a time, concurrently, and are merged in order.
+        """
+        return await self._run(core.rerank(query, documents, model, top_n, truncate), timeout)
+
+    @overload
+    async def answer(
+        self, question: str, context: str, *, model: str | None = None, top_k: None = None, timeout: float | None = None
+    ) -> Answer: ...
+    @overload
+    async def answer(
+        self, question: str, context: str, *, model: str | None = None, top_k: int, timeout: float | None = None
+    ) -> list[Answer]: ...
+
+    async def answer(
+        self,
+        question: str,
+        context: str,
+        *,
+        model: str | None = None,
+        top_k: int | None = None,
+        timeout: float | None = None,
+    ) -> Answer | list[Answer]:
+        """The span of ``context`` that answers ``question`` (extractive QA), or the ``top_k`` best.
+
+        A context longer than the model reads is read in overlapping windows; offsets are into ``context``.
+        """
+        return await self._run(core.answer(question, context, model, top_k), timeout)
+
+    @overload
+    async def fill_mask(  # type: ignore[overload-overlap]  # a str is also a Sequence[str]
+        self,
+        texts: str,
+        *,
+        model: str | None = None,
+        top_k: int = 5,
+        truncate: bool = True,
+        timeout: float | None = None,
+    ) -> list[FillMask]: ...
+    @overload
+    async def fill_mask(
+        self,
+        texts: Sequence[str],
+        *,
+        model: str | None = None,
+        top_k: int = 5,
+        truncate: bool = True,
+        timeout: float | None = None,
+    ) -> list[list[FillMask]]: ...
+
+    async def fill_mask(
+        self,
+        texts: str | Sequence[str],
+        *,
+        model: str | None = None,
+        top_k: int = 5,
+        truncate: bool = True,
+        timeout: float | None = None,
+    ) -> list[FillMask] | list[list[FillMask]]:
+        """The ``top_k`` candidates for the one mask token of each text (the model's, e.g. [MASK]), best first."""
+        return await self._run(core.fill_mask(texts, model, top_k, truncate), timeout)
+
+    @overload
+    async def summarize(
+        self,
+        text: str,
+        *,
+        model: str | None = None,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        top_p: float | None = None,
+        seed: int | None = None,
+        stop: Sequence[str] | None = None,
+        stream: Literal[False] = False,
+        timeout: float | None = None,
+        idle_timeout: float | None = None,
+    ) -> str: ...
+    @overload
+    async def summarize(
+        self,
+        text: str,
+        *,
+        model: str | None = None,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        top_p: float | None = None,
+        seed: int | None = None,
+        stop: Sequence[str] | None = None,
+        stream: Literal[True],
+        timeout: float | None = None,
+        idle_timeout: float | None = None,
+    ) -> AsyncTextStream: ...
+
+    async def summarize(
+        self,
+        text: str,
+        *,
+        model: str | None = None,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        top_p: float | None = None,
+        seed: int | None = None,
+        stop: Sequence[str] | None = None,
+        stream: bool = False,
+        timeout: float | None = None,
+        idle_timeout: float | None = None,
+    ) -> str | AsyncTextStream:
+        """A summary of ``text`` from a text2text model (T5, BART; its ``prefix`` parameter is applied)."""
+        inputs = core.generation_inputs(core.check_prompt(text), False, max_tokens, temperature, top_p, seed, stop)
+        return await self._generation(inputs, model, stream, timeout, idle_timeout, ("text2text-generation",))
+
+    @overload
+    async def translate(
+        self,
+        text: str,
+        *,
+        model: str | None = None,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        top_p: float | None = None,
+        seed: int | None = None,
+        stop: Sequence[str] | None = None,
+        stream: Literal[False] = False,
+        timeout: float | None = None,
+        idle_timeout: float | None = None,
+    ) -> str: ...
+    @overload
+    async def translate(
+        self,
+        text: str,
+        *,
+        model: str | None = None,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        top_p: float | None = None,
+        seed: int | None = None,
+        stop: Sequence[str] | None = None,
+        stream: Literal[True],
+        timeout: float | None = None,
+        idle_timeout: float | None = None,
+    ) -> AsyncTextStream: ...
+
+    async def translate(
+        self,
+        text: str,
+        *,
+        model: str | None = None,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        top_p: float | None = None,
+        seed: int | None = None,
+        stop: Sequence[str] | None = None,
+        stream: bool = False,
+        timeout: float | None = None,
+        idle_timeout: float | None = None,
+    ) -> str | AsyncTextStream:
+        """``text`` translated by a text2text model (Marian, T5 with a ``prefix`` parameter)."""
+        inputs = core.generation_inputs(core.check_prompt(text), False, max_tokens, temperature, top_p, seed, stop)
+        return await self._generation(inputs, model, stream, timeout, idle_timeout, ("text2text-generation",))
+
+    async def embeddings(
+        self,
+        texts: str | Sequence[str],
+        *,
+        model: str | None = None,
+        normalize: bool | None = None,
+        truncate: bool = True,
+        timeout: float | None = None,
+    ) -> Embeddings:
+        """Like ``embed``, with how many tokens each text took and which were cut (OpenAI-style usage)."""
+        return await self._run(core.embeddings(texts, model, normalize, truncate), timeout)
+
     async def infer(
         self, model: str, /, *, timeout: float | None = None, **inputs: Any
     ) -> dict[str, np.ndarray[Any, Any]]:
@@ -473,10 +666,16 @@ class AsyncClient:
         return await self._generation(inputs, model, stream, timeout, idle_timeout)
 
     async def _generation(
-        self, inputs: core.Tensors, model: str | None, stream: bool, timeout: float | None, idle: float | None
+        self,
+        inputs: core.Tensors,
+        model: str | None,
+        stream: bool,
+        timeout: float | None,
+        idle: float | None,
+        tasks: Sequence[str] = ("text-generation", "text2text-generation"),
     ) -> str | AsyncTextStream:
         deadline = self._deadline(timeout)
-        name = await self._resolve(("text-generation",), core._check_model(model), deadline)
+        name = await self._resolve(tasks, core._check_model(model), deadline)
         chunks = AsyncTextStream(self, name, inputs, deadline, idle)
         await chunks._open()
         if stream:

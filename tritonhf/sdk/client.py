@@ -24,7 +24,17 @@ from tritonhf.sdk import _core as core
 from tritonhf.sdk._errors import translate
 from tritonhf.sdk._settings import DEFAULT_TIMEOUT, default_url, key_headers
 from tritonhf.sdk._transport import Endpoint, StreamHandle, Transport, connect
-from tritonhf.sdk.results import Classification, Entity, ModelInfo, Usage, ZeroShotClassification
+from tritonhf.sdk.results import (
+    Answer,
+    Classification,
+    Embeddings,
+    Entity,
+    FillMask,
+    ModelInfo,
+    Ranked,
+    Usage,
+    ZeroShotClassification,
+)
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -388,6 +398,189 @@ class Client:
         """One float32 vector per text: an array of shape (n, dim) (n = 1 for a single str)."""
         return self._run(core.embed(texts, model, normalize, truncate), timeout)
 
+    def rerank(
+        self,
+        query: str,
+        documents: Sequence[str],
+        *,
+        model: str | None = None,
+        top_n: int | None = None,
+        truncate: bool = True,
+        timeout: float | None = None,
+    ) -> list[Ranked]:
+        """``documents`` ranked by relevance to ``query`` (a cross-encoder), best first; ``top_n`` keeps the best n.
+
+        Any number of documents: they go out ``max_batch_size`` at a time, concurrently, and are merged in order.
+        """
+        return self._run(core.rerank(query, documents, model, top_n, truncate), timeout)
+
+    @overload
+    def answer(
+        self, question: str, context: str, *, model: str | None = None, top_k: None = None, timeout: float | None = None
+    ) -> Answer: ...
+    @overload
+    def answer(
+        self, question: str, context: str, *, model: str | None = None, top_k: int, timeout: float | None = None
+    ) -> list[Answer]: ...
+
+    def answer(
+        self,
+        question: str,
+        context: str,
+        *,
+        model: str | None = None,
+        top_k: int | None = None,
+        timeout: float | None = None,
+    ) -> Answer | list[Answer]:
+        """The span of ``context`` that answers ``question`` (extractive QA), or the ``top_k`` best.
+
+        A context longer than the model reads is read in overlapping windows; offsets are into ``context``.
+        """
+        return self._run(core.answer(question, context, model, top_k), timeout)  # type: ignore[no-any-return]
+
+    @overload
+    def fill_mask(  # type: ignore[overload-overlap]  # a str is also a Sequence[str]
+        self,
+        texts: str,
+        *,
+        model: str | None = None,
+        top_k: int = 5,
+        truncate: bool = True,
+        timeout: float | None = None,
+    ) -> list[FillMask]: ...
+    @overload
+    def fill_mask(
+        self,
+        texts: Sequence[str],
+        *,
+        model: str | None = None,
+        top_k: int = 5,
+        truncate: bool = True,
+        timeout: float | None = None,
+    ) -> list[list[FillMask]]: ...
+
+    def fill_mask(
+        self,
+        texts: str | Sequence[str],
+        *,
+        model: str | None = None,
+        top_k: int = 5,
+        truncate: bool = True,
+        timeout: float | None = None,
+    ) -> list[FillMask] | list[list[FillMask]]:
+        """The ``top_k`` candidates for the one mask token of each text (the model's, e.g. [MASK]), best first."""
+        return self._run(core.fill_mask(texts, model, top_k, truncate), timeout)  # type: ignore[no-any-return]
+
+    @overload
+    def summarize(
+        self,
+        text: str,
+        *,
+        model: str | None = None,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        top_p: float | None = None,
+        seed: int | None = None,
+        stop: Sequence[str] | None = None,
+        stream: Literal[False] = False,
+        timeout: float | None = None,
+        idle_timeout: float | None = None,
+    ) -> str: ...
+    @overload
+    def summarize(
+        self,
+        text: str,
+        *,
+        model: str | None = None,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        top_p: float | None = None,
+        seed: int | None = None,
+        stop: Sequence[str] | None = None,
+        stream: Literal[True],
+        timeout: float | None = None,
+        idle_timeout: float | None = None,
+    ) -> TextStream: ...
+
+    def summarize(
+        self,
+        text: str,
+        *,
+        model: str | None = None,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        top_p: float | None = None,
+        seed: int | None = None,
+        stop: Sequence[str] | None = None,
+        stream: bool = False,
+        timeout: float | None = None,
+        idle_timeout: float | None = None,
+    ) -> str | TextStream:
+        """A summary of ``text`` from a text2text model (T5, BART; its ``prefix`` parameter is applied)."""
+        inputs = core.generation_inputs(core.check_prompt(text), False, max_tokens, temperature, top_p, seed, stop)
+        return self._generation(inputs, model, stream, timeout, idle_timeout, ("text2text-generation",))
+
+    @overload
+    def translate(
+        self,
+        text: str,
+        *,
+        model: str | None = None,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        top_p: float | None = None,
+        seed: int | None = None,
+        stop: Sequence[str] | None = None,
+        stream: Literal[False] = False,
+        timeout: float | None = None,
+        idle_timeout: float | None = None,
+    ) -> str: ...
+    @overload
+    def translate(
+        self,
+        text: str,
+        *,
+        model: str | None = None,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        top_p: float | None = None,
+        seed: int | None = None,
+        stop: Sequence[str] | None = None,
+        stream: Literal[True],
+        timeout: float | None = None,
+        idle_timeout: float | None = None,
+    ) -> TextStream: ...
+
+    def translate(
+        self,
+        text: str,
+        *,
+        model: str | None = None,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        top_p: float | None = None,
+        seed: int | None = None,
+        stop: Sequence[str] | None = None,
+        stream: bool = False,
+        timeout: float | None = None,
+        idle_timeout: float | None = None,
+    ) -> str | TextStream:
+        """``text`` translated by a text2text model (Marian, T5 with a ``prefix`` parameter)."""
+        inputs = core.generation_inputs(core.check_prompt(text), False, max_tokens, temperature, top_p, seed, stop)
+        return self._generation(inputs, model, stream, timeout, idle_timeout, ("text2text-generation",))
+
+    def embeddings(
+        self,
+        texts: str | Sequence[str],
+        *,
+        model: str | None = None,
+        normalize: bool | None = None,
+        truncate: bool = True,
+        timeout: float | None = None,
+    ) -> Embeddings:
+        """Like ``embed``, with how many tokens each text took and which were cut (OpenAI-style usage)."""
+        return self._run(core.embeddings(texts, model, normalize, truncate), timeout)
+
     def infer(self, model: str, /, *, timeout: float | None = None, **inputs: Any) -> dict[str, np.ndarray[Any, Any]]:
         """Run any model: inputs by name as Python values or arrays; outputs as arrays (BYTES -> str)."""
         return self._run(core.infer(model, inputs), timeout)
@@ -493,10 +686,16 @@ class Client:
         return self._generation(inputs, model, stream, timeout, idle_timeout)
 
     def _generation(
-        self, inputs: core.Tensors, model: str | None, stream: bool, timeout: float | None, idle: float | None
+        self,
+        inputs: core.Tensors,
+        model: str | None,
+        stream: bool,
+        timeout: float | None,
+        idle: float | None,
+        tasks: Sequence[str] = ("text-generation", "text2text-generation"),
     ) -> str | TextStream:
         deadline = self._deadline(timeout)
-        name = self._resolve(("text-generation",), core._check_model(model), deadline)
+        name = self._resolve(tasks, core._check_model(model), deadline)
         chunks = TextStream(self, name, inputs, deadline, idle)
         if stream:
             return chunks

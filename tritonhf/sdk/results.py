@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,47 @@ class Entity:
     word: str
     start: int
     end: int
+    score: float
+
+
+@dataclass(frozen=True)
+class Embeddings:
+    """Vectors with what produced them: tokens per text (after any cut) and which texts were cut."""
+
+    vectors: np.ndarray[Any, np.dtype[np.float32]]
+    tokens: tuple[int, ...]
+    truncated: tuple[bool, ...]
+
+    @property
+    def total_tokens(self) -> int:
+        return sum(self.tokens)
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """A document as a reranker ranked it: its index in what was sent, its relevance, its text."""
+
+    index: int
+    score: float
+    document: str
+    truncated: bool = False
+
+
+@dataclass(frozen=True)
+class Answer:
+    """An extractive answer: the span of the context, its score, character offsets into the context."""
+
+    text: str
+    score: float
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class FillMask:
+    """A candidate for a mask token, and its probability."""
+
+    token: str
     score: float
 
 

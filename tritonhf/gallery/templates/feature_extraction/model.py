@@ -10,7 +10,7 @@ from a sentence-transformers ``1_Pooling/config.json`` when the model has one.
 
 Inputs:  TEXT [n, 1] BYTES, optional NORMALIZE [n, 1] BOOL (default: parameter ``normalize``),
          optional TRUNCATE [n, 1] BOOL (default true: a too-long text is cut to the model's limit).
-Outputs: EMBEDDING [n, dim] FP32, TRUNCATED [n, 1] BOOL.
+Outputs: EMBEDDING [n, dim] FP32, TRUNCATED [n, 1] BOOL, TOKENS [n, 1] INT32 (tokens used, for usage figures).
 """
 
 import numpy as np
@@ -49,7 +49,7 @@ class TritonPythonModel:
         batch = runtime.Batch(requests, "TEXT")
         normalize = batch.option("NORMALIZE", self.normalize)
         truncate = batch.option("TRUNCATE", True)
-        encoded = runtime.encode(self.tokenizer, batch, batch.live_rows(), self.max_length, truncate)
+        encoded = runtime.encode_rows(self.tokenizer, batch, self.max_length, truncate)
         rows = batch.live_rows()
         vectors = np.zeros((len(batch.texts), self.dim), dtype=np.float32)
         for group in runtime.budget_groups({row: encoded.length(row) for row in rows}, self.budget):
@@ -61,6 +61,9 @@ class TritonPythonModel:
             norms = np.maximum(np.linalg.norm(chunk, axis=1, keepdims=True), 1e-12)
             chunk = np.where(wanted, chunk / norms, chunk)
             truncated = runtime.bool_tensor("TRUNCATED", [encoded.truncated[row] for row in span])
-            return pb_utils.InferenceResponse(output_tensors=[runtime.float_tensor("EMBEDDING", chunk), truncated])
+            tokens = runtime.int_tensor("TOKENS", [encoded.length(row) for row in span])
+            return pb_utils.InferenceResponse(
+                output_tensors=[runtime.float_tensor("EMBEDDING", chunk), truncated, tokens]
+            )
 
         return batch.respond(answer)

@@ -51,7 +51,7 @@ class TritonPythonModel:
         batch = runtime.Batch(requests, "TEXT")
         top_k = batch.option("TOP_K", len(self.labels), lambda k: k >= 1, "a positive number of labels")
         truncate = batch.option("TRUNCATE", True)
-        encoded = runtime.encode(self.tokenizer, batch, batch.live_rows(), self.max_length, truncate)
+        encoded = runtime.encode_rows(self.tokenizer, batch, self.max_length, truncate)
         rows = batch.live_rows()  # without the rows of requests refused for being too long
         scores = np.zeros((len(batch.texts), len(self.labels)), dtype=np.float32)
         for group in runtime.budget_groups({row: encoded.length(row) for row in rows}, self.budget):

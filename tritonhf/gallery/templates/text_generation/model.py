@@ -35,7 +35,8 @@ Tensor names follow Triton's generate extension, so this works with curl:
 Inputs:  text_input (the prompt; with chat=true, a JSON list of {"role", "content"} messages),
          optional max_tokens, temperature (0 = greedy), top_p, seed, stop (strings), chat.
 Outputs: text_output, one chunk per response; the last response also has finish_reason
-         ("stop" or "length"), prompt_tokens and completion_tokens.
+         ("stop" or "length"), prompt_tokens and completion_tokens (runtime.TextReply does the
+         incremental detokenising, the stop strings and the final flag).
 Metrics (Triton's metrics port): tritonhf_time_to_first_token_seconds,
          tritonhf_inter_token_seconds (histograms), tritonhf_generated_tokens_total,
          tritonhf_prompt_tokens_total, tritonhf_cancelled_total, tritonhf_sequence_steps_total
@@ -48,7 +49,6 @@ import json
 import threading
 import time
 
-import numpy as np
 import torch
 import triton_python_backend_utils as pb_utils
 import tritonhf_runtime as runtime
@@ -59,30 +59,29 @@ FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
 
 
 class Sequence:
-    """One request being answered: its prompt, settings, and what was generated and sent so far."""
+    """One request being generated: its prompt, settings, scheduling state, and its streamed reply."""
 
-    def __init__(self, request, prompt_ids, max_tokens, temperature, top_p, seed, stops):
+    def __init__(self, request, tokenizer, prompt_ids, max_tokens, temperature, top_p, seed, stops):
         self.request = request
-        self.sender = request.get_response_sender() if request is not None else None
+        sender = request.get_response_sender() if request is not None else None
+        self.reply = runtime.TextReply(sender, tokenizer, stops, len(prompt_ids))
         self.prompt_ids = prompt_ids
         self.max_tokens = max_tokens
         self.temperature = temperature
         self.top_p = top_p
-        self.stops = stops
         self.generator = torch.Generator().manual_seed(seed) if seed is not None else None
-        self.tokens = []  # generated token ids
-        self.text = ""  # their text, decoded incrementally
-        self.sent = 0  # characters of self.text already sent
-        self.prefix_offset = self.read_offset = 0  # incremental detokenizer state
         self.next_token = None  # the token the next decode step feeds
         self.position = len(prompt_ids)  # its position id
-        self.finish_reason = None
         self.arrived = time.monotonic()
         self.last_token_at = None
 
     @property
+    def tokens(self):
+        return self.reply.tokens
+
+    @property
     def done(self):
-        return self.finish_reason is not None
+        return self.reply.done
 
     def cancelled(self):
         return self.request is not None and self.request.is_cancelled()
@@ -138,7 +137,9 @@ class TritonPythonModel:
         self.lock = threading.Lock()
         self.wake = threading.Event()
         self.running, self.admitting, self.cache, self.mask = [], [], None, None
-        warm = Sequence(None, self.tokenizer("Hello")["input_ids"] or [self.pad_id], 2, 0.0, 1.0, None, [])
+        warm = Sequence(
+            None, self.tokenizer, self.tokenizer("Hello")["input_ids"] or [self.pad_id], 2, 0.0, 1.0, None, []
+        )
         self.waiting.append(warm)
         while not warm.done:  # the warm-up also tells whether caches can be merged
             self.step()
@@ -192,7 +193,7 @@ class TritonPythonModel:
         top_p = runtime.optional_scalar(request, "top_p", 1.0, lambda v: 0 < v <= 1, "in (0, 1]")
         seed = runtime.optional_scalar(request, "seed", None, lambda v: v >= 0, "a non-negative integer")
         stops = runtime.optional_strings(request, "stop") or []
-        return Sequence(request, ids, max_tokens, temperature, top_p, seed, stops)
+        return Sequence(request, self.tokenizer, ids, max_tokens, temperature, top_p, seed, stops)
 
     def chat_prompt(self, text):
         try:
@@ -358,70 +359,13 @@ class TritonPythonModel:
             self.finish(sequence, "stop")
             return
         self.metrics.generated.increment(1)
-        sequence.tokens.append(token)
         sequence.next_token = token
-        sequence.text += self.new_text(sequence)
-        for stop in sequence.stops:
-            found = sequence.text.find(stop, max(0, sequence.sent - len(stop)))
-            if found >= 0:
-                sequence.text = sequence.text[:found]
-                sequence.prefix_offset = sequence.read_offset = len(sequence.tokens)  # nothing left to flush
-                self.finish(sequence, "stop")
-                return
-        # Hold back text that may be the start of a stop string.
-        safe = len(sequence.text)
-        for stop in sequence.stops:
-            for size in range(min(len(stop) - 1, safe), 0, -1):
-                if sequence.text.endswith(stop[:size]):
-                    safe = min(safe, len(sequence.text) - size)
-                    break
-        self.send(sequence, safe)
-        if len(sequence.tokens) >= sequence.max_tokens:
+        sequence.reply.add(token)
+        if not sequence.done and len(sequence.tokens) >= sequence.max_tokens:
             self.finish(sequence, "length")
 
-    def new_text(self, sequence):
-        """Only the new tokens' text: decode a short window, hold back an incomplete UTF-8 character."""
-        tokens = sequence.tokens
-        before = self.tokenizer.decode(tokens[sequence.prefix_offset : sequence.read_offset], skip_special_tokens=True)
-        after = self.tokenizer.decode(tokens[sequence.prefix_offset :], skip_special_tokens=True)
-        if len(after) > len(before) and not after.endswith("\ufffd"):
-            sequence.prefix_offset, sequence.read_offset = sequence.read_offset, len(tokens)
-            return after[len(before) :]
-        return ""
-
-    def send(self, sequence, end, extra=()):
-        chunk = sequence.text[sequence.sent : end]
-        if (chunk or extra) and sequence.sender is not None:
-            tensors = [runtime.string_tensor("text_output", [chunk]), *extra]
-            sequence.sender.send(pb_utils.InferenceResponse(output_tensors=tensors))
-        sequence.sent = max(sequence.sent, end)
-
     def finish(self, sequence, reason, error=None):
-        """Send what was held back with the usage, then the final flag (or the error)."""
-        sequence.finish_reason = reason
-        if sequence.sender is None:
-            return
-        try:
-            if error is not None:
-                sequence.sender.send(runtime.error_response(error, invalid_input=False), flags=FINAL)
-            elif reason == "cancelled":
-                sequence.sender.send(flags=FINAL)
-            else:
-                # What the detokenizer still held (an incomplete character at the very end) goes out now.
-                tail = self.tokenizer.decode(sequence.tokens[sequence.prefix_offset :], skip_special_tokens=True)
-                before = self.tokenizer.decode(
-                    sequence.tokens[sequence.prefix_offset : sequence.read_offset], skip_special_tokens=True
-                )
-                sequence.text += tail[len(before) :]
-                usage = [
-                    runtime.string_tensor("finish_reason", [reason]),
-                    pb_utils.Tensor("prompt_tokens", np.array([[len(sequence.prompt_ids)]], dtype=np.int32)),
-                    pb_utils.Tensor("completion_tokens", np.array([[len(sequence.tokens)]], dtype=np.int32)),
-                ]
-                self.send(sequence, len(sequence.text), usage)
-                sequence.sender.send(flags=FINAL)
-        except Exception:  # the client went away between two checks: nothing left to tell it
-            pass
+        sequence.reply.finish(reason, error)
 
 
 def left_pad(tensor, width):

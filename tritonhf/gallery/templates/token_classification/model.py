@@ -78,10 +78,9 @@ class TritonPythonModel:
         strategies = batch.option(
             "AGGREGATION", self.aggregation, STRATEGIES.__contains__, "one of " + ", ".join(STRATEGIES)
         )
-        encoded = runtime.encode(
+        encoded = runtime.encode_rows(
             self.tokenizer,
             batch,
-            batch.live_rows(),
             self.max_length,
             windows=True,
             stride=self.stride,

@@ -70,7 +70,7 @@ class TritonPythonModel:
             if not (candidates[row] or self.labels):
                 batch.fail_row(row, "no candidate labels: send CANDIDATE_LABELS, or add the model with --labels a,b,c.")
         truncate = batch.option("TRUNCATE", True)
-        encoded = runtime.encode(self.tokenizer, batch, batch.live_rows(), self.max_length, truncate)
+        encoded = runtime.encode_rows(self.tokenizer, batch, self.max_length, truncate)
         rows = batch.live_rows()
         vectors = {}
         for group in runtime.budget_groups({row: encoded.length(row) for row in rows}, self.budget):

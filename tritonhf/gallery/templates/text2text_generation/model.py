@@ -1,0 +1,174 @@
+"""Streaming text-to-text generation (summaries, translations) with an encoder-decoder model
+(T5, BART, Marian) on Triton's Python backend (tritonhf gallery template).
+
+Decoupled like text-generation, with the same tensor names: ``execute`` checks each request,
+queues it and returns; a background thread answers through each request's response sender.
+
+Batching in waves: when nothing is running, the waiting requests (up to ``max_running``) are
+encoded together once; then one decoder step per token for all of them, and a finished or
+cancelled row leaves the batch at once (its encoder states and cache go). Requests that arrive
+during a wave start with the next one: admitting them mid-wave would need their encoder
+states and cross-attention caches merged in, which this template does not do.
+
+Decoding is greedy (temperature 0) or sampled with top-p, token by token; a model's beam-search
+settings (num_beams, no_repeat_ngram_size, forced_eos_token_id) are not applied.
+
+The config parameter ``prefix`` is put before each text (T5 wants "summarize: " or
+"translate English to German: "). Inputs longer than the encoder takes are cut to their
+start (the README's long-input policy for this task).
+
+Inputs:  text_input, optional max_tokens, temperature (0 = greedy), top_p, seed, stop.
+Outputs: text_output per chunk; the last response also has finish_reason, prompt_tokens and
+         completion_tokens (runtime.TextReply).
+"""
+
+import collections
+import threading
+
+import torch
+import triton_python_backend_utils as pb_utils
+import tritonhf_runtime as runtime
+from transformers import AutoModelForSeq2SeqLM
+
+FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
+
+
+class Sequence:
+    def __init__(self, request, tokenizer, input_ids, max_tokens, temperature, top_p, seed, stops):
+        self.request = request
+        sender = request.get_response_sender() if request is not None else None
+        self.reply = runtime.TextReply(sender, tokenizer, stops, len(input_ids))
+        self.input_ids, self.max_tokens, self.temperature, self.top_p = input_ids, max_tokens, temperature, top_p
+        self.generator = torch.Generator().manual_seed(seed) if seed is not None else None
+
+    def cancelled(self):
+        return self.request is not None and self.request.is_cancelled()
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        params = runtime.parameters(args)
+        runtime.limit_threads(args)
+        self.device = runtime.device(args, params)
+        self.tokenizer = runtime.load_tokenizer(args, params)
+        self.model = runtime.load_model(AutoModelForSeq2SeqLM, args, params, self.device)
+        self.prefix = params.get("prefix", "")
+        self.max_input = runtime.max_length(self.tokenizer, self.model.config)
+        self.default_max_tokens = runtime.int_parameter(params, "max_tokens", 128)
+        self.max_tokens_limit = runtime.int_parameter(params, "max_tokens_limit", 1024)
+        self.max_running = runtime.int_parameter(params, "max_running", 8)
+        config = self.model.generation_config
+        self.start_id = config.decoder_start_token_id
+        if self.start_id is None:
+            self.start_id = self.model.config.decoder_start_token_id
+        eos = config.eos_token_id
+        self.eos_ids = set(eos if isinstance(eos, list) else [eos]) - {None}
+        self.waiting = collections.deque()
+        self.lock = threading.Lock()
+        self.wake = threading.Event()
+        self.stopping = False
+        self.run([Sequence(None, self.tokenizer, self.tokenizer("Hello")["input_ids"], 2, 0.0, 1.0, None, [])])
+        self.thread = threading.Thread(target=self.loop, name="tritonhf-text2text", daemon=True)
+        self.thread.start()
+
+    def finalize(self):
+        self.stopping = True
+        self.wake.set()
+        self.thread.join(timeout=10)
+
+    def execute(self, requests):
+        for request in requests:
+            try:
+                sequence = self.sequence(request)
+            except runtime.BadRequest as error:
+                request.get_response_sender().send(runtime.error_response(str(error)), flags=FINAL)
+                continue
+            with self.lock:
+                self.waiting.append(sequence)
+        self.wake.set()
+        return None
+
+    def sequence(self, request):
+        texts = runtime.decode_texts(runtime.input_array(request, "text_input"), "text_input")
+        if len(texts) != 1:
+            raise runtime.BadRequest(f"send one text_input per request, not {len(texts)}.")
+        limit = self.max_tokens_limit
+        max_tokens = runtime.optional_scalar(
+            request, "max_tokens", self.default_max_tokens, lambda v: 1 <= v <= limit, f"from 1 to {limit}"
+        )
+        temperature = runtime.optional_scalar(request, "temperature", 0.0, lambda v: 0 <= v <= 100, "from 0 to 100")
+        top_p = runtime.optional_scalar(request, "top_p", 1.0, lambda v: 0 < v <= 1, "in (0, 1]")
+        seed = runtime.optional_scalar(request, "seed", None, lambda v: v >= 0, "a non-negative integer")
+        stops = runtime.optional_strings(request, "stop") or []
+        ids = self.tokenizer(self.prefix + texts[0], truncation=True, max_length=self.max_input)["input_ids"]
+        return Sequence(request, self.tokenizer, ids, max_tokens, temperature, top_p, seed, stops)
+
+    def loop(self):
+        while not self.stopping:
+            with self.lock:
+                wave = [self.waiting.popleft() for _ in range(min(self.max_running, len(self.waiting)))]
+            if not wave:
+                self.wake.wait(timeout=0.5)
+                self.wake.clear()
+                continue
+            try:
+                self.run(wave)
+            except Exception as error:  # the model itself failed: every stream of the wave ends with it
+                for sequence in wave:
+                    if not sequence.reply.done:
+                        sequence.reply.finish("error", f"generation failed: {error}")
+
+    def run(self, wave):
+        """Encode the wave once, then one decoder step per token for the rows still running."""
+        width = max(len(s.input_ids) for s in wave)
+        pad = self.tokenizer.pad_token_id or 0
+        input_ids = torch.tensor([s.input_ids + [pad] * (width - len(s.input_ids)) for s in wave], device=self.device)
+        mask = torch.tensor(
+            [[1] * len(s.input_ids) + [0] * (width - len(s.input_ids)) for s in wave], device=self.device
+        )
+        with torch.inference_mode():
+            encoder = self.model.get_encoder()(input_ids=input_ids, attention_mask=mask)
+        running = list(wave)
+        tokens = torch.full((len(wave), 1), self.start_id, dtype=torch.long, device=self.device)
+        cache = None
+        while running:
+            with torch.inference_mode():
+                output = self.model(
+                    encoder_outputs=encoder, attention_mask=mask, decoder_input_ids=tokens,
+                    past_key_values=cache, use_cache=True,
+                )  # fmt: skip
+            cache = output.past_key_values
+            logits = output.logits[:, -1, :].float()
+            picked = []
+            for row, sequence in enumerate(running):
+                if sequence.cancelled():
+                    sequence.reply.finish("cancelled")
+                    picked.append(self.start_id)
+                    continue
+                token = self.pick(sequence, logits[row])
+                picked.append(token)
+                if token in self.eos_ids:
+                    sequence.reply.finish("stop")
+                    continue
+                sequence.reply.add(token)
+                if not sequence.reply.done and len(sequence.reply.tokens) >= sequence.max_tokens:
+                    sequence.reply.finish("length")
+            keep = [row for row, sequence in enumerate(running) if not sequence.reply.done]
+            if len(keep) < len(running) and keep:
+                index = torch.tensor(keep, device=self.device)
+                cache.batch_select_indices(index)
+                encoder.last_hidden_state = encoder.last_hidden_state[index]
+                mask = mask[index]
+            running = [running[row] for row in keep]
+            tokens = torch.tensor([[picked[row]] for row in keep], dtype=torch.long, device=self.device)
+
+    def pick(self, sequence, logits):
+        """Greedy at temperature 0, else sampled with top-p, with the request's own generator."""
+        if sequence.temperature == 0:
+            return int(torch.argmax(logits))
+        probabilities = torch.softmax(logits / sequence.temperature, dim=-1)
+        if sequence.top_p < 1:
+            sorted_probs, order = torch.sort(probabilities, descending=True)
+            keep = sorted_probs.cumsum(-1) - sorted_probs < sequence.top_p
+            probabilities = torch.zeros_like(probabilities).scatter(0, order[keep], sorted_probs[keep])
+        return int(torch.multinomial(probabilities.cpu(), 1, generator=sequence.generator))

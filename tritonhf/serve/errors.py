@@ -1,0 +1,62 @@
+"""One mapping from the SDK's error types to HTTP statuses, and the two error bodies the gateway speaks.
+
+OpenAI routes answer ``{"error": {"message", "type", "param", "code"}}``; TEI routes answer
+``{"error": ..., "error_type": ...}``. Statuses: 400 bad input, 401 no or wrong key, 404
+unknown model, 503 a model being loaded or repaired (or the server away), 504 timeout, 500
+the model failed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tritonhf.errors import (
+    AmbiguousModelError,
+    ClientError,
+    InvalidInputError,
+    ModelNotFoundError,
+    ModelNotReadyError,
+    PermissionDeniedError,
+    RequestCancelledError,
+    RequestTimeoutError,
+    ServerUnavailableError,
+)
+
+# error type -> (HTTP status, OpenAI error type, OpenAI code)
+STATUSES: dict[type[ClientError], tuple[int, str, str]] = {
+    InvalidInputError: (400, "invalid_request_error", "invalid_value"),
+    AmbiguousModelError: (404, "invalid_request_error", "model_not_found"),
+    ModelNotFoundError: (404, "invalid_request_error", "model_not_found"),
+    ModelNotReadyError: (503, "server_error", "model_not_ready"),
+    ServerUnavailableError: (503, "server_error", "server_unavailable"),
+    PermissionDeniedError: (403, "permission_error", "permission_denied"),
+    RequestTimeoutError: (504, "server_error", "timeout"),
+    RequestCancelledError: (499, "server_error", "cancelled"),
+}
+
+
+class GatewayError(Exception):
+    """An answer with an error status, raised anywhere in a route."""
+
+    def __init__(self, status: int, message: str, kind: str = "invalid_request_error", param: str | None = None,
+                 code: str | None = None) -> None:  # fmt: skip
+        super().__init__(message)
+        self.status, self.message, self.kind, self.param, self.code = status, message, kind, param, code
+
+    @classmethod
+    def of(cls, error: ClientError, param: str | None = None) -> GatewayError:
+        for kind, (status, openai_type, code) in STATUSES.items():
+            if isinstance(error, kind):
+                return cls(status, error.message, openai_type, param, code)
+        return cls(500, error.message, "server_error", param, "inference_error")
+
+    def openai_body(self) -> dict[str, Any]:
+        return {"error": {"message": self.message, "type": self.kind, "param": self.param, "code": self.code}}
+
+    def tei_body(self) -> dict[str, Any]:
+        kinds = {400: "Validation", 404: "Validation", 413: "Validation", 503: "Overloaded", 504: "Overloaded"}
+        return {"error": self.message, "error_type": kinds.get(self.status, "Backend")}
+
+
+def refused(param: str, why: str) -> GatewayError:
+    return GatewayError(400, f"'{param}' {why}", "invalid_request_error", param, "unsupported_parameter")

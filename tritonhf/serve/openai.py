@@ -1,0 +1,258 @@
+"""OpenAI's routes over Triton: models, chat completions, completions, embeddings.
+
+Each route resolves the model by name and task, calls the async SDK, and answers in
+OpenAI's shapes. A streamed answer is opened (and its first chunk read) *before* the HTTP
+response starts, so a refused request gets its real status, not a 200 with an error inside;
+the events are then framed by FastAPI's own server-sent-events encoder, and a client that
+disconnects cancels the generation on the Triton side (the stream is closed).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+import numpy as np
+from fastapi import APIRouter, Request
+from fastapi.responses import StreamingResponse
+from fastapi.sse import format_sse_event
+
+from tritonhf.errors import ClientError
+from tritonhf.sdk import AsyncClient, AsyncTextStream
+from tritonhf.serve.errors import GatewayError, refused
+from tritonhf.serve.schemas import ChatBody, CompletionBody, EmbeddingBody, GenerationBody
+
+router = APIRouter()
+
+
+def client_of(request: Request) -> AsyncClient:
+    return request.app.state.client  # type: ignore[no-any-return]
+
+
+async def model_for(client: AsyncClient, name: str, tasks: Sequence[str], route: str) -> str:
+    """``name`` when it is a ready model of one of ``tasks``; 404 or 400 saying why not."""
+    try:
+        models = {info.name: info for info in await client.models()}
+    except ClientError as error:
+        raise GatewayError.of(error) from error
+    info = models.get(name)
+    if info is None:
+        ready = ", ".join(sorted(i.name for i in models.values() if i.ready and i.task in tasks)) or "none"
+        raise GatewayError(404, f"The model '{name}' does not exist. {route} serves: {ready}.", param="model",
+                           code="model_not_found")  # fmt: skip
+    if not info.ready:
+        raise GatewayError(503, f"The model '{name}' is not ready ({info.state}); it may be loading or being repaired.",
+                           "server_error", "model", "model_not_ready")  # fmt: skip
+    if info.task not in tasks:
+        raise GatewayError(400, f"The model '{name}' is a {info.task or 'non-gallery'} model; {route} needs "
+                           f"{' or '.join(tasks)}.", param="model", code="model_task_mismatch")  # fmt: skip
+    return name
+
+
+def _check_generation(body: GenerationBody) -> dict[str, Any]:
+    """The SDK options of an OpenAI generation body; what it cannot honour is refused by name."""
+    if body.n != 1:
+        raise refused("n", "must be 1: each request generates one answer (send several requests instead).")
+    for name, value, default in (
+        ("presence_penalty", body.presence_penalty, 0.0),
+        ("frequency_penalty", body.frequency_penalty, 0.0),
+        ("logprobs", body.logprobs, None),
+        ("logit_bias", body.logit_bias, None),
+    ):
+        if value not in (default, False):
+            raise refused(name, "is not supported by this server.")
+    stop = [body.stop] if isinstance(body.stop, str) else body.stop
+    return {
+        "max_tokens": body.max_completion_tokens or body.max_tokens,
+        "temperature": body.temperature,
+        "top_p": body.top_p,
+        "seed": body.seed,
+        "stop": stop or None,
+    }
+
+
+def _messages(body: ChatBody) -> list[dict[str, str]]:
+    for name in ("tools", "tool_choice", "functions", "function_call"):
+        if getattr(body, name) not in (None, [], "none"):
+            raise refused(name, "is not supported: the gallery's text-generation models have no tool calling.")
+    if body.response_format not in (None, {"type": "text"}):
+        raise refused("response_format", "supports only {'type': 'text'}.")
+    messages = []
+    for index, message in enumerate(body.messages):
+        content = message.content
+        if isinstance(content, list):
+            kinds = {str(part.get("type")) for part in content}
+            if kinds - {"text"}:
+                raise refused(f"messages[{index}].content", f"has {', '.join(sorted(kinds - {'text'}))} parts; "
+                              "only text is supported (no images or audio).")  # fmt: skip
+            content = "".join(str(part.get("text", "")) for part in content)
+        messages.append({"role": message.role, "content": content or ""})
+    if not messages:
+        raise refused("messages", "must hold at least one message.")
+    return messages
+
+
+async def _open(stream_call: Any) -> tuple[AsyncTextStream, str | None]:
+    """Open a generation stream and read its first chunk, so that a refusal is a real status."""
+    try:
+        stream: AsyncTextStream = await stream_call
+    except ClientError as error:
+        raise GatewayError.of(error) from error
+    try:
+        first = await stream.__anext__()
+    except StopAsyncIteration:
+        first = None
+    except ClientError as error:
+        await stream.aclose()
+        raise GatewayError.of(error) from error
+    return stream, first
+
+
+async def _chunks(stream: AsyncTextStream, first: str | None) -> AsyncIterator[str]:
+    if first is not None:
+        yield first
+    async for chunk in stream:
+        yield chunk
+
+
+def _usage(stream: AsyncTextStream) -> dict[str, int]:
+    usage = stream.usage
+    prompt, completion = (usage.prompt_tokens, usage.completion_tokens) if usage else (0, 0)
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
+def sse(events: AsyncIterator[Any], stream: AsyncTextStream) -> StreamingResponse:
+    """Events as server-sent events (FastAPI's encoder), then ``[DONE]``; closing cancels the generation."""
+
+    async def body() -> AsyncIterator[bytes]:
+        try:
+            async for event in events:
+                yield format_sse_event(data_str=json.dumps(event))
+            yield format_sse_event(data_str="[DONE]")
+        except ClientError as error:  # after the first chunk: report it in the stream, as OpenAI does
+            yield format_sse_event(data_str=json.dumps(GatewayError.of(error).openai_body()))
+        finally:
+            await stream.aclose()  # a client that went away lands here too: the Triton request is cancelled
+
+    return StreamingResponse(body(), media_type="text/event-stream")
+
+
+@router.get("/v1/models")
+async def list_models(request: Request) -> dict[str, Any]:
+    try:
+        models = await client_of(request).models()
+    except ClientError as error:
+        raise GatewayError.of(error) from error
+    data = [
+        {"id": m.name, "object": "model", "created": 0, "owned_by": "tritonhf", "task": m.task}
+        for m in models
+        if m.ready and not m.name.endswith("__onnx")
+    ]
+    return {"object": "list", "data": data}
+
+
+@router.post("/v1/chat/completions", response_model=None)
+async def chat_completions(body: ChatBody, request: Request) -> dict[str, Any] | StreamingResponse:
+    client = client_of(request)
+    options = _check_generation(body)
+    messages = _messages(body)
+    name = await model_for(client, body.model, ("text-generation",), "/v1/chat/completions")
+    stream, first = await _open(client.chat(messages, model=name, stream=True, **options))
+    ident, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
+    if not body.stream:
+        try:
+            text = "".join([chunk async for chunk in _chunks(stream, first)])
+        except ClientError as error:
+            raise GatewayError.of(error) from error
+        finally:
+            await stream.aclose()
+        choice = {"index": 0, "message": {"role": "assistant", "content": text},
+                  "finish_reason": stream.finish_reason or "stop", "logprobs": None}  # fmt: skip
+        return {"id": ident, "object": "chat.completion", "created": created, "model": name, "choices": [choice],
+                "usage": _usage(stream)}  # fmt: skip
+    include_usage = bool(body.stream_options and body.stream_options.include_usage)
+
+    async def events() -> AsyncIterator[dict[str, Any]]:
+        base = {"id": ident, "object": "chat.completion.chunk", "created": created, "model": name}
+        delta: dict[str, str] = {"role": "assistant", "content": ""}
+        async for chunk in _chunks(stream, first):
+            delta["content"] = chunk
+            yield {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
+            delta = {"content": ""}
+        final = {"index": 0, "delta": {}, "finish_reason": stream.finish_reason or "stop"}
+        yield {**base, "choices": [final]}
+        if include_usage:
+            yield {**base, "choices": [], "usage": _usage(stream)}
+
+    return sse(events(), stream)
+
+
+@router.post("/v1/completions", response_model=None)
+async def completions(body: CompletionBody, request: Request) -> dict[str, Any] | StreamingResponse:
+    client = client_of(request)
+    options = _check_generation(body)
+    if body.echo or body.suffix or (body.best_of not in (None, 1)):
+        raise refused("echo" if body.echo else "suffix" if body.suffix else "best_of", "is not supported.")
+    prompts = [body.prompt] if isinstance(body.prompt, str) else body.prompt
+    if not prompts or not all(isinstance(p, str) for p in prompts):
+        raise refused("prompt", "must be a string or a list of strings (token ids are not accepted).")
+    if body.stream and len(prompts) != 1:
+        raise refused("prompt", "must be a single string when stream=true.")
+    name = await model_for(client, body.model, ("text-generation",), "/v1/completions")
+    ident, created = f"cmpl-{uuid.uuid4().hex}", int(time.time())
+    opened = [await _open(client.generate(str(p), model=name, stream=True, **options)) for p in prompts[:1]]
+    if body.stream:
+        stream, first = opened[0]
+
+        async def events() -> AsyncIterator[dict[str, Any]]:
+            base = {"id": ident, "object": "text_completion", "created": created, "model": name}
+            async for chunk in _chunks(stream, first):
+                yield {**base, "choices": [{"index": 0, "text": chunk, "finish_reason": None, "logprobs": None}]}
+            final = {"index": 0, "text": "", "finish_reason": stream.finish_reason or "stop", "logprobs": None}
+            yield {**base, "choices": [final]}
+
+        return sse(events(), stream)
+    choices, usage = [], {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+    for index, prompt in enumerate(prompts):
+        stream, first = opened[0] if index == 0 else await _open(client.generate(str(prompt), model=name, stream=True,
+                                                                                  **options))  # fmt: skip
+        try:
+            text = "".join([chunk async for chunk in _chunks(stream, first)])
+        except ClientError as error:
+            raise GatewayError.of(error) from error
+        finally:
+            await stream.aclose()
+        choices.append(
+            {"index": index, "text": text, "finish_reason": stream.finish_reason or "stop", "logprobs": None}
+        )
+        for key, value in _usage(stream).items():
+            usage[key] += value
+    return {"id": ident, "object": "text_completion", "created": created, "model": name, "choices": choices,
+            "usage": usage}  # fmt: skip
+
+
+@router.post("/v1/embeddings")
+async def embeddings(body: EmbeddingBody, request: Request) -> dict[str, Any]:
+    client = client_of(request)
+    inputs = [body.input] if isinstance(body.input, str) else body.input
+    if not inputs or not all(isinstance(item, str) for item in inputs):
+        raise refused("input", "must be a string or a list of strings; token ids are not accepted (send the text).")
+    if body.dimensions is not None:
+        raise refused("dimensions", "is not supported: the model's vectors have a fixed size.")
+    name = await model_for(client, body.model, ("feature-extraction",), "/v1/embeddings")
+    try:
+        result = await client.embeddings([str(item) for item in inputs], model=name, normalize=True)
+    except ClientError as error:
+        raise GatewayError.of(error, "input") from error
+    data = []
+    for index, vector in enumerate(result.vectors):
+        value: Any = vector.tolist()
+        if body.encoding_format == "base64":
+            value = base64.b64encode(np.ascontiguousarray(vector, dtype="<f4").tobytes()).decode()
+        data.append({"object": "embedding", "index": index, "embedding": value})
+    usage = {"prompt_tokens": result.total_tokens, "total_tokens": result.total_tokens}
+    return {"object": "list", "data": data, "model": name, "usage": usage}
