@@ -109,6 +109,8 @@ class Server:
         environment: StubEnvironment | None = None,
         supervise: bool = True,
         tls: Tls | None = None,
+        openai_port: int | str | None = None,
+        openai_host: str = LOOPBACK,
     ) -> None:
         self.workspace = workspace if isinstance(workspace, Workspace) else Workspace.at(workspace)
         if model_control not in MODEL_CONTROL_MODES:
@@ -134,6 +136,9 @@ class Server:
         self.environment = environment
         self.supervise = supervise
         self.tls = tls
+        self._openai_port = parse_port(openai_port, "openai") if openai_port is not None else None
+        self.openai = openai_port is not None
+        self.openai_host = openai_host
         self.state: ServerState | None = None
         self._process: subprocess.Popen[bytes] | None = None
         self._configs: dict[str, dict[str, Any]] = {}
@@ -324,6 +329,10 @@ class Server:
         self._launch(self.state, append_log=False)
         try:
             self._wait_ready(on_progress)
+            if self.openai:
+                port = self._openai_port or free_port(local_for(self.openai_host))
+                self.state.gateway_host, self.state.gateway_port = self.openai_host, port
+                self.start_gateway()
             if self.supervise:
                 self._start_supervisor()
         except BaseException:
@@ -382,6 +391,29 @@ class Server:
         self._launch(state, append_log=True)
         self._wait_ready(None)
         return state
+
+    # ----------------------------------------------------------------- the OpenAI gateway
+
+    def start_gateway(self) -> None:
+        """The OpenAI/TEI gateway beside the server (its own process, recorded in the state file)."""
+        from tritonhf.serve.launch import start_gateway
+
+        state = self._require_state()
+        environment = dict(os.environ)
+        identity = start_gateway(
+            self.workspace, state.gateway_host, state.gateway_port, self.die_with_parent, environment
+        )
+        state.gateway_pid, state.gateway_started, state.gateway_executable = (
+            identity.pid,
+            identity.started,
+            identity.executable,
+        )
+        state.save(self.workspace.state_file)
+
+    def gateway_alive(self) -> bool | None:
+        """None when no gateway was asked for; else whether it still runs."""
+        gateway = self._require_state().gateway
+        return None if gateway is None else gateway.alive()
 
     # ----------------------------------------------------------------- supervision
 
@@ -516,6 +548,8 @@ class Server:
         if state is None:
             return
         self._stop_supervisor()
+        if state.gateway is not None:
+            state.gateway.stop(10)
         if self._process is not None and self._process.poll() is None:
             self._process.terminate()
             try:
@@ -581,6 +615,9 @@ def stop_workspace(workspace: Workspace, grace: float = 30.0) -> bool:
     found = stop_supervisor_process(workspace)
     state = ServerState.load(workspace.state_file)
     if state is not None:
+        if state.gateway is not None and state.gateway.alive():
+            found = True
+            state.gateway.stop(10)
         identity: Identity = state.identity
         if identity.alive():
             found = True

@@ -47,6 +47,21 @@ class ServerState:
     started_at: float
     command: list[str] = field(default_factory=list)  # without the per-launch restriction
     local_url: str = ""  # where tools on this machine connect (the admin endpoint)
+    gateway_host: str = ""  # the OpenAI/TEI gateway, when `up --openai-port` started one
+    gateway_port: int = 0
+    gateway_pid: int = 0
+    gateway_started: int = 0
+    gateway_executable: str = ""
+
+    @property
+    def gateway(self) -> Identity | None:
+        if not self.gateway_port:
+            return None
+        return Identity(self.gateway_pid, self.gateway_started, self.gateway_executable)
+
+    @property
+    def gateway_url(self) -> str:
+        return f"http://{url_host(self.gateway_host)}:{self.gateway_port}/v1" if self.gateway_port else ""
 
     @property
     def identity(self) -> Identity:

@@ -68,6 +68,10 @@ class ServerHandle(Protocol):
 
     def relaunch(self) -> ServerState: ...
 
+    def gateway_alive(self) -> bool | None: ...
+
+    def start_gateway(self) -> None: ...
+
 
 @dataclass(frozen=True)
 class Policy:
@@ -92,6 +96,7 @@ class Counters:
     started: int = 0  # with executable: the identity of the supervisor process (pids get reused)
     executable: str = ""
     server_restarts: int = 0
+    gateway_restarts: int = 0
     model_repairs: dict[str, int] = field(default_factory=dict)
     unhealthy: dict[str, str] = field(default_factory=dict)
     gave_up: list[str] = field(default_factory=list)
@@ -141,6 +146,8 @@ class Supervisor:
         if self.server.exit_code() is not None:
             self._restart_server(f"tritonserver (pid {state.pid}) is not running")
             return
+        if self.server.gateway_alive() is False:
+            self._restart_gateway()
         ready = [m.name for m in self.server.models() if m.state == "READY"]
         native = [name for name in ready if self.server.backend(name) not in ("python", "")]
         expected = {name: self.server.instance_count(name) for name in ready if name not in native}
@@ -260,6 +267,16 @@ class Supervisor:
         pid = self.server.state.pid if self.server.state else 0
         self.log.info("tritonserver restarted (pid %d) in %.1f s", pid, time.monotonic() - started)
         self._save()
+
+    def _restart_gateway(self) -> None:
+        self.counters.gateway_restarts += 1
+        self.log.warning(
+            "the OpenAI gateway is not running; restarting it (restart %d)", self.counters.gateway_restarts
+        )
+        try:
+            self.server.start_gateway()
+        except Exception as exc:  # logged, then retried on the next check
+            self.log.error("gateway restart failed: %s", exc)
 
     # ---------------------------------------------------------------- the loop
 

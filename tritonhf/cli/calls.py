@@ -78,6 +78,89 @@ def generate_command(
 
 
 @friendly_errors
+def rerank_command(
+    query: str,
+    documents: list[str],
+    url: UrlOption = None,
+    model: ModelOption = None,
+    top_n: Annotated[int | None, typer.Option(help="Show only the best N.")] = None,
+) -> None:
+    """Rank documents by relevance to a query (a cross-encoder), best first."""
+    with Client(url) as client:
+        for ranked in client.rerank(query, documents, model=model, top_n=top_n):
+            console.print(f"{ranked.score:.4f}\t[{ranked.index}] {ranked.document}")
+
+
+@friendly_errors
+def answer_command(
+    question: str,
+    context: Annotated[str, typer.Option("--context", "-c", help="The text the answer is in.")],
+    url: UrlOption = None,
+    model: ModelOption = None,
+    top_k: Annotated[int, typer.Option(help="How many answers.")] = 1,
+) -> None:
+    """Extract the answer to a question from a context (extractive QA), with character offsets."""
+    with Client(url) as client:
+        for found in client.answer(question, context, model=model, top_k=top_k):
+            console.print(f"{found.score:.4f}\t[{found.start}:{found.end}] {found.text}")
+
+
+@friendly_errors
+def fill_mask_command(
+    texts: list[str],
+    url: UrlOption = None,
+    model: ModelOption = None,
+    top_k: Annotated[int, typer.Option(help="Candidates per text.")] = 5,
+) -> None:
+    """The best candidates for the mask token of each text (e.g. 'Paris is the [MASK] of France')."""
+    with Client(url) as client:
+        for text, candidates in zip(texts, client.fill_mask(texts, model=model, top_k=top_k)):
+            console.print(text)
+            for candidate in candidates:
+                console.print(f"  {candidate.score:.4f}\t{candidate.token}")
+
+
+@friendly_errors
+def summarize_command(
+    text: str,
+    url: UrlOption = None,
+    model: ModelOption = None,
+    max_tokens: int = 64,
+) -> None:
+    """Stream a summary (or translation) of TEXT from a text2text model."""
+    with Client(url) as client:
+        for chunk in client.summarize(text, model=model, max_tokens=max_tokens, stream=True):
+            console.print(chunk, end="", soft_wrap=True)
+    console.print()
+
+
+@friendly_errors
+def openai_command(
+    url: Annotated[
+        str | None, typer.Option("--url", help="The Triton server (default: `tritonhf up`'s; gRPC preferred).")
+    ] = None,
+    host: Annotated[str, typer.Option(help="Where the gateway listens; beyond loopback a key is required.")] = (
+        "127.0.0.1"
+    ),
+    port: Annotated[int, typer.Option(help="Its port.")] = 9000,
+    api_key_file: Annotated[
+        Path | None,
+        typer.Option(
+            help="A file holding the key clients must send (Bearer); default: $TRITONHF_GATEWAY_KEY, "
+            "else the workspace's run/api-key when bound beyond loopback."
+        ),
+    ] = None,
+) -> None:
+    """Serve OpenAI- and TEI-compatible routes (/v1/chat/completions, /v1/embeddings, /embed, /rerank ...)."""
+    from tritonhf.serve.launch import gateway_key, gateway_url, run_gateway
+
+    target = url or gateway_url(Workspace.at())
+    key = gateway_key(Workspace.at(), host, api_key_file)
+    console.print(f"gateway on http://{host}:{port}/v1 for {target}" + (" (Bearer key required)" if key else ""))
+    run_gateway(target, host, port, key)
+
+
+@friendly_errors
 def models_command(url: UrlOption = None) -> None:
     """The models the server holds, with state and task."""
     with Client(url) as client:

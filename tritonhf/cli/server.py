@@ -97,6 +97,12 @@ def up_command(
         str, typer.Option(help=f"One of {', '.join(MODEL_CONTROL_MODES)}; explicit lets the supervisor repair models.")
     ] = "explicit",
     supervise: Annotated[bool, typer.Option(help="Repair dead stubs and restart a dead server.")] = True,
+    openai_port: Annotated[
+        str | None, typer.Option(help="Also serve the OpenAI/TEI gateway on this port (or 'auto').")
+    ] = None,
+    openai_host: Annotated[
+        str, typer.Option(help="Where the gateway listens; beyond loopback it requires the workspace's key.")
+    ] = LOOPBACK,
     log_verbose: Annotated[int, typer.Option(help="Triton's --log-verbose level.")] = 0,
     timeout: Annotated[float, typer.Option(help="Seconds to wait for the server and its models.")] = 60.0,
 ) -> None:
@@ -123,6 +129,8 @@ def up_command(
         startup_timeout=timeout,
         die_with_parent=False,
         supervise=supervise,
+        openai_port=openai_port,
+        openai_host=openai_host,
     )
     if server.exposed:
         plain = expose == "http" or tls is None
@@ -152,6 +160,10 @@ def _endpoints(server: Server) -> None:
     for service, url in (("HTTP", server.http_url), ("gRPC", server.grpc_url), ("metrics", server.metrics_url)):
         note = "  (tritonhf's admin path)" if url == server.local_url else ""
         console.print(f"  {service:<8} {url}{note}")
+    if state.gateway_url:
+        key = " (Bearer key: WORKSPACE/run/api-key)" if state.gateway_host not in (LOOPBACK, "localhost", "::1") else ""
+        alive = "" if state.gateway is None or state.gateway.alive() else "  [red](not running)[/]"
+        console.print(f"  OpenAI   {state.gateway_url}{key}{alive}")
     console.print(f"  log      {server.workspace.server_log}")
 
 
@@ -182,7 +194,10 @@ def status_command(workspace: WorkspaceOption = None) -> None:
     _endpoints(server)
     counters = Counters.load(supervisor_file(server.workspace))
     if counters is not None:
-        console.print(f"  supervisor pid {counters.pid}: {counters.server_restarts} server restart(s)")
+        console.print(
+            f"  supervisor pid {counters.pid}: {counters.server_restarts} server restart(s), "
+            f"{counters.gateway_restarts} gateway restart(s)"
+        )
     alive = alive_per_model(stubs_of(state.shm_prefix))
     view = table("model", "backend", "state", "stubs alive", "health", "repairs")
     for model in server.models():

@@ -1,0 +1,227 @@
+"""The OpenAI/TEI gateway against a real Triton, driven by the real `openai` package and curl.
+
+SmolLM2-135M-Instruct (chat) and all-MiniLM-L6-v2 (embeddings) come from the packages `make
+setup` installs; a tiny classifier and a tiny cross-encoder serve /predict and /rerank.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+import openai
+import pytest
+
+from tritonhf import Client
+from tritonhf.bootstrap import Server, Workspace
+from tritonhf.bootstrap.ports import free_port
+from tritonhf.bootstrap.state import ServerState, ensure_api_key
+from tritonhf.demo import offline_models
+from tritonhf.gallery import AddRequest, add_model
+from tritonhf.serve.launch import start_gateway
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+CHAT = [{"role": "user", "content": "Say hello in five words."}]
+
+
+@pytest.fixture(scope="module")
+def gateway(make_workspace: Callable[[str], Workspace], tiny: dict[str, Path]) -> Iterator[Server]:
+    workspace = make_workspace("gateway")
+    repo = workspace.model_repository
+    sources = {m.name: m for m in offline_models()}
+    add_model(AddRequest("feature-extraction", sources["minilm-embed"].source, repo, name="minilm"))
+    add_model(AddRequest("text-generation", sources["smollm2-chat"].source, repo, name="smollm2"))
+    add_model(AddRequest("text-classification", str(tiny["classifier"]), repo, name="sentiment"))
+    add_model(AddRequest("rerank", str(tiny["cross-encoder"]), repo, name="reranker"))
+    server = Server(workspace, http_port="auto", grpc_port="auto", metrics_port="auto", openai_port="auto",
+                    startup_timeout=300)  # fmt: skip
+    with server:
+        yield server
+
+
+def _base(server: Server) -> str:
+    assert server.state is not None
+    return server.state.gateway_url
+
+
+def test_openai_sync_client_chat_completions_and_embeddings(gateway: Server) -> None:
+    client = openai.OpenAI(base_url=_base(gateway), api_key="unused-on-loopback")
+    ids = {model.id: getattr(model, "task", None) for model in client.models.list()}
+    assert ids["smollm2"] == "text-generation" and ids["minilm"] == "feature-extraction"
+    answer = client.chat.completions.create(model="smollm2", messages=CHAT, max_tokens=12, temperature=0)
+    assert answer.choices[0].message.content and answer.choices[0].finish_reason in ("stop", "length")
+    assert answer.usage is not None and answer.usage.prompt_tokens > 5 and 0 < answer.usage.completion_tokens <= 12
+    with Client(gateway.grpc_url) as sdk:
+        direct = sdk.chat(CHAT, model="smollm2", max_tokens=12, temperature=0)
+    assert answer.choices[0].message.content == direct, "the gateway adds nothing to the text"
+    chunks = client.chat.completions.create(model="smollm2", messages=CHAT, max_tokens=12, temperature=0, stream=True,
+                                            stream_options={"include_usage": True})  # fmt: skip
+    parts, usage = [], None
+    for chunk in chunks:
+        if chunk.choices:
+            parts.append(chunk.choices[0].delta.content or "")
+        if chunk.usage:
+            usage = chunk.usage
+    assert "".join(parts) == direct and usage is not None and usage.completion_tokens > 0
+    completion = client.completions.create(
+        model="smollm2", prompt=["The sea is", "Paris is"], max_tokens=5, temperature=0
+    )
+    assert [c.index for c in completion.choices] == [0, 1] and all(c.text for c in completion.choices)
+    floats = client.embeddings.create(model="minilm", input=["a cat", "a kitten"])
+    packed = client.embeddings.create(model="minilm", input="a cat", encoding_format="base64")
+    vector = np.array(floats.data[0].embedding, dtype=np.float32)
+    with Client(gateway.grpc_url) as sdk:
+        np.testing.assert_allclose(vector, sdk.embed("a cat", model="minilm", normalize=True)[0], atol=1e-5)
+    raw = packed.data[0].embedding
+    decoded = np.frombuffer(base64.b64decode(raw), dtype="<f4") if isinstance(raw, str) else np.array(raw)
+    np.testing.assert_allclose(decoded, vector, atol=1e-5)
+    assert floats.usage.prompt_tokens > 0 and len(vector) == 384
+
+
+def test_openai_errors_are_openai_shaped(gateway: Server) -> None:
+    client = openai.OpenAI(base_url=_base(gateway), api_key="x", max_retries=0)
+    with pytest.raises(openai.NotFoundError, match="does not exist"):
+        client.chat.completions.create(model="nope", messages=CHAT)
+    for bad in ({"n": 2}, {"tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}]},
+                {"temperature": 5}, {"max_tokens": 100_000}):  # fmt: skip
+        with pytest.raises(openai.BadRequestError) as info:
+            client.chat.completions.create(model="smollm2", messages=CHAT, **bad)  # type: ignore[arg-type]
+        assert info.value.body and "message" in info.value.body  # type: ignore[operator]
+    with pytest.raises(openai.BadRequestError, match="token ids"):
+        client.embeddings.create(model="minilm", input=[[1, 2, 3]])
+    with pytest.raises(openai.BadRequestError, match="text-generation"):
+        client.chat.completions.create(model="minilm", messages=CHAT)
+
+
+def test_openai_async_client_streams(gateway: Server) -> None:
+    async def main() -> str:
+        client = openai.AsyncOpenAI(base_url=_base(gateway), api_key="x")
+        stream = await client.chat.completions.create(model="smollm2", messages=CHAT, max_tokens=8, temperature=0,
+                                                      stream=True)  # fmt: skip
+        parts = [chunk.choices[0].delta.content or "" async for chunk in stream if chunk.choices]
+        await client.close()
+        return "".join(parts)
+
+    with Client(gateway.grpc_url) as sdk:
+        assert asyncio.run(main()) == sdk.chat(CHAT, model="smollm2", max_tokens=8, temperature=0)
+
+
+def _cancelled(server: Server) -> float:
+    text = urllib.request.urlopen(server.metrics_url, timeout=10).read().decode()
+    match = re.search(r'^tritonhf_cancelled_total\{model="smollm2"\} (\S+)$', text, re.MULTILINE)
+    return float(match.group(1)) if match else 0.0
+
+
+def test_a_client_that_disconnects_mid_stream_cancels_the_generation(gateway: Server) -> None:
+    before = _cancelled(gateway)
+    host, port = gateway.state.gateway_host, gateway.state.gateway_port  # type: ignore[union-attr]
+    body = json.dumps({"model": "smollm2", "messages": CHAT, "max_tokens": 120, "stream": True}).encode()
+    with socket.create_connection((host, port)) as sock:
+        sock.sendall(
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            + f"Content-Length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+        received = b""
+        while received.count(b"data:") < 2:
+            received += sock.recv(4096)
+    deadline = time.monotonic() + 20
+    while _cancelled(gateway) <= before and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _cancelled(gateway) == before + 1, "the Triton request was cancelled when the client went away"
+
+
+def _curl(url: str, body: dict[str, object], key: str | None = None) -> tuple[int, object]:
+    command = [
+        "curl",
+        "-s",
+        "-w",
+        "\n%{http_code}",
+        "-H",
+        "Content-Type: application/json",
+        "-d",
+        json.dumps(body),
+        url,
+    ]
+    if key:
+        command[3:3] = ["-H", f"Authorization: Bearer {key}"]
+    out = subprocess.run(command, capture_output=True, text=True, timeout=60).stdout
+    text, status = out.rsplit("\n", 1)
+    return int(status), json.loads(text)
+
+
+def test_tei_routes_with_curl(gateway: Server) -> None:
+    root = _base(gateway).removesuffix("/v1")
+    status, vectors = _curl(f"{root}/embed", {"inputs": ["a cat", "a dog"], "model": "minilm"})
+    assert status == 200 and len(vectors) == 2 and len(vectors[0]) == 384  # type: ignore[arg-type]
+    status, labels = _curl(f"{root}/predict", {"inputs": "a great film", "model": "sentiment"})
+    assert status == 200 and sorted(item["label"] for item in labels) == ["negative", "neutral", "positive"]  # type: ignore[union-attr]
+    status, ranked = _curl(f"{root}/rerank", {"query": "a cat", "texts": ["the cat", "stocks", "a kitten"],
+                                             "return_text": True})  # fmt: skip
+    assert status == 200 and sorted(r["index"] for r in ranked) == [0, 1, 2] and "text" in ranked[0]  # type: ignore[union-attr]
+    assert [r["score"] for r in ranked] == sorted((r["score"] for r in ranked), reverse=True)  # type: ignore[union-attr]
+    status, error = _curl(f"{root}/predict", {"inputs": "x", "model": "sentiment", "raw_scores": True})
+    assert status == 400 and error["error_type"] == "Validation"  # type: ignore[index]
+    with urllib.request.urlopen(f"{root}/health", timeout=10) as response:
+        assert response.status == 200
+
+
+def test_beyond_loopback_the_gateway_requires_the_key(gateway: Server) -> None:
+    workspace = gateway.workspace
+    key = ensure_api_key(workspace)
+    port = free_port("127.0.0.2")
+    identity = start_gateway(workspace, "127.0.0.2", port, die_with_parent=True, env=dict(__import__("os").environ))
+    try:
+        base = f"http://127.0.0.2:{port}/v1"
+        with pytest.raises(openai.AuthenticationError):
+            openai.OpenAI(base_url=base, api_key="wrong", max_retries=0).models.list()
+        assert [m.id for m in openai.OpenAI(base_url=base, api_key=key).models.list()]
+        assert key.encode() not in Path(f"/proc/{identity.pid}/cmdline").read_bytes()
+        with urllib.request.urlopen(f"http://127.0.0.2:{port}/health", timeout=10) as response:
+            assert response.status == 200, "/health needs no key"
+    finally:
+        identity.stop(5)
+
+
+def test_up_runs_the_gateway_under_the_supervisor(
+    make_workspace: Callable[[str], Workspace], tiny: dict[str, Path]
+) -> None:
+    workspace = make_workspace("up-gateway")
+    add_model(AddRequest("feature-extraction", str(tiny["encoder"]), workspace.model_repository, name="emb"))
+    ws = str(workspace.root)
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "tritonhf", *args, "-w", ws], capture_output=True, text=True,
+                              timeout=300)  # fmt: skip
+
+    up = cli("up", "--http-port", "auto", "--grpc-port", "auto", "--metrics-port", "auto", "--openai-port", "auto")
+    assert up.returncode == 0, up.stdout + up.stderr
+    try:
+        state = ServerState.load(workspace.state_file)
+        assert state is not None and state.gateway is not None and state.gateway.alive()
+        assert "OpenAI" in cli("status").stdout
+        state.gateway.signal(9)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            latest = ServerState.load(workspace.state_file)
+            if latest and latest.gateway and latest.gateway.alive() and latest.gateway_pid != state.gateway_pid:
+                break
+            time.sleep(0.5)
+        latest = ServerState.load(workspace.state_file)
+        assert latest is not None and latest.gateway_pid != state.gateway_pid, "the supervisor restarted the gateway"
+        vectors = openai.OpenAI(base_url=latest.gateway_url, api_key="x").embeddings.create(model="emb", input="a cat")
+        assert len(vectors.data[0].embedding) == 32
+    finally:
+        down = cli("down")
+    assert down.returncode == 0
+    assert latest.gateway is not None and not latest.gateway.alive(), "down stops the gateway"
