@@ -29,6 +29,8 @@ import tritonclient.http as httpclient
 from tiny_models import WORDS
 from transformers import (
     AutoModel,
+    AutoModelForMaskedLM,
+    AutoModelForQuestionAnswering,
     AutoModelForSequenceClassification,
     AutoModelForTokenClassification,
     AutoTokenizer,
@@ -37,7 +39,16 @@ from transformers import (
 from tritonclient.utils import InferenceServerException
 
 # Absolute tolerance per task: scores and vectors differ by float rounding between batch shapes.
-TOLERANCE = {"text-classification": 1e-4, "feature-extraction": 1e-4, "zero-shot-classification": 1e-4, "ner": 1e-4}
+TOLERANCE = {
+    "text-classification": 1e-4,
+    "feature-extraction": 1e-4,
+    "zero-shot-classification": 1e-4,
+    "ner": 1e-4,
+    "text-ranking": 1e-4,
+    "question-answering": 1e-4,
+    "fill-mask": 1e-4,
+}
+TEXT_INPUT = {"text-ranking": "QUERY", "question-answering": "QUESTION"}  # else TEXT
 ODD_TEXTS = ["", "   \t ", "😀🎬 wonderful 👍", "東京で映画を見た", "café naïve e\u0301", "مرحبا بالعالم", "a"]
 LABEL_POOL = ["positive", "negative", "city", "food", "music", "sport", "the movie", "London"]
 AGGREGATIONS = ["none", "simple", "first", "average", "max"]
@@ -89,7 +100,26 @@ def make_cases(task: str, model: str, seed: int, count: int, limit_words: int) -
         if task == "ner" and rng.random() < 0.7:
             for row in rows:
                 row.options["AGGREGATION"] = rng.choice(AGGREGATIONS)
-        if task != "ner" and rng.random() < 0.25:
+        if task == "text-ranking":
+            for row in rows:
+                row.options["DOCUMENTS"] = [
+                    random_text(rng, limit_words).strip() or "x" for _ in range(rng.randint(1, 5))
+                ]
+        if task == "question-answering":
+            top_k = rng.random() < 0.5
+            for row in rows:
+                row.options["CONTEXT"] = random_text(rng, limit_words).strip() or "alice visited paris"
+                if top_k:
+                    row.options["TOP_K"] = rng.randint(1, 3)
+        if task == "fill-mask":
+            top_k = rng.random() < 0.5
+            for row in rows:
+                words = row.text.split() or ["the"]
+                words.insert(rng.randint(0, len(words)), "[MASK]")
+                row.text = " ".join(words)
+                if top_k:
+                    row.options["TOP_K"] = rng.randint(1, 6)
+        if task not in ("ner", "question-answering") and rng.random() < 0.25:
             for row in rows:
                 row.options["TRUNCATE"] = rng.random() < 0.7
         cases.append(Case(model, task, rows))
@@ -100,14 +130,15 @@ def make_cases(task: str, model: str, seed: int, count: int, limit_words: int) -
 
 
 def tensors(case: Case) -> dict[str, np.ndarray]:
-    arrays: dict[str, np.ndarray] = {"TEXT": np.array([[row.text.encode()] for row in case.rows], dtype=object)}
+    text_input = TEXT_INPUT.get(case.task, "TEXT")
+    arrays: dict[str, np.ndarray] = {text_input: np.array([[row.text.encode()] for row in case.rows], dtype=object)}
     names = {name for row in case.rows for name in row.options}
     for name in names:
         values = [row.options[name] for row in case.rows]
-        if name == "CANDIDATE_LABELS":
+        if name in ("CANDIDATE_LABELS", "DOCUMENTS"):
             width = max(len(v) for v in values)
             arrays[name] = np.array([[x.encode() for x in v] + [b""] * (width - len(v)) for v in values], dtype=object)
-        elif name == "AGGREGATION":
+        elif name in ("AGGREGATION", "CONTEXT"):
             arrays[name] = np.array([[v.encode()] for v in values], dtype=object)
         elif name == "TOP_K":
             arrays[name] = np.array([[v] for v in values], dtype=np.int32)
@@ -121,6 +152,9 @@ OUTPUTS = {
     "feature-extraction": ["EMBEDDING", "TRUNCATED"],
     "zero-shot-classification": ["LABELS", "SCORES", "TRUNCATED"],
     "ner": ["ENTITIES"],
+    "text-ranking": ["SCORES", "ORDER", "TRUNCATED"],
+    "question-answering": ["ANSWER", "SCORE", "START", "END"],
+    "fill-mask": ["TOKENS", "SCORES", "TRUNCATED"],
 }
 
 
@@ -166,6 +200,23 @@ def _dtype(array: np.ndarray) -> str:
 def decode_row(task: str, outputs: dict[str, np.ndarray]) -> dict[str, Any]:
     if task == "ner":
         return {"entities": json.loads(outputs["ENTITIES"][0])}
+    if task == "text-ranking":
+        count = int((outputs["ORDER"] >= 0).sum())
+        return {
+            "scores": [float(v) for v in outputs["SCORES"][:count]],
+            "truncated": [bool(v) for v in outputs["TRUNCATED"][:count]],
+        }
+    if task == "question-answering":
+        spans = [(a.decode(), float(s), int(b), int(e)) for a, s, b, e in
+                 zip(outputs["ANSWER"], outputs["SCORE"], outputs["START"], outputs["END"]) if int(b) >= 0]  # fmt: skip
+        return {"spans": spans}
+    if task == "fill-mask":
+        pairs = [(t.decode(), float(v)) for t, v in zip(outputs["TOKENS"], outputs["SCORES"]) if t]
+        return {
+            "labels": [p[0] for p in pairs],
+            "scores": [p[1] for p in pairs],
+            "truncated": bool(outputs["TRUNCATED"][0]),
+        }
     truncated = bool(outputs["TRUNCATED"][0])
     if task == "feature-extraction":
         return {"vector": np.asarray(outputs["EMBEDDING"], dtype=np.float32), "truncated": truncated}
@@ -192,6 +243,13 @@ class Oracle:
             model = AutoModelForTokenClassification.from_pretrained(folder).eval()
             self.pipe = pipeline("token-classification", model=model, tokenizer=self.tokenizer)
             self.stride = int(params.get("stride", max(1, self.limit // 4)))
+        elif task == "text-ranking":
+            self.model = AutoModelForSequenceClassification.from_pretrained(folder).eval()
+        elif task == "question-answering":
+            self.model = AutoModelForQuestionAnswering.from_pretrained(folder).eval()
+            self.stride = int(params.get("stride", max(1, self.limit // 4)))
+        elif task == "fill-mask":
+            self.model = AutoModelForMaskedLM.from_pretrained(folder).eval()
         else:
             self.model = AutoModel.from_pretrained(folder).eval()
         self.label_vectors: dict[str, np.ndarray] = {}
@@ -211,6 +269,17 @@ class Oracle:
         """The row's answer, or "refused" when the template must refuse it (too long with TRUNCATE=false)."""
         if self.task == "ner":
             return {"entities": self._entities(row.text, row.options.get("AGGREGATION", "simple"))}
+        if self.task in ("text-ranking", "question-answering"):
+            if len(self.tokenizer(row.text)["input_ids"]) + 4 > self.limit:
+                return "refused"  # the query or question alone leaves no room for the rest
+            if self.task == "question-answering" and not (row.text.strip() and row.options["CONTEXT"].strip()):
+                return "refused"
+        if self.task == "text-ranking":
+            return self._rerank(row)
+        if self.task == "question-answering":
+            spans = qa_spans(self.model, self.tokenizer, row.text, row.options["CONTEXT"], self.limit, self.stride,
+                             row.options.get("TOP_K", 1))  # fmt: skip
+            return {"spans": spans}
         _, truncated = self._tokens(row.text)
         if truncated and row.options.get("TRUNCATE") is False:
             return "refused"
@@ -224,6 +293,17 @@ class Oracle:
                 "scores": probabilities[order].tolist(),
                 "truncated": truncated,
             }
+        if self.task == "fill-mask":
+            encoded, _ = self._tokens(row.text)
+            ids = encoded["input_ids"][0]
+            if int((ids == self.tokenizer.mask_token_id).sum()) != 1:
+                return "refused"  # the mask was cut off (or never there)
+            position = int((ids == self.tokenizer.mask_token_id).nonzero()[0])
+            with torch.inference_mode():
+                probabilities = torch.softmax(self.model(**encoded).logits[0, position], -1).numpy()
+            best = np.argsort(-probabilities, kind="stable")[: row.options.get("TOP_K", 5)]
+            labels = [self.tokenizer.decode([int(i)]).strip() for i in best]
+            return {"labels": labels, "scores": probabilities[best].tolist(), "truncated": truncated}
         vector, _ = self._pooled(row.text)
         if self.task == "feature-extraction":
             if row.options.get("NORMALIZE", self.params.get("normalize", "true") == "true"):
@@ -237,6 +317,19 @@ class Oracle:
         scores /= scores.sum()
         order = np.argsort(-scores, kind="stable")
         return {"labels": [labels[i] for i in order], "scores": scores[order].tolist(), "truncated": truncated}
+
+    def _rerank(self, row: Row) -> dict[str, Any] | str:
+        scores, cut = [], []
+        for document in row.options["DOCUMENTS"]:
+            full = len(self.tokenizer(row.text, document)["input_ids"])
+            encoded = self.tokenizer(row.text, document, truncation="only_second", max_length=self.limit,
+                                     return_tensors="pt")  # fmt: skip
+            with torch.inference_mode():
+                scores.append(float(torch.sigmoid(self.model(**encoded).logits[0, 0])))
+            cut.append(full > self.limit)
+        if any(cut) and row.options.get("TRUNCATE") is False:
+            return "refused"
+        return {"scores": scores, "truncated": cut}
 
     def _label_vector(self, sentence: str) -> np.ndarray:
         if sentence not in self.label_vectors:
@@ -273,6 +366,19 @@ def compare(task: str, got: dict[str, Any] | str, expected: dict[str, Any] | str
     if expected == "refused" or isinstance(got, str) or isinstance(expected, str):
         refused = isinstance(got, str) and ("400" in got or "INVALID_ARGUMENT" in got)
         return None if expected == "refused" and refused else f"got {got!r:.200}, expected {expected!r:.200}"
+    if task == "text-ranking":
+        if got["truncated"] != expected["truncated"] or len(got["scores"]) != len(expected["scores"]):
+            return f"{got} != {expected}"
+        worst = float(np.abs(np.array(got["scores"]) - np.array(expected["scores"])).max())
+        return None if worst <= tolerance else f"relevance differs by {worst:.2e}"
+    if task == "question-answering":
+        a, b = got["spans"], expected["spans"]
+        if len(a) != len(b):
+            return f"{len(a)} answers, expected {len(b)}"
+        for x, y in zip(a, b):
+            if abs(x[1] - y[1]) > tolerance or ((x[0], x[2], x[3]) != (y[0], y[2], y[3]) and not _tie(y[1], b)):
+                return f"answers {a} != {b}"
+        return None
     if task == "ner":
         a, b = got["entities"], expected["entities"]
         keys = [(e["entity_group"], e["start"], e["end"], e["word"]) for e in a]
@@ -297,6 +403,39 @@ def compare(task: str, got: dict[str, Any] | str, expected: dict[str, Any] | str
         if label != other and not tie:
             return f"labels {got['labels']} != {expected['labels']}"
     return None
+
+
+def _tie(score: float, spans: list[tuple[str, float, int, int]]) -> bool:
+    """Another span scores the same (within rounding): their order is a coin toss."""
+    return sum(abs(score - other[1]) <= 1e-6 for other in spans) > 1
+
+
+def qa_spans(
+    model: Any, tokenizer: Any, question: str, context: str, limit: int, stride: int, top_k: int
+) -> list[tuple]:
+    """The best spans of ``context``, every window through the model alone (what the QA template promises)."""
+    room = limit - len(tokenizer(question)["input_ids"]) - 2
+    encoded = tokenizer(question, context, truncation="only_second", max_length=limit, stride=min(stride, room // 2),
+                        return_overflowing_tokens=True, return_offsets_mapping=True)  # fmt: skip
+    found: dict[tuple[int, int], float] = {}
+    for index in range(len(encoded["input_ids"])):
+        ids = encoded["input_ids"][index]
+        with torch.inference_mode():
+            out = model(input_ids=torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long))
+        context_mask = np.array([s == 1 for s in encoded.sequence_ids(index)])
+        probabilities = []
+        for logits in (out.start_logits[0].numpy(), out.end_logits[0].numpy()):
+            masked = np.where(context_mask, logits, -np.inf)
+            exp = np.exp(masked - masked.max())
+            probabilities.append(exp / exp.sum())
+        offsets = encoded["offset_mapping"][index]
+        for s in np.argsort(-probabilities[0])[:20]:
+            for e in np.argsort(-probabilities[1])[:20]:
+                if context_mask[s] and context_mask[e] and s <= e < s + 30:
+                    key = (int(offsets[s][0]), int(offsets[e][1]))
+                    found[key] = max(found.get(key, 0.0), float(probabilities[0][s] * probabilities[1][e]))
+    ranked = sorted(found.items(), key=lambda item: (-item[1], item[0]))[:top_k]
+    return [(context[s:e], score, s, e) for (s, e), score in ranked]
 
 
 @dataclass
@@ -394,7 +533,7 @@ class GenerationOracle:
         return text
 
 
-def check_generation(url: str, model: str, prompts: Sequence[Prompt], oracle: GenerationOracle) -> Report:
+def check_generation(url: str, model: str, prompts: Sequence[Prompt], oracle: Any) -> Report:
     """All prompts as concurrent streams with staggered starts, then each alone; compare."""
     import time as clock
 
@@ -425,3 +564,27 @@ def check_generation(url: str, model: str, prompts: Sequence[Prompt], oracle: Ge
         if expected is not None and got != expected:
             report.mismatches.append(f"served {got!r} != transformers {expected!r} <- {where}")
     return report
+
+
+class Seq2SeqOracle:
+    """Plain greedy decoding with transformers, one text alone (inputs cut to the encoder's limit)."""
+
+    def __init__(self, folder: Path) -> None:
+        from transformers import AutoModelForSeq2SeqLM
+
+        self.tokenizer = AutoTokenizer.from_pretrained(folder)
+        self.model = AutoModelForSeq2SeqLM.from_pretrained(folder).eval()
+        self.context = self.tokenizer.model_max_length
+
+    def answer(self, prompt: Prompt) -> str | None:
+        if "seed" in prompt.options:
+            return None
+        encoded = self.tokenizer(prompt.text, truncation=True, max_length=self.context, return_tensors="pt")
+        greedy = {"do_sample": False, "num_beams": 1, "forced_eos_token_id": None, "no_repeat_ngram_size": 0}
+        with torch.inference_mode():
+            out = self.model.generate(**encoded, max_new_tokens=prompt.options["max_tokens"], **greedy)
+        text = self.tokenizer.decode(out[0], skip_special_tokens=True)
+        for stop in prompt.options.get("stop", []):
+            if stop in text:
+                text = text[: text.index(stop)]
+        return text

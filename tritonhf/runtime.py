@@ -462,12 +462,14 @@ class Encoded:
 
     ``features[key]`` is a list of windows; each window is a dict of lists (input_ids,
     attention_mask, ... as the tokenizer returns them). Without windows an item has one.
-    ``too_long`` lists the keys that were too long where cutting was not allowed.
+    ``too_long`` lists the keys that were too long where cutting was not allowed; ``first_too_long``
+    the pairs whose first text alone leaves no room (they are not tokenized at all).
     """
 
     features: dict[Any, list[dict[str, list[Any]]]] = field(default_factory=dict)
     truncated: dict[Any, bool] = field(default_factory=dict)
     too_long: list[Any] = field(default_factory=list)
+    first_too_long: list[Any] = field(default_factory=list)  # pairs whose first text alone fills the limit
 
     def length(self, key: Any) -> int:
         return max(len(window["input_ids"]) for window in self.features[key])
@@ -491,6 +493,33 @@ def encode(
       ``truncate(key)`` is False it is listed in ``too_long`` instead, for the template to refuse.
     A pair's second text (a document, a context) is cut before the first (the query).
     """
+    encoded = Encoded()
+    if items and items[0][2] is not None:
+        # A pair whose first text (a query, a question) leaves no room for its second cannot be cut.
+        room = {key: limit - len(tokenizer(text)["input_ids"]) - 2 for key, text, _ in items}
+        encoded.first_too_long = [key for key, _, _ in items if room[key] < 2]
+        items = [item for item in items if item[0] not in encoded.first_too_long]
+        if windows:  # each pair alone: the overlap must fit the room its own first text leaves
+            for key, text, pair in items:
+                own = _tokenize(tokenizer, [(key, text, pair)], limit, windows, min(stride, room[key] // 2), extra)
+                _merge(encoded, own)
+            encoded.too_long = [
+                key for key in encoded.features if encoded.truncated[key] and truncate and not truncate(key)
+            ]
+            return encoded
+    _merge(encoded, _tokenize(tokenizer, items, limit, windows, stride, extra))
+    encoded.too_long = [key for key in encoded.features if encoded.truncated[key] and truncate and not truncate(key)]
+    return encoded
+
+
+def _merge(into: Encoded, part: Encoded) -> None:
+    into.features.update(part.features)
+    into.truncated.update(part.truncated)
+
+
+def _tokenize(
+    tokenizer: Any, items: Sequence[tuple[Any, str, str | None]], limit: int, windows: bool, stride: int, extra: Any
+) -> Encoded:
     encoded = Encoded()
     if not items:
         return encoded
@@ -524,7 +553,6 @@ def encode(
         full = tokenizer(texts, second, truncation=False, padding=False)["input_ids"]
         for key, ids in zip(keys, full, strict=True):
             encoded.truncated[key] = len(ids) > limit
-    encoded.too_long = [key for key in keys if encoded.truncated[key] and truncate is not None and not truncate(key)]
     return encoded
 
 

@@ -42,6 +42,10 @@ def served(make_workspace: Callable[[str], Workspace], tiny: dict[str, Path]) ->
         ("feature-extraction", tiny["encoder-cls"], "embed-cls", {}),
         ("zero-shot", tiny["encoder"], "zeroshot", {"labels": ("positive", "negative")}),
         ("text-generation", tiny["generator"], "writer", {}),
+        ("rerank", tiny["cross-encoder"], "reranker", {"options": small}),
+        ("question-answering", tiny["qa"], "reader", {}),
+        ("fill-mask", tiny["masked-lm"], "filler", {}),
+        ("summarization", tiny["seq2seq"], "summarizer", {}),
     ):
         add_model(AddRequest(task=task, source=str(source), repository=repo, name=name, **extra))  # type: ignore[arg-type]
     shutil.copytree(DATA / "raiser", repo / "raiser")

@@ -26,6 +26,9 @@ TEMPLATES = [  # served model, task, tiny model it was added from
     ("embed-cls", "feature-extraction", "encoder-cls"),  # CLS pooling; tokenizer saved to pad on the left
     ("zeroshot", "zero-shot-classification", "encoder"),
     ("ner", "ner", "ner"),
+    ("reranker", "text-ranking", "cross-encoder"),
+    ("reader", "question-answering", "qa"),
+    ("filler", "fill-mask", "masked-lm"),
 ]
 
 
@@ -125,3 +128,14 @@ def test_generation_each_stream_equals_itself_alone(served: Server, tiny: dict[s
     report = check_generation(url, "writer", prompts, oracle)
     assert not report.mismatches, f"{len(report.mismatches)} mismatches:\n" + "\n".join(report.mismatches[:8])
     assert report.refused < report.requests
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_text2text_each_stream_equals_itself_alone(served: Server, tiny: dict[str, Path], protocol: str) -> None:
+    from invariance import Seq2SeqOracle, check_generation, make_prompts
+
+    url = served.http_url if protocol == "http" else served.grpc_url
+    oracle = Seq2SeqOracle(tiny["seq2seq"])
+    prompts = make_prompts(zlib.crc32(f"summarizer/{protocol}".encode()), count=16, context_words=oracle.context)
+    report = check_generation(url, "summarizer", prompts, oracle)
+    assert not report.mismatches, f"{len(report.mismatches)} mismatches:\n" + "\n".join(report.mismatches[:8])

@@ -10,6 +10,7 @@ import fake_pb_utils as pb
 import numpy as np
 import pytest
 import torch
+from invariance import qa_spans
 from template_harness import instantiate
 from transformers import (
     AutoModelForMaskedLM,
@@ -66,31 +67,9 @@ def test_rerank_scores_each_pair_as_alone_and_orders_them(tmp_path: Path, tiny: 
 # ------------------------------------------------------------------ question-answering
 
 
-def best_spans(folder: Path, question: str, context: str, stride: int = 16, top_k: int = 1) -> list[tuple]:
-    """Windows of the context, each through the model alone; start x end probabilities of context tokens."""
-    tokenizer = AutoTokenizer.from_pretrained(folder)
+def best_spans(folder: Path, question: str, context: str, top_k: int = 1) -> list[tuple]:
     model = AutoModelForQuestionAnswering.from_pretrained(folder).eval()
-    encoded = tokenizer(question, context, truncation="only_second", max_length=64, stride=stride,
-                        return_overflowing_tokens=True, return_offsets_mapping=True)  # fmt: skip
-    found: dict[tuple[int, int], float] = {}
-    for index in range(len(encoded["input_ids"])):
-        ids = encoded["input_ids"][index]
-        with torch.inference_mode():
-            out = model(input_ids=torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long))
-        context_mask = np.array([s == 1 for s in encoded.sequence_ids(index)])
-        probs = []
-        for logits in (out.start_logits[0].numpy(), out.end_logits[0].numpy()):
-            masked = np.where(context_mask, logits, -np.inf)
-            e = np.exp(masked - masked.max())
-            probs.append(e / e.sum())
-        offsets = encoded["offset_mapping"][index]
-        for s in np.argsort(-probs[0])[:20]:
-            for e in np.argsort(-probs[1])[:20]:
-                if context_mask[s] and context_mask[e] and s <= e < s + 30:
-                    key = (int(offsets[s][0]), int(offsets[e][1]))
-                    found[key] = max(found.get(key, 0.0), float(probs[0][s] * probs[1][e]))
-    ranked = sorted(found.items(), key=lambda item: (-item[1], item[0]))[:top_k]
-    return [(context[s:e], score, s, e) for (s, e), score in ranked]
+    return qa_spans(model, AutoTokenizer.from_pretrained(folder), question, context, 64, 16, top_k)
 
 
 def test_question_answering_spans_and_offsets_across_windows(tmp_path: Path, tiny: dict[str, Path]) -> None:

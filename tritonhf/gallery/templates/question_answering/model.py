@@ -76,6 +76,10 @@ class TritonPythonModel:
         encoded = runtime.encode(
             self.tokenizer, items, self.max_length, windows=True, stride=self.stride, return_offsets_mapping=True
         )
+        for row in encoded.first_too_long:
+            batch.fail_row(
+                row, f"input 'QUESTION' is too long: it leaves no room for the context in {self.max_length} tokens."
+            )
         windows = [(row, i) for row in batch.live_rows() for i in range(len(encoded.features[row]))]
         lengths = {p: len(encoded.features[row][i]["input_ids"]) for p, (row, i) in enumerate(windows)}
         found = {}

@@ -52,8 +52,12 @@ class TritonPythonModel:
         encoded = runtime.encode(self.tokenizer, pairs, self.max_length, lambda key: bool(truncate[key[0]]))
         for row, _ in encoded.too_long:
             batch.fail_row(row, runtime.too_long_message(self.max_length, "DOCUMENTS"))
+        for row, _ in encoded.first_too_long:
+            batch.fail_row(
+                row, f"input 'QUERY' is too long: it leaves no room for a document in {self.max_length} tokens."
+            )
         live = set(batch.live_rows())
-        keys = [key for key, _, _ in pairs if key[0] in live]
+        keys = [key for key, _, _ in pairs if key[0] in live and key in encoded.features]
         scores = {}
         for group in runtime.budget_groups({key: encoded.length(key) for key in keys}, self.budget):
             scores.update(zip(group, self.relevance([encoded.features[key][0] for key in group]), strict=True))
