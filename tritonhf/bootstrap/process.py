@@ -532,6 +532,11 @@ class Server:
         return self._require_state().metrics_url
 
     @property
+    def gateway_url(self) -> str:
+        """The OpenAI-compatible base URL (``http://HOST:PORT/v1``); empty without a gateway."""
+        return self._require_state().gateway_url
+
+    @property
     def local_url(self) -> str:
         """Where tools on this machine reach the server: its unrestricted loopback endpoint."""
         return self._require_state().admin_url
@@ -550,6 +555,9 @@ class Server:
         self._stop_supervisor()
         if state.gateway is not None:
             state.gateway.stop(10)
+        if self._admin is not None:  # an open keep-alive connection holds Triton's exit for its exit timeout
+            self._admin.close()
+            self._admin = None
         if self._process is not None and self._process.poll() is None:
             self._process.terminate()
             try:
@@ -564,9 +572,6 @@ class Server:
         current = ServerState.load(self.workspace.state_file)
         if current is not None and current.pid == state.pid:
             self.workspace.state_file.unlink(missing_ok=True)
-        if self._admin is not None:
-            self._admin.close()
-            self._admin = None
 
     def _wait_exit(self, seconds: float) -> bool:
         deadline = time.monotonic() + seconds

@@ -17,6 +17,7 @@ unless ``--force``; its figures go into the config.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -129,16 +130,20 @@ def export(task: str, folder: Path, destination: Path, progress: Progress) -> Ex
     if reference.ndim == 2:
         axes[output] = {0: "batch"}
     try:
-        torch.onnx.export(
-            Wrapper(),
-            tuple(sample[name] for name in names),
-            str(path),
-            dynamo=False,
-            input_names=names,
-            output_names=[output],
-            dynamic_axes=axes,
-            opset_version=17,
-        )
+        # The tracer warns about what it cannot prove (shapes, data-dependent branches); the
+        # export is checked against PyTorch below, which is the check those warnings ask for.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            torch.onnx.export(
+                Wrapper(),
+                tuple(sample[name] for name in names),
+                str(path),
+                dynamo=False,
+                input_names=names,
+                output_names=[output],
+                dynamic_axes=axes,
+                opset_version=17,
+            )
     except Exception as exc:  # the exporter raises many kinds
         raise ModelSourceError(f"Could not export {folder} to ONNX: {exc}") from exc
     session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])

@@ -39,7 +39,20 @@ def gateway_key(workspace: Workspace, host: str, key_file: Path | None = None) -
     return ensure_api_key(workspace) if is_exposed(host) else None
 
 
+def require_gateway_packages() -> None:
+    """FastAPI and uvicorn are an extra (``tritonhf[serve]``): say so before anything starts."""
+    import importlib.util
+
+    missing = [name for name in ("fastapi", "uvicorn") if importlib.util.find_spec(name) is None]
+    if missing:
+        raise ServerStartError(
+            f"The OpenAI gateway needs {' and '.join(missing)}: pip install 'tritonhf[serve]'"
+            " (or leave out --openai-port)."
+        )
+
+
 def run_gateway(url: str, host: str, port: int, key: str | None) -> None:
+    require_gateway_packages()
     from tritonhf.serve.app import run
 
     run(url, host, port, key)
@@ -47,6 +60,7 @@ def run_gateway(url: str, host: str, port: int, key: str | None) -> None:
 
 def start_gateway(workspace: Workspace, host: str, port: int, die_with_parent: bool, env: dict[str, str]) -> Identity:
     """`python -m tritonhf.serve WORKSPACE` beside the server; returns once /health answers."""
+    require_gateway_packages()
     command = [sys.executable, "-m", "tritonhf.serve", str(workspace.root), "--host", host, "--port", str(port)]
     process = spawn(command, workspace.logs_dir / "gateway.log", env, workspace.root, die_with_parent, append=True)
     identity = identity_of(process)
