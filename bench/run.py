@@ -7,7 +7,8 @@ machine and texts, one text per request:
   2. the gallery's PyTorch template served by Triton, through the sdk, at concurrency 1, 4, 16;
   3. the same model exported to ONNX and served through the onnxruntime path;
   4. NVIDIA's perf_analyzer (from the tritonclient 2.41.1 wheel) on the PyTorch model at 16;
-and SmolLM2-135M streaming: tokens/s and time to first token, served vs in-process.
+the OpenAI gateway against the SDK straight to Triton (bench/gateway.py), and SmolLM2-135M
+streaming: tokens/s and time to first token, served vs in-process.
 Prints markdown tables with ratios against the targets. Not part of `make test`.
 """
 
@@ -32,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from gateway import gateway_section  # bench/gateway.py, beside this file
 from transformers import AutoModel, AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer
 
 from tritonhf import Client, Server
@@ -616,7 +618,9 @@ def main() -> None:
     print(
         f"# tritonhf bench ({os.cpu_count()} cores, torch {torch.__version__}, {REQUESTS_PER_LEVEL} requests per level)"
     )
-    server = Server(workspace, http_port="auto", grpc_port="auto", metrics_port="auto", startup_timeout=300)
+    server = Server(
+        workspace, http_port="auto", grpc_port="auto", metrics_port="auto", openai_port="auto", startup_timeout=300
+    )
     with server, Client(server.grpc_url, concurrency=20, timeout=120) as client:  # nested: server starts first
         tokenizer = AutoTokenizer.from_pretrained(minilm)
         outside_client = prepare_perf_analyzer(server)
@@ -645,6 +649,7 @@ def main() -> None:
             {"default": repo / "classify/1/weights/model.onnx"},
             embeddings=False,
         )
+        lines += gateway_section(server.grpc_url, server.gateway_url, "embed", "smollm2", TEXTS, rounds=ROUNDS)
         lines += generation_section(client, smollm)
     print("\n".join(lines))
     shutil.rmtree(root, ignore_errors=True)

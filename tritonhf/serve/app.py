@@ -8,13 +8,15 @@ constant time). The key comes from a file or the environment, never from a comma
 from __future__ import annotations
 
 import hmac
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI, Request, Response
+from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from tritonhf.errors import ClientError
 from tritonhf.sdk import AsyncClient
@@ -38,21 +40,11 @@ def create_app(url: str, api_key: str | None = None, timeout: float = 300.0, con
     app = FastAPI(
         title="tritonhf gateway", description="OpenAI- and TEI-compatible routes over Triton", lifespan=lifespan
     )
-    app.state.api_key = api_key
     app.include_router(openai.router)
     app.include_router(tei.router)
 
-    @app.middleware("http")
-    async def require_key(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        key = request.app.state.api_key
-        if key and request.url.path not in OPEN_PATHS:
-            given = request.headers.get("authorization", "")
-            token = given[7:] if given[:7].lower() == "bearer " else ""
-            if not hmac.compare_digest(token.encode(), str(key).encode()):
-                error = GatewayError(401, "Missing or wrong API key: send Authorization: Bearer KEY.",
-                                     "authentication_error", None, "invalid_api_key")  # fmt: skip
-                return _error_response(request, error)
-        return await call_next(request)
+    if api_key:
+        app.add_middleware(KeyRequired, key=api_key)
 
     @app.exception_handler(GatewayError)
     async def gateway_error(request: Request, error: GatewayError) -> JSONResponse:
@@ -82,12 +74,38 @@ def create_app(url: str, api_key: str | None = None, timeout: float = 300.0, con
 
 
 def _error_response(request: Request, error: GatewayError) -> JSONResponse:
-    body = error.openai_body() if request.url.path.startswith("/v1/") else error.tei_body()
+    return _error_for_path(request.url.path, error)
+
+
+def _error_for_path(path: str, error: GatewayError) -> JSONResponse:
+    body = error.openai_body() if path.startswith("/v1/") else error.tei_body()
     return JSONResponse(body, status_code=error.status)
+
+
+class KeyRequired:
+    """``Authorization: Bearer KEY`` on every route but /health, compared in constant time.
+
+    A plain ASGI middleware: Starlette's ``BaseHTTPMiddleware`` (``@app.middleware``) runs each
+    request in a task group of its own, which cost the embeddings route a third of its CPU.
+    """
+
+    def __init__(self, app: ASGIApp, key: str) -> None:
+        self.app, self.key = app, key.encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"] not in OPEN_PATHS:
+            given = Headers(scope=scope).get("authorization", "")
+            token = given[7:] if given[:7].lower() == "bearer " else ""
+            if not hmac.compare_digest(token.encode(), self.key):
+                error = GatewayError(401, "Missing or wrong API key: send Authorization: Bearer KEY.",
+                                     "authentication_error", None, "invalid_api_key")  # fmt: skip
+                await _error_for_path(scope["path"], error)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 def run(url: str, host: str = "127.0.0.1", port: int = 9000, api_key: str | None = None) -> None:
     """Serve the gateway with uvicorn until interrupted."""
     import uvicorn
 
-    uvicorn.run(create_app(url, api_key), host=host, port=port, log_level="warning", lifespan="on")
+    uvicorn.run(create_app(url, api_key), host=host, port=port, log_level="warning", access_log=False, lifespan="on")

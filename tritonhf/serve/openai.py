@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 from fastapi import APIRouter, Request
-from fastapi.responses import StreamingResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 from fastapi.sse import format_sse_event
 
 from tritonhf.errors import ClientError
@@ -236,7 +236,7 @@ async def completions(body: CompletionBody, request: Request) -> dict[str, Any] 
 
 
 @router.post("/v1/embeddings")
-async def embeddings(body: EmbeddingBody, request: Request) -> dict[str, Any]:
+async def embeddings(body: EmbeddingBody, request: Request) -> JSONResponse:
     client = client_of(request)
     inputs = [body.input] if isinstance(body.input, str) else body.input
     if not inputs or not all(isinstance(item, str) for item in inputs):
@@ -255,4 +255,5 @@ async def embeddings(body: EmbeddingBody, request: Request) -> dict[str, Any]:
             value = base64.b64encode(np.ascontiguousarray(vector, dtype="<f4").tobytes()).decode()
         data.append({"object": "embedding", "index": index, "embedding": value})
     usage = {"prompt_tokens": result.total_tokens, "total_tokens": result.total_tokens}
-    return {"object": "list", "data": data, "model": name, "usage": usage}
+    # A response of its own: FastAPI would otherwise walk every float through jsonable_encoder.
+    return JSONResponse({"object": "list", "data": data, "model": name, "usage": usage})

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
 
 from tritonhf.errors import ClientError
 from tritonhf.serve.errors import GatewayError, refused
@@ -22,13 +23,13 @@ ALL_LABELS = 10_000  # top_k for "every label": the template returns as many as 
 
 
 @router.post("/embed")
-async def embed(body: TeiEmbedBody, request: Request) -> list[list[float]]:
+async def embed(body: TeiEmbedBody, request: Request) -> JSONResponse:
     try:
         vectors = await client_of(request).embed(body.inputs, model=body.model, normalize=body.normalize,
                                                  truncate=body.truncate)  # fmt: skip
     except ClientError as error:
         raise GatewayError.of(error, "inputs") from error
-    return [[float(value) for value in vector] for vector in vectors]
+    return JSONResponse(vectors.tolist())  # not through FastAPI's per-float response validation
 
 
 @router.post("/predict")
