@@ -50,6 +50,7 @@ demo: setup
 bench: setup
 	$(BIN)/python bench/run.py
 	$(BIN)/python bench/sdk_vs_tritonclient.py
+	$(BIN)/python bench/batching.py
 
 clean:
 	rm -rf $(VENV) triton_workspace .pytest_cache .mypy_cache .ruff_cache

@@ -53,6 +53,8 @@ PARAM_PART_OF = "tritonhf.part_of"  # written into the part: the model it belong
 # Token-budget batching: at most this many padded tokens per forward pass (rows sorted by length).
 PARAM_MAX_BATCH_TOKENS = "max_batch_tokens"
 DEFAULT_MAX_BATCH_TOKENS = 8192
+# Intra-op threads per instance (PyTorch or ONNX Runtime); default: the cores shared between instances.
+PARAM_THREADS = "threads"
 VENDORED_WEIGHTS_DIR = "weights"
 RUNTIME_FILE = "tritonhf_runtime.py"  # this module's name beside model.py
 
@@ -249,10 +251,10 @@ def torch_dtype(device_name: str) -> Any:
 
 
 def instance_threads(args: dict[str, str]) -> int:
-    """Cores per instance: N instances each get cores/N intra-op threads."""
+    """Intra-op threads per instance: the ``threads`` parameter, else cores/N for N instances."""
     groups = model_config(args).get("instance_group", [{}])
     instances = max(1, sum(int(group.get("count", 1)) for group in groups))
-    return max(1, (os.cpu_count() or 1) // instances)
+    return int_parameter(parameters(args), PARAM_THREADS, max(1, (os.cpu_count() or 1) // instances))
 
 
 def limit_threads(args: dict[str, str]) -> None:

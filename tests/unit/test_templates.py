@@ -254,3 +254,22 @@ def test_int8_is_kept_only_above_its_gate_and_says_how_close_it_is(tmp_path: Pat
     assert (cosine > 0.9).all(), cosine
     with pytest.raises(GalleryError, match="at least 4 texts"):
         _add(tmp_path, "feature-extraction", tiny["encoder"], name="few", quantize="int8", calibration=("a", "b"))
+
+
+def test_threads_per_instance_share_the_cores_unless_set() -> None:
+    import os
+
+    from tritonhf import runtime
+
+    def args(instances: int, threads: str | None = None) -> dict[str, str]:
+        config: dict[str, object] = {"instance_group": [{"count": instances}]}
+        if threads is not None:
+            config["parameters"] = {"threads": {"string_value": threads}}
+        return {"model_config": json.dumps(config)}
+
+    cores = os.cpu_count() or 1
+    assert runtime.instance_threads(args(1)) == cores
+    assert runtime.instance_threads(args(2)) == max(1, cores // 2)
+    assert runtime.instance_threads(args(2, "3")) == 3
+    with pytest.raises(ValueError, match="threads"):
+        runtime.instance_threads(args(1, "zero"))
