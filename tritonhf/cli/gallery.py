@@ -84,7 +84,7 @@ def add_command(
         ),
     ] = "auto",
     quantize: Annotated[
-        str | None, typer.Option(help="int8: dynamic int8 weights, kept only if they pass a quality gate.")
+        str | None, typer.Option(help="int8: int8 weights, per-token activations; kept only above a quality gate.")
     ] = None,
     calibration: Annotated[
         Path | None, typer.Option(help="With --quantize: a file of texts (one per line) for the quality gate.")

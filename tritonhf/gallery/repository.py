@@ -139,7 +139,7 @@ class AddRequest:
     trust_remote_code: bool = False
     backend: str = "auto"  # auto | pytorch | onnx (exported once, served with onnxruntime)
     onnx_runtime: str = "auto"  # with backend onnx: one of ONNX_RUNTIMES
-    quantize: str | None = None  # "int8": dynamic int8 weights, behind a quality gate
+    quantize: str | None = None  # "int8": int8 weights and per-token activations, behind a quality gate
     calibration: tuple[str, ...] = ()  # texts for the int8 gate (default: onnx_export.CALIBRATION)
     force: bool = False  # keep an int8 model that fails its gate
     labels: tuple[str, ...] = ()
@@ -316,7 +316,7 @@ def _export_onnx(
     exported = onnx_export.export(task.name, weights_dir, destination, progress)
     found: dict[str, str] = {"tritonhf.onnx_max_abs_diff": f"{exported.max_abs_diff:.2e}"}
     if request.quantize == "int8":
-        progress.step("Quantizing to int8 (per-channel weights) and measuring it against fp32")
+        progress.step("Quantizing to int8 (weights per channel, activations per token), measuring it against fp32")
         texts = request.calibration or tuple(onnx_export.CALIBRATION)
         quantized = onnx_export.quantize(task.name, exported, weights_dir, texts, params.get("pooling", "mean"))
         progress.step(quantized.summary)
