@@ -40,9 +40,9 @@ from tritonhf import Client, Server
 from tritonhf.bench import DEFAULT_PROMPTS, StreamsResult, run_bench, run_streams
 from tritonhf.bootstrap import Workspace, bootstrap
 from tritonhf.bootstrap.sources import cache_dir
+from tritonhf.errors import GalleryError
 from tritonhf.gallery import AddRequest, add_model
 from tritonhf.gallery.models import convert_gguf
-from tritonhf.errors import GalleryError
 
 TEXTS = [
     "This movie is absolutely wonderful",
