@@ -179,8 +179,11 @@ def test_module_level_sdk_uses_tritonhf_url(served: Server, monkeypatch: pytest.
 def test_ambiguous_model_lists_candidates(served: Server) -> None:
     from tritonhf import AmbiguousModelError
 
-    with Client(served.http_url) as client, pytest.raises(AmbiguousModelError, match="sentiment"):
-        client.resolve_model(("question-answering",), None)
+    with Client(served.http_url) as client:
+        with pytest.raises(AmbiguousModelError, match=r"Several ready feature-extraction models: .*embed-cls"):
+            client.resolve_model(("feature-extraction",), None)  # embed and embed-cls
+        with pytest.raises(AmbiguousModelError, match=r"sentiment \(text-classification\)"):
+            client.resolve_model(("image-classification",), None)  # no model of the task: the others are listed
 
 
 def test_documented_errors(served: Server, installed_server: Workspace) -> None:

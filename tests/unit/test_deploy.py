@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import shutil
 import subprocess
@@ -20,7 +21,8 @@ from tritonhf.deploy.storage import S3Location
 from tritonhf.errors import DeployError, StorageError
 from tritonhf.gallery import AddRequest, add_model
 
-SHARED = Path(__file__).parents[3] / "shared" / "kubernetes"
+# KServe's InferenceService schema and Triton runtime, copied from ../shared/kubernetes (see its README)
+KSERVE = Path(__file__).parents[1] / "data" / "kserve"
 
 
 def test_s3_urls_in_the_forms_triton_reads() -> None:
@@ -86,12 +88,12 @@ def test_kserve_inference_service_validates_against_kserve_schema(tmp_path: Path
     spec = DeploySpec("s3://http://minio.storage:9000/models/repo", image="registry/serving:1")
     (path,) = [p for p in write(spec, tmp_path, kserve=True) if p.suffix == ".yaml"]
     document = yaml.safe_load(path.read_text())
-    schema = json.loads((SHARED / "inferenceservice-v1beta1.schema.json").read_text())
+    schema = json.loads(gzip.decompress((KSERVE / "inferenceservice-v1beta1.schema.json.gz").read_bytes()))
     jsonschema.Draft7Validator(schema).validate(document)
     model = document["spec"]["predictor"]["model"]
     assert model["modelFormat"] == {"name": "triton"} and model["protocolVersion"] == "v2"
     assert model["storageUri"] == "s3://models/repo" and model["image"] == "registry/serving:1"
-    runtime = yaml.safe_load((SHARED / "kserve-tritonserver-runtime.yaml").read_text())
+    runtime = yaml.safe_load((KSERVE / "kserve-tritonserver-runtime.yaml").read_text())
     assert model["runtime"] == runtime["metadata"]["name"]
     assert "serving.kserve.io/s3-endpoint=minio.storage:9000" in (tmp_path / "NOTES.txt").read_text()
 
