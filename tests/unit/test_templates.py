@@ -279,3 +279,21 @@ def test_threads_per_instance_share_the_cores_unless_set() -> None:
     assert runtime.instance_threads(args(2, "3")) == 3
     with pytest.raises(ValueError, match="threads"):
         runtime.instance_threads(args(1, "zero"))
+
+
+def test_budget_groups_split_mixed_lengths_where_padding_costs_more_than_a_pass() -> None:
+    from tritonhf.runtime import PASS_COST_TOKENS, budget_groups
+
+    same = budget_groups(dict.fromkeys(range(40), 10), 8192, max_rows=16)
+    assert [len(group) for group in same] == [16, 16, 8]  # equal lengths: as few passes as allowed
+    lengths = {0: 250, 1: 3, 2: 4, 3: 3, 4: 240, 5: 5, 6: 4, 7: 3}
+    groups = budget_groups(lengths, 8192)
+    assert sorted(row for group in groups for row in group) == list(range(8))  # each row once
+    assert [1, 3, 7, 2, 6, 5] in groups  # the short texts together, not padded to 250
+    assert not any(0 in group and 1 in group for group in groups)
+    cost = sum(PASS_COST_TOKENS + len(g) * max(lengths[r] for r in g) for g in groups)
+    one_pass = PASS_COST_TOKENS + 8 * 250
+    assert cost < one_pass / 3
+    capped = budget_groups({0: 600, 1: 700, 2: 5, 3: 5}, 1000)
+    assert all(len(g) == 1 or len(g) * max((600, 700, 5, 5)[r] for r in g) <= 1000 for g in capped)
+    assert [0] in capped and [1] in capped  # longer than half the budget: a pass each
