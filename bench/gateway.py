@@ -137,7 +137,10 @@ def gateway_section(
         measured.append(asyncio.run(_round(order, (grpc_url, base_url), (embed, chat), texts, requests, streams)))
 
     def med(values: list[float], digits: int = 0) -> str:
-        return f"{statistics.median(values):.{digits}f} ({min(values):.{digits}f}-{max(values):.{digits}f})"
+        middle, low, high = statistics.median(values), min(values), max(values)
+        if low < 0:  # signed figures: "+1.2 (-2.7 to +8.7)"
+            return f"{middle:+.{digits}f} ({low:+.{digits}f} to {high:+.{digits}f})"
+        return f"{middle:.{digits}f} ({low:.{digits}f}-{high:.{digits}f})"
 
     lines = [
         "\n### The OpenAI gateway against the SDK straight to Triton\n",

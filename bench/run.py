@@ -320,6 +320,8 @@ def summarise(rounds: list[dict[str, Any]]) -> dict[str, tuple[float, float, flo
 
 def spread(figure: tuple[float, float, float], digits: int = 0) -> str:
     median, low, high = figure
+    if min(figure) < 0:  # signed figures: "-4.44 (-5.55 to +1.70)"
+        return f"{median:+.{digits}f} ({low:+.{digits}f} to {high:+.{digits}f})"
     return f"{median:.{digits}f} ({low:.{digits}f}-{high:.{digits}f})"
 
 
@@ -389,7 +391,7 @@ def encoder_section(
     targets = [
         f"default c16 / ceiling {spread(m['default c16 / ceiling'], 2)} (>= 0.85) with the sdk",
         f"default c1 / in-process batch 1 {spread(m['default c1 / in-process batch 1'], 2)} (>= 1.3)",
-        f"lone request +{spread(m['lone request overhead'], 2)} ms over in-process PyTorch batch 1",
+        f"lone request p50 minus in-process PyTorch batch 1: {spread(m['lone request overhead'], 2)} ms",
     ]
     if "perf_analyzer c16 / ceiling" in m:
         targets.append(f"perf_analyzer c16 / ceiling {spread(m['perf_analyzer c16 / ceiling'], 2)}")
