@@ -22,11 +22,13 @@ DEVICES = ("auto", "cpu", "gpu")
 _HEADER = (
     "# Written by `tritonhf gallery add` from the {task} template.\n"
     "# Fields are Triton's ModelConfig (model_config.proto); `tritonhf gallery validate` checks them.\n"
-    "# dynamic_batching with no queue delay: requests that arrive while the model is busy are\n"
-    "# batched together, and a lone request does not wait. Measured with all-MiniLM-L6-v2 on 2\n"
-    "# CPU cores: max_queue_delay 2 ms (with or without preferred sizes 8, 16) made a lone request\n"
-    "# ~2 ms slower (p50 11.9 vs 9.5-11.6 ms) and gave the same throughput at concurrency 16\n"
-    "# (289-340 vs 318-337 texts/s). On a GPU, try preferred_batch_size and a small delay.\n"
+    "# dynamic_batching with no queue delay, one instance on all cores: a lone request does not\n"
+    "# wait, and requests that arrive while the model is busy are batched together. Measured with\n"
+    "# all-MiniLM-L6-v2 on ONNX Runtime, 2 CPU cores (bench/batching.py): every alternative made a\n"
+    "# lone request 1-6 ms slower (queue delay 0.5 ms +1.0, 2 ms +2.0; 2 instances +1.7); 2 instances\n"
+    "# x 1 thread gave 1.46x the throughput at concurrency 16 (341 vs 233 texts/s): --instances 2\n"
+    "# when throughput matters more than a lone request. On a GPU, try preferred_batch_size and a\n"
+    "# small delay.\n"
 )
 
 

@@ -14,7 +14,7 @@ takes one activation scale for the whole tensor, i.e. for the whole batch, so on
 embedding moved with its neighbours (cosine 0.963 alone vs batched, measured on MiniLM here)
 and a long text in a batch coarsened every short one. Per token, MiniLM's embeddings stay at
 cosine 0.996 mean / 0.984 min to fp32 on ``CALIBRATION`` and are bit-identical alone and
-batched; at batch 32 on 2 cores it runs about as fast as dynamic quantization, ~1.9x fp32
+batched; in-process at batch 32 on 2 cores it runs about as fast as dynamic quantization, ~2x fp32
 (``make bench`` has the served figures). A quality gate runs at ``gallery add`` on a
 calibration set (yours, or ``CALIBRATION``): it refuses the int8 model below ``GATES``, or if
 any text's output alone differs from its output in the padded batch, unless ``--force``; its
