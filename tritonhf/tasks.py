@@ -109,6 +109,20 @@ _TRUNCATE = TensorSpec("TRUNCATE", "TYPE_BOOL", (1,), optional=True, doc="cut a 
 # Outputs marked optional may be missing from models added by older versions; clients check the config.
 _TRUNCATED = TensorSpec("TRUNCATED", "TYPE_BOOL", (1,), optional=True, doc="the text was cut to the model's limit")
 _TOKENS = TensorSpec("TOKENS", "TYPE_INT32", (1,), optional=True, doc="tokens the text took (after any cut)")
+# Generation tasks (Triton's generate extension names): sampling options in, streamed chunks out.
+_SAMPLING = (
+    TensorSpec("max_tokens", "TYPE_INT32", (1,), optional=True),
+    TensorSpec("temperature", "TYPE_FP32", (1,), optional=True, doc="0 means greedy"),
+    TensorSpec("top_p", "TYPE_FP32", (1,), optional=True),
+    TensorSpec("seed", "TYPE_INT64", (1,), optional=True),
+    TensorSpec("stop", "TYPE_STRING", (-1,), optional=True, doc="stop strings"),
+)
+_GENERATED = (
+    TensorSpec("text_output", "TYPE_STRING", (1,), doc="one chunk of text per response"),
+    TensorSpec("finish_reason", "TYPE_STRING", (1,), optional=True, doc="last response: stop|length"),
+    TensorSpec("prompt_tokens", "TYPE_INT32", (1,), optional=True, doc="in the last response"),
+    TensorSpec("completion_tokens", "TYPE_INT32", (1,), optional=True, doc="in the last response"),
+)
 
 TASKS: dict[str, Task] = {
     task.name: task
@@ -206,18 +220,9 @@ TASKS: dict[str, Task] = {
             template="text2text_generation",
             inputs=(
                 TensorSpec("text_input", "TYPE_STRING", (1,), doc="the text to transform"),
-                TensorSpec("max_tokens", "TYPE_INT32", (1,), optional=True),
-                TensorSpec("temperature", "TYPE_FP32", (1,), optional=True, doc="0 means greedy"),
-                TensorSpec("top_p", "TYPE_FP32", (1,), optional=True),
-                TensorSpec("seed", "TYPE_INT64", (1,), optional=True),
-                TensorSpec("stop", "TYPE_STRING", (-1,), optional=True, doc="stop strings"),
+                *_SAMPLING,
             ),
-            outputs=(
-                TensorSpec("text_output", "TYPE_STRING", (1,), doc="one chunk of text per response"),
-                TensorSpec("finish_reason", "TYPE_STRING", (1,), optional=True, doc="last response: stop|length"),
-                TensorSpec("prompt_tokens", "TYPE_INT32", (1,), optional=True, doc="in the last response"),
-                TensorSpec("completion_tokens", "TYPE_INT32", (1,), optional=True, doc="in the last response"),
-            ),
+            outputs=_GENERATED,
             decoupled=True,
             default_max_batch_size=8,
         ),
@@ -227,19 +232,10 @@ TASKS: dict[str, Task] = {
             template="text_generation",
             inputs=(
                 TensorSpec("text_input", "TYPE_STRING", (1,), doc="the prompt, or JSON chat messages with chat=true"),
-                TensorSpec("max_tokens", "TYPE_INT32", (1,), optional=True),
-                TensorSpec("temperature", "TYPE_FP32", (1,), optional=True, doc="0 means greedy"),
-                TensorSpec("top_p", "TYPE_FP32", (1,), optional=True),
-                TensorSpec("seed", "TYPE_INT64", (1,), optional=True),
-                TensorSpec("stop", "TYPE_STRING", (-1,), optional=True, doc="stop strings"),
+                *_SAMPLING,
                 TensorSpec("chat", "TYPE_BOOL", (1,), optional=True, doc="apply the chat template"),
             ),
-            outputs=(
-                TensorSpec("text_output", "TYPE_STRING", (1,), doc="one chunk of text per response"),
-                TensorSpec("finish_reason", "TYPE_STRING", (1,), optional=True, doc="last response: stop|length"),
-                TensorSpec("prompt_tokens", "TYPE_INT32", (1,), optional=True, doc="in the last response"),
-                TensorSpec("completion_tokens", "TYPE_INT32", (1,), optional=True, doc="in the last response"),
-            ),
+            outputs=_GENERATED,
             decoupled=True,
             default_max_batch_size=8,
         ),

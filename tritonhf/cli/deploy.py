@@ -17,6 +17,9 @@ app = typer.Typer(help="Kubernetes and KServe manifests for a repository in obje
 
 Repository = Annotated[str, typer.Option(help="s3://BUCKET/PREFIX or s3://http://HOST:PORT/BUCKET/PREFIX")]
 Out = Annotated[Path, typer.Option(help="Folder to write the files into.")]
+Image = Annotated[str, typer.Option(help="The serving image (built from the Dockerfile written).")]
+Gpus = Annotated[int, typer.Option(help="GPUs per replica.")]
+Memory = Annotated[str, typer.Option(help="Memory per replica.")]
 Local = Annotated[
     Path | None,
     typer.Option(help="The same repository on disk, to pin its requirements (default: the workspace's)."),
@@ -35,6 +38,12 @@ def _spec(
     )  # fmt: skip
 
 
+def _write(spec: DeploySpec, out: Path, kserve: bool = False) -> None:
+    for path in write(spec, out, kserve=kserve):
+        console.print(f"[green]✓[/] {path}")
+    console.print(f"next: the commands in {out / 'NOTES.txt'}")
+
+
 @app.command("kubernetes")
 @friendly_errors
 def kubernetes_command(
@@ -43,20 +52,15 @@ def kubernetes_command(
     name: Annotated[str, typer.Option(help="Name of the Deployment, Service ...")] = "tritonhf",
     replicas: Annotated[int, typer.Option(help="Replicas (the autoscaler's minimum).")] = 2,
     max_replicas: Annotated[int, typer.Option(help="The autoscaler's maximum.")] = 8,
-    image: Annotated[str, typer.Option(help="The serving image (built from the Dockerfile written).")] = (
-        "tritonhf-serving:latest"
-    ),
-    gpu: Annotated[int, typer.Option(help="GPUs per replica.")] = 0,
+    image: Image = "tritonhf-serving:latest",
+    gpu: Gpus = 0,
     cpus: Annotated[int, typer.Option(help="CPUs per replica (also OMP_NUM_THREADS).")] = 2,
-    memory: Annotated[str, typer.Option(help="Memory per replica.")] = "4Gi",
+    memory: Memory = "4Gi",
     shm: Annotated[str, typer.Option(help="/dev/shm size (the Python backend's shared memory).")] = "1Gi",
     local_repository: Local = None,
 ) -> None:
     """Deployment, Service, HPA on queue time (+ prometheus-adapter rule), PDB, probe, Dockerfile."""
-    spec = _spec(repository, name, replicas, max_replicas, image, gpu, cpus, memory, shm, local_repository)
-    for path in write(spec, out):
-        console.print(f"[green]✓[/] {path}")
-    console.print(f"next: the commands in {out / 'NOTES.txt'}")
+    _write(_spec(repository, name, replicas, max_replicas, image, gpu, cpus, memory, shm, local_repository), out)
 
 
 @app.command("kserve")
@@ -67,17 +71,16 @@ def kserve_command(
     name: Annotated[str, typer.Option(help="Name of the InferenceService.")] = "tritonhf",
     replicas: Annotated[int, typer.Option(help="Minimum replicas.")] = 1,
     max_replicas: Annotated[int, typer.Option(help="Maximum replicas.")] = 8,
-    image: Annotated[str, typer.Option(help="The serving image (built from the Dockerfile written).")] = (
-        "tritonhf-serving:latest"
-    ),
-    gpu: Annotated[int, typer.Option(help="GPUs per replica.")] = 0,
+    image: Image = "tritonhf-serving:latest",
+    gpu: Gpus = 0,
     cpus: Annotated[int, typer.Option(help="CPUs per replica.")] = 2,
-    memory: Annotated[str, typer.Option(help="Memory per replica.")] = "4Gi",
+    memory: Memory = "4Gi",
     shm: Annotated[str, typer.Option(help="/dev/shm size.")] = "1Gi",
     local_repository: Local = None,
 ) -> None:
     """A KServe InferenceService for the kserve-tritonserver runtime, with the serving image's Dockerfile."""
-    spec = _spec(repository, name, replicas, max_replicas, image, gpu, cpus, memory, shm, local_repository)
-    for path in write(spec, out, kserve=True):
-        console.print(f"[green]✓[/] {path}")
-    console.print(f"next: the commands in {out / 'NOTES.txt'}")
+    _write(
+        _spec(repository, name, replicas, max_replicas, image, gpu, cpus, memory, shm, local_repository),
+        out,
+        kserve=True,
+    )

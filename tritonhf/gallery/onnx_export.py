@@ -175,6 +175,13 @@ def _session(path: Path) -> Any:
     return onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
 
+def _run(session: Any, encoded: Any) -> Any:
+    """The session's first output for tokenizer output ``encoded`` (numpy tensors), as int64 feeds."""
+    import numpy as np
+
+    return session.run(None, {i.name: np.asarray(encoded[i.name], dtype=np.int64) for i in session.get_inputs()})[0]
+
+
 def quantize(
     task: str, exported: Exported, folder: Path, texts: Sequence[str], pooling: str = "mean", target: Path | None = None
 ) -> Quantized:
@@ -190,18 +197,11 @@ def quantize(
     tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
     tokenizer.padding_side = "right"  # rows compared below start at position 0
     batch = tokenizer(list(texts), padding=True, truncation=True, max_length=512, return_tensors="np")
-    outputs = []
-    for path in (exported.path, target):
-        session = _session(path)
-        feeds = {i.name: batch[i.name].astype(np.int64) for i in session.get_inputs()}
-        outputs.append(session.run(None, feeds)[0])
-    fp32, int8 = outputs
-    int8_session = session
+    int8_session = _session(target)
+    fp32, int8 = _run(_session(exported.path), batch), _run(int8_session, batch)
     drift = 0.0  # each text alone against its row of the padded batch: must be the same answer
     for row, text in enumerate(texts):
-        alone = tokenizer([text], truncation=True, max_length=512, return_tensors="np")
-        feeds = {i.name: alone[i.name].astype(np.int64) for i in int8_session.get_inputs()}
-        single = int8_session.run(None, feeds)[0][0]
+        single = _run(int8_session, tokenizer([text], truncation=True, max_length=512, return_tensors="np"))[0]
         in_batch = int8[row, : single.shape[0]] if exported.rank == 3 else int8[row]
         drift = max(drift, float(np.abs(single - in_batch).max()))
     mask = batch["attention_mask"].astype(bool)

@@ -119,6 +119,16 @@ async def _chunks(stream: AsyncTextStream, first: str | None) -> AsyncIterator[s
         yield chunk
 
 
+async def _text(stream: AsyncTextStream, first: str | None) -> str:
+    """The whole text of an opened stream (a non-streaming answer); the stream is closed after."""
+    try:
+        return "".join([chunk async for chunk in _chunks(stream, first)])
+    except ClientError as error:
+        raise GatewayError.of(error) from error
+    finally:
+        await stream.aclose()
+
+
 def _usage(stream: AsyncTextStream) -> dict[str, int]:
     usage = stream.usage
     prompt, completion = (usage.prompt_tokens, usage.completion_tokens) if usage else (0, 0)
@@ -164,12 +174,7 @@ async def chat_completions(body: ChatBody, request: Request) -> dict[str, Any] |
     stream, first = await _open(client.chat(messages, model=name, stream=True, **options))
     ident, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
     if not body.stream:
-        try:
-            text = "".join([chunk async for chunk in _chunks(stream, first)])
-        except ClientError as error:
-            raise GatewayError.of(error) from error
-        finally:
-            await stream.aclose()
+        text = await _text(stream, first)
         choice = {"index": 0, "message": {"role": "assistant", "content": text},
                   "finish_reason": stream.finish_reason or "stop", "logprobs": None}  # fmt: skip
         return {"id": ident, "object": "chat.completion", "created": created, "model": name, "choices": [choice],
@@ -220,12 +225,7 @@ async def completions(body: CompletionBody, request: Request) -> dict[str, Any] 
     for index, prompt in enumerate(prompts):
         stream, first = opened[0] if index == 0 else await _open(client.generate(str(prompt), model=name, stream=True,
                                                                                   **options))  # fmt: skip
-        try:
-            text = "".join([chunk async for chunk in _chunks(stream, first)])
-        except ClientError as error:
-            raise GatewayError.of(error) from error
-        finally:
-            await stream.aclose()
+        text = await _text(stream, first)
         choices.append(
             {"index": index, "text": text, "finish_reason": stream.finish_reason or "stop", "logprobs": None}
         )
