@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import random
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -360,9 +360,11 @@ class Oracle:
 # ---------------------------------------------------------------------------- comparing
 
 
-def compare(task: str, got: dict[str, Any] | str, expected: dict[str, Any] | str) -> str | None:
-    """None when ``got`` matches ``expected`` within the task's tolerance, else what differs."""
-    tolerance = TOLERANCE[task]
+def compare(
+    task: str, got: dict[str, Any] | str, expected: dict[str, Any] | str, tolerance: float | None = None
+) -> str | None:
+    """None when ``got`` matches ``expected`` within ``tolerance`` (default: the task's), else what differs."""
+    tolerance = TOLERANCE[task] if tolerance is None else tolerance
     if expected == "refused" or isinstance(got, str) or isinstance(expected, str):
         refused = isinstance(got, str) and ("400" in got or "INVALID_ARGUMENT" in got)
         return None if expected == "refused" and refused else f"got {got!r:.200}, expected {expected!r:.200}"
@@ -447,9 +449,17 @@ class Report:
 
 
 def check(
-    url: str, cases: Sequence[Case], oracle: Oracle, threads: int = 16, alone: Callable[[Case], Case] | None = None
+    url: str,
+    cases: Sequence[Case],
+    oracle: Oracle,
+    threads: int = 16,
+    alone_tolerance: float | None = None,
+    versus_transformers: bool = True,
 ) -> Report:
-    """Send ``cases`` concurrently, then each row alone; compare both with the oracle."""
+    """Send ``cases`` concurrently, then each row alone; compare both with the oracle.
+
+    ``alone_tolerance`` tightens the batched-vs-alone comparison; ``versus_transformers=False``
+    compares with transformers only for refusals (a quantized model is not fp32 transformers)."""
     wire = Wire(url)
     with ThreadPoolExecutor(threads) as pool:
         together = list(pool.map(wire.send, cases))
@@ -465,8 +475,11 @@ def check(
             continue
         for index in range(len(case.rows)):
             single = singles[index] if isinstance(singles[index], str) else singles[index][0]
-            for what, reference in (("alone", single), ("transformers", expected[index])):
-                problem = compare(case.task, answers[index], reference)
+            references = [("alone", single, alone_tolerance)]
+            if versus_transformers:
+                references.append(("transformers", expected[index], None))
+            for what, reference, tolerance in references:
+                problem = compare(case.task, answers[index], reference, tolerance)
                 if problem:
                     report.mismatches.append(f"row {index} vs {what}: {problem} <- {case.describe()}")
     return report

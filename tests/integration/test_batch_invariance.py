@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import zlib
 from pathlib import Path
+from typing import Any
 
 import pytest
 from invariance import Case, Oracle, Row, check, make_cases
@@ -49,9 +50,28 @@ def test_every_row_gets_the_answer_it_gets_alone(
     url = served.http_url if protocol == "http" else served.grpc_url
     oracle = Oracle(task, tiny[source], _params(served, model))
     cases = make_cases(task, model, seed=zlib.crc32(f"{model}/{protocol}".encode()), count=48, limit_words=LIMIT_WORDS)
+    _check_batched(served, url, model, cases, oracle)
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_int8_rows_get_exactly_the_answer_they_get_alone(served: Server, tiny: dict[str, Path], protocol: str) -> None:
+    """--quantize int8 scales activations per token, so a row's vector does not move with its batch-mates
+    (ONNX Runtime's dynamic quantization, one scale per batch, moved it). int8 is not fp32 transformers:
+    rows are compared with themselves alone, much tighter than the fp32 tolerance."""
+    url = served.http_url if protocol == "http" else served.grpc_url
+    model = "embed-int8"
+    oracle = Oracle("feature-extraction", tiny["encoder"], _params(served, model))
+    cases = make_cases(
+        "feature-extraction", model, seed=zlib.crc32(f"{model}/{protocol}".encode()), count=48, limit_words=LIMIT_WORDS
+    )
+    _check_batched(served, url, model, cases, oracle, alone_tolerance=1e-6, versus_transformers=False)
+
+
+def _check_batched(served: Server, url: str, model: str, cases: list[Case], oracle: Oracle, **options: Any) -> None:
+    """``check`` the cases, and that Triton really batched them (else the test proved nothing)."""
     with Client(served.http_url) as client:
         requests_before, executions_before = _counts(client, model)
-        report = check(url, cases, oracle)
+        report = check(url, cases, oracle, **options)
         requests_after, executions_after = _counts(client, model)
     assert not report.mismatches, f"{len(report.mismatches)} mismatches:\n" + "\n".join(report.mismatches[:8])
     assert report.rows > report.requests > 0
