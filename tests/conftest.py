@@ -49,6 +49,7 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
             folder, pooling="cls", normalize=False, padding_side="left"
         ),
         "generator": tiny_models.build_generator,
+        "llama": tiny_models.build_llama_generator,
         "cross-encoder": tiny_models.build_cross_encoder,
         "qa": tiny_models.build_question_answering,
         "masked-lm": tiny_models.build_masked_lm,

@@ -515,12 +515,14 @@ def make_prompts(seed: int, count: int, context_words: int) -> list[Prompt]:
 class GenerationOracle:
     """Greedy generation with transformers, one prompt alone; the template's context rules applied."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, versus_transformers: bool = True) -> None:
+        """``versus_transformers`` False: a quantized engine, whose rows are compared with themselves alone."""
         from transformers import AutoModelForCausalLM
 
         self.tokenizer = AutoTokenizer.from_pretrained(folder)
         self.model = AutoModelForCausalLM.from_pretrained(folder).eval()
         self.context = min(self.tokenizer.model_max_length, self.model.config.max_position_embeddings)
+        self.versus_transformers = versus_transformers
 
     def answer(self, prompt: Prompt) -> str | None:
         """The text, "refused" for a request that must be refused, None when sampling (no oracle)."""
@@ -528,7 +530,7 @@ class GenerationOracle:
         limit = prompt.options["max_tokens"]
         if len(ids) < self.context and len(ids) + limit > self.context:
             return "refused"
-        if "seed" in prompt.options:
+        if "seed" in prompt.options or not self.versus_transformers:
             return None
         ids = ids[-(self.context - limit) :]
         with torch.inference_mode():

@@ -208,6 +208,27 @@ def build_generator(folder: Path) -> Path:
     return folder
 
 
+def build_llama_generator(folder: Path) -> Path:
+    """A tiny Llama (the architecture of SmolLM2, TinyLlama) with the GPT-2 generator's BPE and chat
+    template: what the OpenVINO engine's GGUF export takes. Wide weights (std 0.2) make its greedy
+    tokens depend on the prompt instead of repeating one token."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    build_generator(folder)  # the tokenizer (and a GPT-2, replaced below)
+    for stale in folder.glob("*.safetensors"):
+        stale.unlink()
+    tokenizer = PreTrainedTokenizerFast.from_pretrained(folder)
+    torch.manual_seed(11)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128, rms_norm_eps=1e-6,
+        rope_theta=10000.0, tie_word_embeddings=True, initializer_range=0.2,
+        eos_token_id=tokenizer.eos_token_id, bos_token_id=tokenizer.eos_token_id,
+    )  # fmt: skip
+    LlamaForCausalLM(config).eval().save_pretrained(folder)
+    return folder
+
+
 def build_cross_encoder(folder: Path) -> Path:
     """A BERT cross-encoder with one relevance logit (as ms-marco MiniLM rerankers have)."""
     torch.manual_seed(4)

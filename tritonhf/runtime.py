@@ -44,6 +44,10 @@ PARAM_WEIGHTS = "tritonhf.weights"
 PARAM_DEVICE = "tritonhf.device"
 PARAM_TRUST_REMOTE_CODE = "tritonhf.trust_remote_code"
 PARAM_BACKEND = "tritonhf.backend"  # pytorch | onnx
+# text-generation: which engine computes the tokens (transformers | openvino), and the GGUF file
+# the openvino engine loads from the weights folder.
+PARAM_ENGINE = "tritonhf.engine"
+PARAM_GGUF_FILE = "tritonhf.gguf_file"
 # With --backend onnx on a server that has Triton's onnxruntime backend, the forward pass is
 # a second model (the "ONNX part"): the template calls it by name (BLS) with these tensors.
 PARAM_ONNX_MODEL = "tritonhf.onnx_model"  # the part's model name

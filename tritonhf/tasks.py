@@ -16,6 +16,8 @@ from tritonhf.errors import UnknownTaskError
 from tritonhf.runtime import (
     PARAM_BACKEND,
     PARAM_DEVICE,
+    PARAM_ENGINE,
+    PARAM_GGUF_FILE,
     PARAM_MAX_BATCH_TOKENS,
     PARAM_ONNX_FILE,
     PARAM_ONNX_INPUTS,
@@ -36,6 +38,8 @@ __all__ = [
     "ALIASES",
     "PARAM_BACKEND",
     "PARAM_DEVICE",
+    "PARAM_ENGINE",
+    "PARAM_GGUF_FILE",
     "PARAM_MAX_BATCH_TOKENS",
     "PARAM_ONNX_FILE",
     "PARAM_ONNX_INPUTS",

@@ -44,6 +44,7 @@ def served(make_workspace: Callable[[str], Workspace], tiny: dict[str, Path]) ->
         ("feature-extraction", tiny["encoder"], "embed-int8", {"quantize": "int8", "force": True}),
         ("zero-shot", tiny["encoder"], "zeroshot", {"labels": ("positive", "negative")}),
         ("text-generation", tiny["generator"], "writer", {}),
+        ("text-generation", tiny["llama"], "writer-ov", {"engine": "openvino"}),  # int8 GGUF on OpenVINO GenAI
         ("rerank", tiny["cross-encoder"], "reranker", {"options": small}),
         ("question-answering", tiny["qa"], "reader", {}),
         ("fill-mask", tiny["masked-lm"], "filler", {}),

@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import fake_pb_utils as pb
-import numpy as np
 import pytest
+from generation_helpers import last, reference, request, run, text_of
 from template_harness import instantiate
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import AutoTokenizer
 
 from tritonhf.gallery import AddRequest, add_model
 
@@ -32,45 +32,6 @@ def _model(tmp_path: Path, tiny: dict[str, Path], params: dict[str, str]) -> Any
     model = instantiate(folder)
     model.finalize()  # no background thread: the tests step the scheduler themselves
     return model
-
-
-def reference(folder: Path, prompt: str, max_tokens: int) -> str:
-    tokenizer = AutoTokenizer.from_pretrained(folder)
-    model = AutoModelForCausalLM.from_pretrained(folder).eval()
-    ids = tokenizer(prompt, return_tensors="pt")
-    out = model.generate(**ids, max_new_tokens=max_tokens, do_sample=False, pad_token_id=tokenizer.eos_token_id)
-    return tokenizer.decode(out[0, ids["input_ids"].shape[1] :], skip_special_tokens=True)
-
-
-def request(prompt: str, **options: Any) -> pb.InferenceRequest:
-    dtypes = {"max_tokens": np.int32, "temperature": np.float32, "top_p": np.float32, "seed": np.int64}
-    inputs: dict[str, Any] = {"text_input": pb.texts(prompt)}
-    for key, value in options.items():
-        if key == "stop":
-            inputs[key] = np.array([[v.encode() for v in value]], dtype=object)
-        elif key == "chat":
-            inputs[key] = np.array([[value]])
-        else:
-            inputs[key] = np.array([[value]], dtype=dtypes[key])
-    return pb.InferenceRequest(**inputs)
-
-
-def run(model: Any, steps: int = 10_000) -> int:
-    """Step until nothing runs or waits; returns the steps taken."""
-    taken = 0
-    while (model.running or model.waiting) and taken < steps:
-        model.step()
-        taken += 1
-    return taken
-
-
-def text_of(req: pb.InferenceRequest) -> str:
-    assert req.sender.closed, "every stream ends with the final flag"
-    return "".join(r.output("text_output")[0, 0].decode() for r in req.sender.responses if not r.has_error())
-
-
-def last(req: pb.InferenceRequest, name: str) -> Any:
-    return req.sender.responses[-1].output(name)[0, 0]
 
 
 def test_a_batch_of_prompts_of_different_lengths_each_equal_generate(generator: Any, tiny: dict[str, Path]) -> None:

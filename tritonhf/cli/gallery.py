@@ -97,6 +97,17 @@ def add_command(
             "(onnxruntime inside the Python backend), or auto (native if this workspace's server has it)."
         ),
     ] = "auto",
+    engine: Annotated[
+        str,
+        typer.Option(
+            help="text-generation: auto (OpenVINO GenAI on a CPU when it loads the model, else transformers), "
+            "openvino, transformers."
+        ),
+    ] = "auto",
+    weight_format: Annotated[
+        str,
+        typer.Option(help="With the OpenVINO engine, a hub id or folder is exported to GGUF: int8, int4 or fp16."),
+    ] = "int8",
     param: Annotated[list[str] | None, typer.Option(help="Extra config parameter KEY=VALUE (repeatable).")] = None,
 ) -> None:
     """Add a model of TASK to the repository: NAME/config.pbtxt, NAME/1/model.py and its weights."""
@@ -114,6 +125,8 @@ def add_command(
         quantize=quantize,
         calibration=tuple(line for line in calibration.read_text().splitlines() if line.strip()) if calibration else (),
         force=force,
+        engine=engine,
+        weight_format=weight_format,
         labels=tuple(labels.split(",")) if labels else (),
         options=ModelOptions(max_batch_size=max_batch_size, instances=instances, device=device),
         params=parse_params(param or []),

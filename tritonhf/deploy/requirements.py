@@ -12,7 +12,7 @@ from pathlib import Path
 from tritonhf.bootstrap.environment import StubEnvironment
 from tritonhf.errors import DeployError
 from tritonhf.gallery.config import parameters_of, parse_config
-from tritonhf.tasks import PARAM_BACKEND, PARAM_ONNX_MODEL, PARAM_TASK
+from tritonhf.tasks import PARAM_BACKEND, PARAM_ENGINE, PARAM_ONNX_MODEL, PARAM_TASK
 
 ALWAYS = ["numpy", "torch", "transformers", "tokenizers", "safetensors", "huggingface_hub"]
 _SENTENCEPIECE_FILES = ("spiece.model", "sentencepiece.bpe.model", "tokenizer.model", "source.spm")
@@ -28,6 +28,8 @@ def needed_packages(repository: Path) -> list[str]:
         params = parameters_of(parse_config((folder / "config.pbtxt").read_text(), where=f"{folder.name}/config.pbtxt"))
         if params.get(PARAM_BACKEND) == "onnx" and not params.get(PARAM_ONNX_MODEL):
             names.append("onnxruntime")  # onnxruntime inside the Python backend
+        if params.get(PARAM_ENGINE) == "openvino":
+            names += ["openvino", "openvino-genai", "openvino-tokenizers"]  # the GGUF file's engine
         if params.get(PARAM_TASK) in ("text-generation", "text2text-generation"):
             names.append("jinja2")  # chat templates
         files = {path.name for path in folder.rglob("*") if path.is_file()}

@@ -129,6 +129,41 @@ def convert_gguf(path: Path, progress: Progress) -> Path:
     return target
 
 
+def gguf_metadata(path: Path, progress: Progress) -> Path:
+    """A folder with the GGUF file's tokenizer and config in HuggingFace layout, and no weights: what
+    the openvino engine needs beside the GGUF file it loads. Done once, cached by content hash."""
+    target = cache_dir() / "gguf" / f"{path.stem}-{_file_hash(path)}-metadata"
+    if (target / "config.json").is_file():
+        return target
+    from transformers import AutoConfig, AutoTokenizer
+
+    progress.step(f"Reading the tokenizer and config of {path.name} (once; cached in {target.parent})")
+    staging = target.with_name(target.name + ".partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    try:
+        AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name).save_pretrained(staging)
+        config = AutoConfig.from_pretrained(path.parent, gguf_file=path.name)
+        if hasattr(config, "quantization_config"):
+            del config.quantization_config
+        config.save_pretrained(staging)
+    except (ImportError, OSError, ValueError, RuntimeError, KeyError) as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise ModelSourceError(f"Could not read the tokenizer and config of {path}: {exc}") from exc
+    staging.replace(target)
+    return target
+
+
+def vendor_metadata(source: Path, destination: Path) -> list[str]:
+    """Copy a model folder's configs and tokenizer, not its weights (the openvino engine reads a GGUF file)."""
+    names = [p.relative_to(source).as_posix() for p in source.rglob("*") if p.is_file() and p.name not in _SKIP]
+    keep = [name for name in names if _KEEP.match(name) and ".cache" not in name]
+    destination.mkdir(parents=True, exist_ok=True)
+    for name in keep:
+        (destination / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source / name, destination / name)
+    return keep
+
+
 def vendor(source: Path, destination: Path, allow_pickle: bool = False) -> list[str]:
     """Copy what serving needs from ``source`` into ``destination``; return the copied names."""
     files = sorted(p.relative_to(source) for p in source.rglob("*") if p.is_file() and p.name not in _SKIP)

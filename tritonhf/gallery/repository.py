@@ -29,7 +29,7 @@ from tritonhf._progress import Progress, SilentProgress
 from tritonhf._version import __version__
 from tritonhf.bootstrap.layout import Workspace
 from tritonhf.errors import GalleryError, InvalidNameError, ModelExistsError, ModelSourceError
-from tritonhf.gallery import models, onnx_export
+from tritonhf.gallery import generation, gguf_export, models, onnx_export
 from tritonhf.gallery.config import (
     ModelOptions,
     build_config,
@@ -42,6 +42,7 @@ from tritonhf.gallery.config import (
 from tritonhf.tasks import (
     PARAM_BACKEND,
     PARAM_DEVICE,
+    PARAM_ENGINE,
     PARAM_ONNX_FILE,
     PARAM_ONNX_INPUTS,
     PARAM_ONNX_MODEL,
@@ -120,8 +121,12 @@ def runtime_source() -> str:
 
 
 def write_template(task: Task, version_dir: Path) -> None:
-    """model.py and the runtime it imports: everything of tritonhf a served model needs."""
-    (version_dir / "model.py").write_text(template_source(task))
+    """model.py (and any module beside it, such as text-generation's engines) and the runtime it imports:
+    everything of tritonhf a served model needs."""
+    folder = resources.files("tritonhf.gallery").joinpath("templates").joinpath(task.template)
+    for entry in folder.iterdir():
+        if entry.name.endswith(".py"):
+            (version_dir / entry.name).write_text(entry.read_text())
     (version_dir / RUNTIME_FILE).write_text(runtime_source())
 
 
@@ -142,6 +147,8 @@ class AddRequest:
     quantize: str | None = None  # "int8": int8 weights and per-token activations, behind a quality gate
     calibration: tuple[str, ...] = ()  # texts for the int8 gate (default: onnx_export.CALIBRATION)
     force: bool = False  # keep an int8 model that fails its gate
+    engine: str = "auto"  # text-generation: auto | openvino | transformers (gallery.generation)
+    weight_format: str = "int8"  # text-generation on OpenVINO, exported from a folder: int8 | int4 | fp16
     labels: tuple[str, ...] = ()
     options: ModelOptions = field(default_factory=ModelOptions)
     params: Mapping[str, str] = field(default_factory=dict)
@@ -233,16 +240,27 @@ def add_model(request: AddRequest, progress: Progress | None = None) -> Path:
     )
     part_name: str | None = check_name(name + ONNX_PART_SUFFIX) if native else None
     part_target: Path | None = _free(repository, part_name) if part_name else None
-    resolved = models.resolve(request.source, request.revision, progress)
+    engine = _engine_plan(request, task)
+    resolved = _resolve(request, engine, progress)
+    if engine and engine.engine == "openvino" and resolved.kind != "gguf":
+        why_not = gguf_export.supported(resolved.folder)
+        if why_not is not None:
+            if request.engine == "openvino":
+                raise GalleryError(f"--engine openvino cannot serve {request.source}: {why_not}.")
+            engine = generation.EnginePlan("transformers", f"the OpenVINO engine needs a GGUF export, and {why_not}")
     repository.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{name}.partial-", dir=repository.parent))
     try:
         version_dir = staging / name / VERSION
         version_dir.mkdir(parents=True)
         write_template(task, version_dir)
+        engine_params: dict[str, str] = {}
         if request.vendor:
             progress.step(f"Copying weights, config and tokenizer into {name}/{VERSION}/{VENDORED_WEIGHTS_DIR}")
-            models.vendor(resolved.folder, version_dir / VENDORED_WEIGHTS_DIR, request.allow_pickle)
+            if engine and engine.engine == "openvino":
+                engine, engine_params, resolved = _openvino_weights(request, resolved, version_dir, progress)
+            if not engine_params:
+                models.vendor(resolved.folder, version_dir / VENDORED_WEIGHTS_DIR, request.allow_pickle)
             weights = VENDORED_WEIGHTS_DIR
         else:
             weights = str(resolved.folder) if resolved.kind != "hub" else request.source
@@ -261,7 +279,14 @@ def add_model(request: AddRequest, progress: Progress | None = None) -> Path:
                 if part_target:
                     shutil.rmtree(staging / part_target.name, ignore_errors=True)
                     part_target = None
-        progress.step(f"Serving {name} with {'ONNX Runtime' if backend == 'onnx' else 'PyTorch'}: {reason}")
+        if engine_params:
+            backend, reason = "openvino", "OpenVINO GenAI continuous batching: " + engine_params.pop(
+                generation.PARAM_ENGINE_CHECK
+            )
+        elif engine:
+            params.update({generation.PARAM_ENGINE_REASON: engine.reason, PARAM_ENGINE: "transformers"})
+        params.update(engine_params)
+        progress.step(f"Serving {name} with {_ENGINE_NAMES[backend]}: {reason}")
         params.update(
             {
                 PARAM_BACKEND: backend,
@@ -296,6 +321,49 @@ def add_model(request: AddRequest, progress: Progress | None = None) -> Path:
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return target
+
+
+_ENGINE_NAMES = {"onnx": "ONNX Runtime", "pytorch": "PyTorch", "openvino": "OpenVINO GenAI"}
+
+
+def _engine_plan(request: AddRequest, task: Task) -> generation.EnginePlan | None:
+    """text-generation's engine to try; None for the other tasks (which take no --engine)."""
+    if task.name != "text-generation":
+        if request.engine != "auto":
+            raise GalleryError(f"--engine chooses text-generation's engine; {task.name} takes --backend.")
+        return None
+    generation.check_weight_format(request.weight_format)
+    return generation.plan(request.engine, request.options.device, request.vendor)
+
+
+def _resolve(
+    request: AddRequest, engine: generation.EnginePlan | None, progress: Progress
+) -> models.ResolvedSource:
+    """The source as a folder; for the OpenVINO engine, a GGUF file is not converted (its tokenizer and
+    config are read, and the file itself is vendored)."""
+    path = Path(request.source).expanduser()
+    if engine and engine.engine == "openvino" and path.suffix == ".gguf" and path.is_file():
+        return models.ResolvedSource(request.source, "gguf", models.gguf_metadata(path.absolute(), progress))
+    return models.resolve(request.source, request.revision, progress)
+
+
+def _openvino_weights(
+    request: AddRequest, resolved: models.ResolvedSource, version_dir: Path, progress: Progress
+) -> tuple[generation.EnginePlan, dict[str, str], models.ResolvedSource]:
+    """model.gguf and its checks; with --engine auto, a failed export or load falls back to transformers
+    (a GGUF source is then converted as transformers needs it)."""
+    weights_dir = version_dir / VENDORED_WEIGHTS_DIR
+    try:
+        found = generation.add_openvino_weights(resolved, weights_dir, request.weight_format, progress)
+        return generation.EnginePlan("openvino", ""), found, resolved
+    except ModelSourceError as exc:
+        if request.engine == "openvino":
+            raise
+        progress.step(f"The OpenVINO engine is not usable ({exc}); serving with transformers")
+        shutil.rmtree(weights_dir, ignore_errors=True)
+        if resolved.kind == "gguf":
+            resolved = models.resolve(request.source, request.revision, progress)
+        return generation.EnginePlan("transformers", f"the OpenVINO engine was not usable ({exc})"), {}, resolved
 
 
 def _export_onnx(
@@ -356,6 +424,13 @@ def _export_onnx(
 def _notes(params: Mapping[str, str]) -> list[str]:
     """Comment lines for the config: which path serves the model and why, and measured quality."""
     notes = [f"Backend: {params.get(PARAM_BACKEND, 'pytorch')} ({params.get(PARAM_BACKEND_REASON, '')})."]
+    if params.get(PARAM_ENGINE) == "transformers" and params.get(generation.PARAM_ENGINE_REASON):
+        notes.append(f"Engine: transformers, not OpenVINO GenAI: {params[generation.PARAM_ENGINE_REASON]}.")
+    if params.get(PARAM_ENGINE) == "openvino":
+        notes.append(
+            "Engine: OpenVINO GenAI's ContinuousBatchingPipeline on the GGUF file (openvino_engine.py); "
+            "parameters max_running (sequences), max_prefill_tokens (tokens per step), kv_cache_gb."
+        )
     if params.get(PARAM_BACKEND) == "onnx":
         notes.append(
             "ONNX Runtime: intra-op threads = this instance's share of the cores, inter-op 1, all graph "

@@ -18,6 +18,13 @@ iteration it
 A request that arrives while others are decoding starts at the next iteration, not after
 the longest generation of the batch.
 
+Two engines compute the tokens (config parameter ``tritonhf.engine``, chosen at ``gallery add``):
+
+* ``transformers`` (this file): the scheduler below over a PyTorch model; any causal LM, CPU or GPU;
+* ``openvino`` (``openvino_engine.py`` beside this file): OpenVINO GenAI's
+  ``ContinuousBatchingPipeline`` over a GGUF file, several times faster on a CPU. Its scheduler
+  batches; this template still checks requests, streams the text, cancels and counts.
+
 Why not transformers' ``ContinuousBatchingManager``: it samples with one random generator
 for the whole batch, so a request with a ``seed`` would get an answer that depends on its
 neighbours; it has no stop strings and no hook for Triton's request cancellation. This
@@ -48,6 +55,7 @@ import inspect
 import json
 import threading
 import time
+from pathlib import Path
 
 import torch
 import triton_python_backend_utils as pb_utils
@@ -69,8 +77,10 @@ class Sequence:
         self.max_tokens = max_tokens
         self.temperature = temperature
         self.top_p = top_p
+        self.seed = seed
         self.generator = torch.Generator().manual_seed(seed) if seed is not None else None
-        self.next_token = None  # the token the next decode step feeds
+        self.next_token = None  # the token the next decode step feeds (transformers engine)
+        self.handle = None  # its OpenVINO GenAI request (openvino engine)
         self.position = len(prompt_ids)  # its position id
         self.arrived = time.monotonic()
         self.last_token_at = None
@@ -116,23 +126,27 @@ class TritonPythonModel:
     def initialize(self, args):
         params = runtime.parameters(args)
         runtime.limit_threads(args)
-        self.device = runtime.device(args, params)
         self.tokenizer = runtime.load_tokenizer(args, params, padding_side="left")
-        self.model = runtime.load_model(AutoModelForCausalLM, args, params, self.device)
-        # transformers 5 renamed the key/value cache argument from past_key_values to cache.
-        self.cache_argument = (
-            "cache" if "cache" in inspect.signature(self.model.forward).parameters else "past_key_values"
-        )
         self.pad_id = self.tokenizer.pad_token_id
         if self.pad_id is None:
             self.pad_id = self.tokenizer.eos_token_id or 0
-        self.context = runtime.max_length(self.tokenizer, self.model.config, default=2048)
         self.default_max_tokens = runtime.int_parameter(params, "max_tokens", 128)
         self.max_running = runtime.int_parameter(params, "max_running", 8)
         self.max_prefill_tokens = runtime.int_parameter(params, "max_prefill_tokens", 2048)
-        eos = self.model.generation_config.eos_token_id
-        self.eos_ids = set(eos if isinstance(eos, list) else [eos]) - {None}
         self.metrics = Metrics(args.get("model_name", "model"))
+        if params.get(runtime.PARAM_ENGINE) == "openvino":
+            self.engine = self.openvino_engine(args, params)
+        else:
+            self.engine = None
+            self.device = runtime.device(args, params)
+            self.model = runtime.load_model(AutoModelForCausalLM, args, params, self.device)
+            # transformers 5 renamed the key/value cache argument from past_key_values to cache.
+            self.cache_argument = (
+                "cache" if "cache" in inspect.signature(self.model.forward).parameters else "past_key_values"
+            )
+            self.context = runtime.max_length(self.tokenizer, self.model.config, default=2048)
+            eos = self.model.generation_config.eos_token_id
+            self.eos_ids = set(eos if isinstance(eos, list) else [eos]) - {None}
         self.waiting = collections.deque()
         self.lock = threading.Lock()
         self.wake = threading.Event()
@@ -146,6 +160,35 @@ class TritonPythonModel:
         self.stopping = False
         self.thread = threading.Thread(target=self.loop, name="tritonhf-decode", daemon=True)
         self.thread.start()
+
+    def openvino_engine(self, args, params):
+        """The OpenVINO GenAI engine over the vendored GGUF file; context and end-of-text ids from its config."""
+        from openvino_engine import OpenVinoEngine
+        from transformers import AutoConfig, GenerationConfig
+
+        folder = runtime.weights_location(args, params)
+        config = AutoConfig.from_pretrained(folder)
+        self.context = runtime.max_length(self.tokenizer, config, default=2048)
+        try:
+            eos = GenerationConfig.from_pretrained(folder).eos_token_id
+        except OSError:  # no generation_config.json: the model config's, else the tokenizer's
+            eos = getattr(config, "eos_token_id", None)
+        if eos is None:
+            eos = self.tokenizer.eos_token_id
+        self.eos_ids = set(eos if isinstance(eos, list) else [eos]) - {None}
+        return OpenVinoEngine(
+            path=str(Path(folder) / params.get(runtime.PARAM_GGUF_FILE, "model.gguf")),
+            threads=runtime.instance_threads(args),
+            max_running=self.max_running,
+            max_batched_tokens=self.max_prefill_tokens,
+            cache_gb=runtime.int_parameter(params, "kv_cache_gb", 1),
+            eos_ids=self.eos_ids,
+            advance=self.advance,
+            finish=self.finish,
+            # OpenVINO's CPU default keeps the key/value cache in u8 (scaled per token, so a sequence's
+            # cache does not depend on its neighbours); kv_cache_precision (f16, f32) overrides it.
+            **({"KV_CACHE_PRECISION": params["kv_cache_precision"]} if params.get("kv_cache_precision") else {}),
+        )
 
     def finalize(self):
         self.stopping = True
@@ -228,17 +271,25 @@ class TritonPythonModel:
             for sequence in [*self.running, *self.admitting]:
                 if not sequence.done:
                     self.finish(sequence, "error", f"generation failed: {error}")
+            if self.engine is not None:
+                self.engine.clear()
             self.running, self.admitting, self.cache, self.mask = [], [], None, None
 
     def step(self):
         """One iteration: drop cancelled, admit and prefill, one decode step for all, remove finished."""
         self.drop_cancelled()
         self.admitting = self.admit()
-        if self.admitting:
-            self.prefill(self.admitting)
-            self.admitting = []
-        if self.running:
-            self.decode()
+        if self.engine is not None:  # OpenVINO schedules inside its pipeline: every request joins at once
+            self.metrics.prompt.increment(sum(len(s.prompt_ids) for s in self.admitting))
+            self.engine.step(self.admitting)
+            self.admitting, self.running = [], self.engine.running
+            self.metrics.steps.increment(len(self.running))
+        else:
+            if self.admitting:
+                self.prefill(self.admitting)
+                self.admitting = []
+            if self.running:
+                self.decode()
         self.metrics.running.set(len(self.running))
         self.metrics.waiting.set(len(self.waiting))
 
@@ -254,6 +305,10 @@ class TritonPythonModel:
         self.remove_finished()
 
     def admit(self):
+        if self.engine is not None:
+            with self.lock:
+                admitted, self.waiting = list(self.waiting), collections.deque()
+            return admitted
         room = self.max_running - len(self.running) if self.mergeable() else (0 if self.running else 1)
         admitted, tokens = [], 0
         with self.lock:
@@ -320,6 +375,10 @@ class TritonPythonModel:
         self.remove_finished()
 
     def remove_finished(self):
+        if self.engine is not None:
+            self.engine.remove_finished()
+            self.running = self.engine.running
+            return
         keep = [row for row, sequence in enumerate(self.running) if not sequence.done]
         if len(keep) == len(self.running):
             return

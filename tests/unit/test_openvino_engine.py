@@ -1,0 +1,165 @@
+"""The text-generation template on its OpenVINO engine, stepped by hand (no server, no thread).
+
+A tiny Llama is exported by ``gallery add`` to GGUF and served by OpenVINO GenAI's
+``ContinuousBatchingPipeline`` through the template. With fp16 weights its greedy answers
+equal transformers' ``generate``; with the default int8 weights each answer must equal the
+same engine's answer to that prompt alone, however the requests were batched or staggered.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import fake_pb_utils as pb
+import pytest
+from generation_helpers import last, reference, request, run, text_of
+from template_harness import instantiate
+from transformers import AutoTokenizer
+
+from tritonhf.errors import GalleryError
+from tritonhf.gallery import AddRequest, add_model
+from tritonhf.gallery.generation import openvino_missing
+
+pytestmark = pytest.mark.skipif(openvino_missing() is not None, reason=str(openvino_missing()))
+
+PROMPTS = [
+    "the movie",
+    "alice visited paris and london with bob",
+    "i",
+    "tell me a story about a cat and a dog",
+    "hello world",
+    "we love the music of this film",
+    "bob met carol at acme",
+    "the plot is not really good",
+]
+
+
+def _model(tmp_path: Path, tiny: dict[str, Path], weight_format: str = "int8", **params: str) -> Any:
+    folder = add_model(
+        AddRequest(
+            "text-generation",
+            str(tiny["llama"]),
+            tmp_path / "repo",
+            name=f"ov-{weight_format}",
+            engine="openvino",
+            weight_format=weight_format,
+            params=params,
+        )
+    )
+    model = instantiate(folder)
+    model.finalize()  # no background thread: the tests step the loop themselves
+    return model
+
+
+@pytest.fixture(scope="module")
+def ov_int8(tmp_path_factory: pytest.TempPathFactory, tiny: dict[str, Path]) -> Any:
+    return _model(tmp_path_factory.mktemp("ov8"), tiny)
+
+
+def _alone(model: Any, prompt: str, **options: Any) -> str:
+    req = request(prompt, **options)
+    model.execute([req])
+    run(model)
+    return text_of(req)
+
+
+def test_the_config_says_engine_and_check(ov_int8: Any, tmp_path: Path, tiny: dict[str, Path]) -> None:
+    folder = add_model(AddRequest("text-generation", str(tiny["llama"]), tmp_path / "r", name="m"))
+    text = (folder / "config.pbtxt").read_text()
+    assert "# Backend: openvino (" in text and "greedy agreement with transformers fp32" in text
+    assert (folder / "1" / "openvino_engine.py").is_file() and (folder / "1" / "weights" / "model.gguf").is_file()
+    assert not list((folder / "1" / "weights").glob("*.safetensors")), "served from model.gguf alone"
+    gpt2 = add_model(AddRequest("text-generation", str(tiny["generator"]), tmp_path / "r", name="g"))
+    assert "Engine: transformers, not OpenVINO GenAI: the OpenVINO engine needs a GGUF export" in (
+        gpt2 / "config.pbtxt"
+    ).read_text()
+    with pytest.raises(GalleryError, match="GPT2LMHeadModel"):
+        add_model(AddRequest("text-generation", str(tiny["generator"]), tmp_path / "r", name="x", engine="openvino"))
+    with pytest.raises(GalleryError, match="--engine chooses text-generation"):
+        add_model(AddRequest("text-classification", str(tiny["classifier"]), tmp_path / "r", engine="openvino"))
+
+
+def test_fp16_export_answers_as_transformers(tmp_path: Path, tiny: dict[str, Path]) -> None:
+    model = _model(tmp_path, tiny, weight_format="fp16")
+    requests = [request(p, max_tokens=12) for p in PROMPTS[:4]]
+    model.execute(requests)
+    run(model)
+    for req, prompt in zip(requests, PROMPTS[:4]):
+        assert text_of(req) == reference(tiny["llama"], prompt, 12)
+        assert last(req, "finish_reason").decode() in ("stop", "length")
+        assert last(req, "prompt_tokens") == len(AutoTokenizer.from_pretrained(tiny["llama"])(prompt)["input_ids"])
+
+
+def test_staggered_streams_each_equal_their_solo_answer(ov_int8: Any) -> None:
+    solo = [_alone(ov_int8, p, max_tokens=20) for p in PROMPTS]
+    requests = [request(p, max_tokens=20) for p in PROMPTS]
+    for req in requests:  # one new request every step, as 8 staggered clients would arrive
+        ov_int8.execute([req])
+        ov_int8.step()
+    assert len(ov_int8.running) > 1, "the requests ran together"
+    run(ov_int8)
+    assert [text_of(r) for r in requests] == solo
+
+
+def test_cancel_stop_strings_chat_and_bad_settings(ov_int8: Any, tiny: dict[str, Path]) -> None:
+    full = _alone(ov_int8, "the movie", max_tokens=20)
+    if len(full.strip()) < 7:
+        pytest.skip("the random model produced too little text to cut")
+    stop = full.strip()[3:6]
+    gone, stays = request("the movie", max_tokens=40), request("alice visited", max_tokens=15)
+    stopped = request("the movie", max_tokens=20, stop=[stop])
+    messages = [{"role": "user", "content": "tell me a story"}]
+    chat = request(json.dumps(messages), chat=True, max_tokens=5)
+    bad = [request("x", max_tokens=-1), request("x", temperature=-0.5), request("not json", chat=True)]
+    ov_int8.execute([gone, stays, stopped, chat, *bad])
+    ov_int8.step()
+    ov_int8.step()
+    sent = len(gone.sender.responses)
+    gone.cancelled = True
+    ov_int8.step()
+    assert gone.sender.closed and len(gone.sender.responses) == sent, "nothing more is sent after a cancel"
+    assert gone not in [s.request for s in ov_int8.running]
+    run(ov_int8)
+    assert text_of(stays) == _alone(ov_int8, "alice visited", max_tokens=15)
+    assert text_of(stopped) == full[: full.index(stop)] and last(stopped, "finish_reason").decode() == "stop"
+    prompt = AutoTokenizer.from_pretrained(tiny["llama"]).apply_chat_template(
+        messages, tokenize=False, add_generation_prompt=True
+    )
+    assert text_of(chat) == _alone(ov_int8, prompt, max_tokens=5)
+    for req, word in zip(bad, ("max_tokens", "temperature", "JSON list")):
+        assert word in req.sender.responses[0].error().message() and req.sender.closed
+    assert not ov_int8.engine.pipeline.has_non_finished_requests(), "cancelled and stopped requests left OpenVINO"
+
+
+def test_context_limits_are_the_templates(ov_int8: Any) -> None:
+    context = ov_int8.context  # 128 for the tiny Llama
+    too_many = request("the movie", max_tokens=context - 2)
+    ov_int8.execute([too_many])
+    message = too_many.sender.responses[0].error().message()
+    assert "max_tokens" in message and str(context) in message and too_many.sender.closed
+
+
+def test_a_seeded_sample_is_reproducible_alone_and_among_others(ov_int8: Any) -> None:
+    settings = {"max_tokens": 12, "temperature": 1.0, "top_p": 0.9, "seed": 7}
+    alone = _alone(ov_int8, "the cat", **settings)
+    assert _alone(ov_int8, "the cat", **settings) == alone
+    crowded = request("the cat", **settings)
+    others = [request(p, max_tokens=12, temperature=1.0) for p in ("a dog", "the movie was great")]
+    ov_int8.execute([others[0], crowded, others[1]])
+    run(ov_int8)
+    assert text_of(crowded) == alone
+    greedy = _alone(ov_int8, "the cat", max_tokens=12)
+    assert any(_alone(ov_int8, "the cat", max_tokens=12, temperature=1.5, seed=s) != greedy for s in range(4))
+
+
+def test_metrics_count_tokens(ov_int8: Any) -> None:
+    requests = [request("the movie", max_tokens=4), request("a cat", max_tokens=4)]
+    ov_int8.execute(requests)
+    run(ov_int8)
+    families = pb.metric_families
+    generated = sum(int(last(r, "completion_tokens")) for r in requests)
+    assert families["tritonhf_generated_tokens_total"].metrics[-1].value >= generated
+    assert families["tritonhf_prompt_tokens_total"].metrics[-1].value > 0
+    assert families["tritonhf_running_sequences"].metrics[-1].value == 0

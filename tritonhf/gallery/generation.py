@@ -1,0 +1,181 @@
+"""Which engine serves a text-generation model, and its weights for the OpenVINO engine.
+
+``--engine auto`` (the default) picks OpenVINO GenAI's continuous batching on a CPU: a GGUF
+file is vendored as it is; a hub id or a local folder is exported once to GGUF
+(``gguf_export``: int8 weights by default, int4 or fp16 on request) and its greedy tokens are
+compared with transformers on a few prompts, the figures printed and written into the config.
+Where OpenVINO GenAI is missing, the device is a GPU, or the export or the load fails, ``auto``
+serves with transformers and says why (as encoders fall back from ONNX to PyTorch);
+``--engine openvino`` fails instead.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from tritonhf._progress import Progress
+from tritonhf.errors import GalleryError, ModelSourceError
+from tritonhf.gallery import gguf_export, models
+from tritonhf.tasks import PARAM_ENGINE, PARAM_GGUF_FILE
+
+ENGINES = ("auto", "openvino", "transformers")
+# --weight-format names -> GGUF tensor types of the export (a GGUF source keeps its own).
+WEIGHT_FORMATS = {"int8": "q8_0", "int4": "q4_0", "fp16": "f16"}
+PARAM_ENGINE_REASON = "tritonhf.engine_reason"
+PARAM_ENGINE_CHECK = "tritonhf.engine_check"
+# Greedy agreement: a few prompts, this many tokens each, the OpenVINO model against transformers fp32.
+CHECK_PROMPTS = ("The capital of France is", "def fibonacci(n):", "Once upon a time")
+CHECK_TOKENS = 16
+
+
+@dataclass(frozen=True)
+class EnginePlan:
+    """The engine to try (openvino) or to use (transformers), and why."""
+
+    engine: str
+    reason: str
+
+
+def openvino_missing() -> str | None:
+    """None when OpenVINO GenAI can be imported here; else what to install."""
+    try:
+        import openvino_genai  # noqa: F401
+    except ImportError as exc:
+        return f"openvino-genai is not installed ({exc}; pip install 'tritonhf[openvino]')"
+    return None
+
+
+def plan(engine: str, device: str, vendor: bool) -> EnginePlan:
+    """The engine before any weights are read: ``auto`` on a CPU tries OpenVINO when it can be imported."""
+    if engine not in ENGINES:
+        raise GalleryError(f"--engine must be one of {', '.join(ENGINES)}, not {engine!r}.")
+    if engine == "transformers":
+        return EnginePlan("transformers", "--engine transformers")
+    why_not = None
+    if device == "gpu":
+        why_not = "--device gpu runs transformers (the OpenVINO engine here is for CPUs)"
+    elif not vendor:
+        why_not = "--no-vendor keeps a reference, and the OpenVINO engine needs its GGUF file in the repository"
+    else:
+        why_not = openvino_missing()
+    if why_not is None:
+        return EnginePlan("openvino", "")
+    if engine == "openvino":
+        raise GalleryError(f"--engine openvino cannot be used: {why_not}.")
+    return EnginePlan("transformers", why_not)
+
+
+def check_weight_format(weight_format: str) -> str:
+    if weight_format not in WEIGHT_FORMATS:
+        raise GalleryError(f"--weight-format must be one of {', '.join(WEIGHT_FORMATS)}, not {weight_format!r}.")
+    return WEIGHT_FORMATS[weight_format]
+
+
+def add_openvino_weights(
+    resolved: models.ResolvedSource, weights_dir: Path, weight_format: str, progress: Progress
+) -> dict[str, str]:
+    """``weights_dir`` gets model.gguf with the tokenizer and config; the parameters that say how it was
+    made and checked. Raises ModelSourceError when the export or the load fails."""
+    gguf_file = weights_dir / gguf_export.GGUF_FILE
+    if resolved.kind == "gguf":
+        models.vendor_metadata(resolved.folder, weights_dir)
+        progress.step(f"Copying {Path(resolved.given).name} into the repository as {gguf_file.name}")
+        shutil.copy2(Path(resolved.given).expanduser(), gguf_file)
+        summary = _check_loads(gguf_file, weights_dir) + "; its weights are used as they are (no export)"
+    else:
+        models.vendor(resolved.folder, weights_dir)
+        tensor_type = check_weight_format(weight_format)
+        progress.step(f"Exporting to GGUF ({tensor_type} weights) for OpenVINO GenAI")
+        gguf_export.export(weights_dir, gguf_file, tensor_type)
+        progress.step("Comparing its greedy tokens with transformers")
+        summary = f"{tensor_type} weights; " + _check_agreement(gguf_file, weights_dir)
+        for tensor_file in weights_dir.glob("*.safetensors"):
+            tensor_file.unlink()  # served from model.gguf; config and tokenizer stay
+    progress.step(summary)
+    return {PARAM_ENGINE: "openvino", PARAM_GGUF_FILE: gguf_file.name, PARAM_ENGINE_CHECK: summary}
+
+
+def _pipeline(gguf_file: Path) -> object:
+    import openvino_genai
+
+    scheduler = openvino_genai.SchedulerConfig()
+    scheduler.cache_size = 1
+    try:
+        return openvino_genai.ContinuousBatchingPipeline(str(gguf_file), scheduler, "CPU")
+    except RuntimeError as exc:
+        raise ModelSourceError(f"OpenVINO GenAI could not load {gguf_file.name}: {str(exc).splitlines()[0]}") from exc
+
+
+def _greedy(pipeline: object, prompt_ids: list[list[int]], tokens: int) -> list[list[int]]:
+    """Each prompt's greedy continuation, one request per prompt, batched by the pipeline."""
+    import numpy as np
+    import openvino
+    import openvino_genai
+
+    config = openvino_genai.GenerationConfig()
+    config.max_new_tokens = tokens
+    handles = [
+        pipeline.add_request(index, openvino.Tensor(np.array([ids], dtype=np.int64)), config)  # type: ignore[attr-defined]
+        for index, ids in enumerate(prompt_ids)
+    ]
+    outputs: list[list[int]] = [[] for _ in handles]
+    while any(handle.get_status() == openvino_genai.GenerationStatus.RUNNING for handle in handles):
+        pipeline.step()  # type: ignore[attr-defined]
+        for handle, output in zip(handles, outputs):
+            if handle.can_read():
+                for result in handle.read().values():
+                    output.extend(int(token) for token in result.generated_ids)
+    return outputs
+
+
+def _check_loads(gguf_file: Path, folder: Path) -> str:
+    from transformers import AutoTokenizer
+
+    started = time.monotonic()
+    pipeline = _pipeline(gguf_file)
+    loaded = time.monotonic() - started
+    ids = AutoTokenizer.from_pretrained(folder)(CHECK_PROMPTS[0])["input_ids"]
+    if not _greedy(pipeline, [ids], 4)[0]:
+        raise ModelSourceError(f"OpenVINO GenAI loaded {gguf_file.name} but generated nothing")
+    return f"OpenVINO GenAI loads it in {loaded:.1f} s and generates"
+
+
+def _check_agreement(gguf_file: Path, folder: Path) -> str:
+    """Greedy tokens of the GGUF model on OpenVINO against the HuggingFace model on transformers fp32."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    prompt_ids = [tokenizer(prompt)["input_ids"] for prompt in CHECK_PROMPTS]
+    reference = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    expected = []
+    with torch.inference_mode():
+        for ids in prompt_ids:
+            out = reference.generate(
+                torch.tensor([ids]), max_new_tokens=CHECK_TOKENS, do_sample=False, pad_token_id=pad
+            )
+            expected.append(out[0, len(ids) :].tolist())
+    got = _greedy(_pipeline(gguf_file), prompt_ids, CHECK_TOKENS)
+    agreed = first = 0
+    for want, have in zip(expected, got):
+        same = 0
+        for a, b in zip(want, have):
+            if a != b:
+                break
+            same += 1
+        agreed += same
+        first += bool(same)
+    total = sum(len(want) for want in expected)
+    if first == 0:
+        raise ModelSourceError(
+            f"the OpenVINO model's first greedy token differs from transformers' on all {len(prompt_ids)} "
+            "check prompts: the export is not the same model"
+        )
+    return (
+        f"greedy agreement with transformers fp32: {agreed}/{total} tokens before the first difference "
+        f"({len(prompt_ids)} prompts x {CHECK_TOKENS}), first token {first}/{len(prompt_ids)}"
+    )

@@ -1,0 +1,103 @@
+"""The text-generation template's fast CPU engine: OpenVINO GenAI's continuous batching.
+
+Used when the model was added with ``--engine openvino`` (or ``auto`` on a CPU). The
+template keeps everything a client sees: request checks, context limits, chat templates,
+the streamed reply (incremental detokenising, stop strings, usage, the final flag),
+cancellation and the metrics. This engine only computes tokens: each Triton request
+becomes one request of a ``ContinuousBatchingPipeline`` (``add_request`` with the prompt's
+token ids and its own ``GenerationConfig``), the template's loop calls ``step()``, and the
+tokens each handle has ready go through the template's ``advance`` like the transformers
+engine's do. OpenVINO's scheduler batches the running requests, splits long prompts across
+steps (``max_num_batched_tokens``) and pages the key/value cache.
+
+Why the template's tokenizer and not OpenVINO's: the prompt is tokenized once, by the same
+tokenizer the context check and the usage counts use, and the reply is detokenised the same
+way with either engine. Stop strings are matched on that text too (a stop cut is exact and
+the same for both engines); the request's handle is cancelled at the next step. End-of-text
+ids go to OpenVINO as ``stop_token_ids``, so a finished sequence stops inside its scheduler.
+
+Seeds: ``rng_seed`` is per request in OpenVINO GenAI's sampler, so a seeded sample does not
+depend on its neighbours; an unseeded sample gets a random seed (not always the same text).
+"""
+
+import itertools
+import random
+
+import numpy as np
+import openvino
+import openvino_genai
+
+RUNNING = openvino_genai.GenerationStatus.RUNNING
+# A request OpenVINO's scheduler could not take (its prompt does not fit the key/value cache).
+IGNORED = openvino_genai.GenerationStatus.IGNORED
+
+
+class OpenVinoEngine:
+    """One ``ContinuousBatchingPipeline`` over a GGUF file (or an OpenVINO IR folder) on the CPU."""
+
+    def __init__(self, path, threads, max_running, max_batched_tokens, cache_gb, eos_ids, advance, finish, **device):
+        scheduler = openvino_genai.SchedulerConfig()
+        scheduler.cache_size = cache_gb  # GB of key/value cache, shared by the running sequences
+        scheduler.max_num_seqs = max_running
+        scheduler.max_num_batched_tokens = max_batched_tokens
+        scheduler.dynamic_split_fuse = True  # long prompts are prefilled over several steps
+        self.pipeline = openvino_genai.ContinuousBatchingPipeline(
+            path, scheduler, "CPU", {"INFERENCE_NUM_THREADS": threads, **device}
+        )
+        self.eos_ids = set(eos_ids)
+        self.advance, self.finish = advance, finish
+        self.running = []  # sequences with a handle, in arrival order
+        self.ids = itertools.count()
+
+    def config(self, sequence):
+        config = openvino_genai.GenerationConfig()
+        config.max_new_tokens = sequence.max_tokens
+        if self.eos_ids:
+            config.stop_token_ids = self.eos_ids
+        if sequence.temperature > 0:
+            config.do_sample = True
+            config.temperature = sequence.temperature
+            config.top_p = sequence.top_p
+            config.rng_seed = sequence.seed if sequence.seed is not None else random.getrandbits(32)
+        return config
+
+    def step(self, admitted):
+        """Add the admitted sequences, run one step, pass every ready token to ``advance``."""
+        for sequence in admitted:
+            ids = openvino.Tensor(np.array([sequence.prompt_ids], dtype=np.int64))
+            sequence.handle = self.pipeline.add_request(next(self.ids), ids, self.config(sequence))
+            self.running.append(sequence)
+        self.remove_finished()
+        if not self.running:
+            return
+        self.pipeline.step()
+        for sequence in self.running:
+            handle = sequence.handle
+            if handle.can_read():  # read() would block when nothing is ready
+                for output in handle.read().values():
+                    for token in output.generated_ids:
+                        if not sequence.done:
+                            self.advance(sequence, int(token))
+            status = handle.get_status()
+            if sequence.done or status == RUNNING:
+                continue
+            if status == IGNORED:
+                self.finish(sequence, "error", "the prompt does not fit the key/value cache (raise 'kv_cache_gb').")
+            else:  # finished inside OpenVINO (its length or stop ids) with nothing left to read
+                reason = "length" if len(sequence.tokens) >= sequence.max_tokens else "stop"
+                self.finish(sequence, reason)
+        self.remove_finished()
+
+    def remove_finished(self):
+        """Sequences that ended (stop string, length, cancelled, error) leave; OpenVINO drops their cache."""
+        for sequence in self.running:
+            if sequence.done and sequence.handle.get_status() == RUNNING:
+                sequence.handle.cancel()
+        self.running = [sequence for sequence in self.running if not sequence.done]
+
+    def clear(self):
+        """After a failed step: every handle is cancelled, nothing runs."""
+        for sequence in self.running:
+            if sequence.handle.get_status() == RUNNING:
+                sequence.handle.cancel()
+        self.running = []
