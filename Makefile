@@ -24,7 +24,8 @@ $(STAMP): pyproject.toml Makefile
 	touch $(STAMP)
 
 lint: setup
-	$(BIN)/ruff check tritonhf tests bench examples
+	$(BIN)/python tools/check_large_files.py
+	$(BIN)/ruff check tritonhf tests bench examples tools
 	$(BIN)/ruff check tritonhf/gallery/templates
 	$(BIN)/mypy
 
@@ -49,6 +50,7 @@ demo: setup
 
 bench: setup
 	$(BIN)/python bench/run.py
+	$(BIN)/python bench/generation.py
 	$(BIN)/python bench/sdk_vs_tritonclient.py
 	$(BIN)/python bench/batching.py
 
