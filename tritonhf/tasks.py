@@ -77,6 +77,9 @@ class TensorSpec:
     dims: tuple[int, ...] = (1,)
     optional: bool = False
     doc: str = ""
+    # What fills a row shorter than its batch-mates (templates pad with it; the SDK, merging chunks of
+    # different widths, too): empty strings and 0 unless a reader tells padding from data by the value.
+    pad: int | None = None
 
     @property
     def wire_datatype(self) -> str:
@@ -183,7 +186,9 @@ TASKS: dict[str, Task] = {
             ),
             outputs=(
                 TensorSpec("SCORES", "TYPE_FP32", (-1,), doc="relevance per document, in the documents' order"),
-                TensorSpec("ORDER", "TYPE_INT32", (-1,), doc="document indices, most relevant first"),
+                TensorSpec(
+                    "ORDER", "TYPE_INT32", (-1,), doc="document indices, most relevant first (-1: padding)", pad=-1
+                ),
                 TensorSpec("TRUNCATED", "TYPE_BOOL", (-1,), optional=True, doc="the pair was cut to the limit"),
             ),
         ),

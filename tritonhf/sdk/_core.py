@@ -39,7 +39,7 @@ from tritonhf.sdk.results import (
     Usage,
     ZeroShotClassification,
 )
-from tritonhf.tasks import PARAM_TASK, wire_datatype
+from tritonhf.tasks import PARAM_TASK, TASKS, wire_datatype
 
 R = TypeVar("R")
 Array = np.ndarray[Any, Any]
@@ -221,11 +221,16 @@ def split(rows: slice, max_batch_size: int) -> list[slice]:
     return [slice(start, min(start + size, rows.stop)) for start in range(rows.start, rows.stop, size)]
 
 
+# Output padding that readers tell from data (tasks.TensorSpec.pad): ORDER's -1, say.
+_PADS = {spec.name: spec.pad for task in TASKS.values() for spec in task.outputs if spec.pad is not None}
+
+
 def merge(parts: Sequence[Tensors], names: Sequence[str]) -> Tensors:
     """The chunks' outputs concatenated along the batch axis, in chunk order.
 
-    Chunks may return string matrices of different widths (LABELS padded per chunk): they are
-    padded to the widest before joining.
+    Chunks may return matrices of different widths (LABELS or a reranker's ORDER padded per
+    chunk): they are padded to the widest before joining, with the value the task's contract
+    gives that output (``TensorSpec.pad``: -1 for ORDER), else empty strings or 0.
     """
     if len(parts) == 1:
         return dict(parts[0])
@@ -234,7 +239,7 @@ def merge(parts: Sequence[Tensors], names: Sequence[str]) -> Tensors:
         arrays = [part[name] for part in parts]
         if arrays[0].ndim == 2 and len({array.shape[1] for array in arrays}) > 1:
             width = max(array.shape[1] for array in arrays)
-            fill: Any = b"" if arrays[0].dtype == np.object_ else 0
+            fill: Any = b"" if arrays[0].dtype == np.object_ else _PADS.get(name, 0)
             arrays = [
                 np.concatenate([array, np.full((len(array), width - array.shape[1]), fill, array.dtype)], axis=1)
                 for array in arrays
