@@ -606,8 +606,10 @@ def main() -> None:
         ("feature-extraction", minilm, "embed-legacy", {"backend": "pytorch"}),
         ("text-classification", classifier, "classify", {}),
         ("text-classification", classifier, "classify-pytorch", {"backend": "pytorch"}),
-        ("text-generation", smollm, "smollm2", {}),
-        ("text-generation", smollm, "smollm2-static", {}),
+        # the transformers engine: this section measures its scheduler against the old static template
+        # (bench/generation.py measures the engines against each other)
+        ("text-generation", smollm, "smollm2", {"engine": "transformers"}),
+        ("text-generation", smollm, "smollm2-static", {"engine": "transformers"}),
     ):
         try:
             folder = add_model(AddRequest(task, str(source), repo, name=name, **extra))  # type: ignore[arg-type]

@@ -134,7 +134,7 @@ def test_cli_gallery(repo: Path, tiny: dict[str, Path]) -> None:
         app, ["gallery", "add", "zero-shot", "--model", str(tiny["encoder"]), "-r", str(repo), "--labels", "a,b"]
     )
     assert added.exit_code == 0, added.output
-    assert runner.invoke(app, ["gallery", "validate", str(repo)]).exit_code == 0
+    assert runner.invoke(app, ["gallery", "validate", "--repository", str(repo)]).exit_code == 0
     bad = runner.invoke(app, ["gallery", "add", "ner", "--model", str(tiny["ner"]), "-r", str(repo), "--name", "../x"])
     assert bad.exit_code == 1 and "not allowed" in bad.output
     assert runner.invoke(app, ["gallery", "remove", "encoder", "-r", str(repo)]).exit_code == 0

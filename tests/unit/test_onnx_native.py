@@ -154,7 +154,7 @@ def test_cli_add_list_remove_native(tmp_path: Path, tiny: dict[str, Path]) -> No
     added = runner.invoke(app, [*add, "--name", "emb", "--onnx-runtime", "native"], terminal_width=200)
     assert added.exit_code == 0, added.output
     assert "model emb__onnx" in added.output and "onnxruntime backend" in added.output
-    assert runner.invoke(app, ["gallery", "validate", str(repo)]).exit_code == 0
+    assert runner.invoke(app, ["gallery", "validate", "--repository", str(repo)]).exit_code == 0
     removed = runner.invoke(app, ["gallery", "remove", "emb", "-r", str(repo)])
     assert removed.exit_code == 0, removed.output
     assert list(repo.iterdir()) == []

@@ -156,7 +156,7 @@ def remove_command(name: Annotated[str, typer.Argument()], repository: Repositor
 
 @app.command("validate")
 @friendly_errors
-def validate_command(repository: Annotated[Path | None, typer.Argument(help="Repository folder.")] = None) -> None:
+def validate_command(repository: RepositoryOption = None) -> None:
     """Check every model of a repository without starting a server."""
     folder = _repository(repository)
     problems = validate_repository(folder)
@@ -171,7 +171,7 @@ def validate_command(repository: Annotated[Path | None, typer.Argument(help="Rep
 @app.command("requirements")
 @friendly_errors
 def requirements_command(
-    repository: Annotated[Path | None, typer.Argument(help="Repository folder (default: the workspace's).")] = None,
+    repository: RepositoryOption = None,
     workspace: Annotated[Path | None, typer.Option("--workspace", "-w", help="Whose stub environment pins.")] = None,
 ) -> None:
     """The exact Python packages this repository needs on any Triton (pinned; no tritonhf among them)."""

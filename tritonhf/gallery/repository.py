@@ -446,7 +446,7 @@ def remove_model(repository: Path, name: str) -> Path:
     check_name(name)
     target = repository.absolute() / name
     if not (target / "config.pbtxt").is_file():
-        raise GalleryError(f"No model named {name!r} in {repository}. See `tritonhf gallery validate {repository}`.")
+        raise GalleryError(f"No model named {name!r} in {repository}. See `tritonhf gallery validate --repository {repository}`.")
     params = _parameters_of_folder(target)
     if PARAM_PART_OF in params:
         owner = params[PARAM_PART_OF]
