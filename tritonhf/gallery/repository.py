@@ -280,8 +280,9 @@ def add_model(request: AddRequest, progress: Progress | None = None) -> Path:
                     shutil.rmtree(staging / part_target.name, ignore_errors=True)
                     part_target = None
         if engine_params:
-            backend, reason = "openvino", "OpenVINO GenAI continuous batching: " + engine_params.pop(
-                generation.PARAM_ENGINE_CHECK
+            backend, reason = (
+                "openvino",
+                "OpenVINO GenAI continuous batching: " + engine_params.pop(generation.PARAM_ENGINE_CHECK),
             )
         elif engine:
             params.update({generation.PARAM_ENGINE_REASON: engine.reason, PARAM_ENGINE: "transformers"})
@@ -336,9 +337,7 @@ def _engine_plan(request: AddRequest, task: Task) -> generation.EnginePlan | Non
     return generation.plan(request.engine, request.options.device, request.vendor)
 
 
-def _resolve(
-    request: AddRequest, engine: generation.EnginePlan | None, progress: Progress
-) -> models.ResolvedSource:
+def _resolve(request: AddRequest, engine: generation.EnginePlan | None, progress: Progress) -> models.ResolvedSource:
     """The source as a folder; for the OpenVINO engine, a GGUF file is not converted (its tokenizer and
     config are read, and the file itself is vendored)."""
     path = Path(request.source).expanduser()
@@ -446,7 +445,9 @@ def remove_model(repository: Path, name: str) -> Path:
     check_name(name)
     target = repository.absolute() / name
     if not (target / "config.pbtxt").is_file():
-        raise GalleryError(f"No model named {name!r} in {repository}. See `tritonhf gallery validate --repository {repository}`.")
+        raise GalleryError(
+            f"No model named {name!r} in {repository}. See `tritonhf gallery validate --repository {repository}`."
+        )
     params = _parameters_of_folder(target)
     if PARAM_PART_OF in params:
         owner = params[PARAM_PART_OF]
