@@ -61,9 +61,7 @@ def llama_cpp_row(gguf: Path, tokenizer: Any) -> str:
         tokens = len(tokenizer("".join(parts), add_special_tokens=False)["input_ids"])
         rates.append(tokens / (time.perf_counter() - started))
         firsts.append(1000 * (first or 0.0))
-    return (
-        f"| llama.cpp (llama-cpp-python), in-process, one stream | {_spread(rates, 1)} | {_spread(firsts)} ms | - |"
-    )
+    return f"| llama.cpp (llama-cpp-python), in-process, one stream | {_spread(rates, 1)} | {_spread(firsts)} ms | - |"
 
 
 def _answer(client: Client, model: str, prompt: str) -> str:
