@@ -84,7 +84,7 @@ def add_openvino_weights(
         models.vendor_metadata(resolved.folder, weights_dir)
         progress.step(f"Copying {Path(resolved.given).name} into the repository as {gguf_file.name}")
         shutil.copy2(Path(resolved.given).expanduser(), gguf_file)
-        summary = _check_loads(gguf_file, weights_dir) + "; its weights are used as they are (no export)"
+        summary = _check_loads(gguf_file, weights_dir) + "; the GGUF file's own weights (no export)"
     else:
         models.vendor(resolved.folder, weights_dir)
         tensor_type = check_weight_format(weight_format)
@@ -140,7 +140,7 @@ def _check_loads(gguf_file: Path, folder: Path) -> str:
     ids = AutoTokenizer.from_pretrained(folder)(CHECK_PROMPTS[0])["input_ids"]
     if not _greedy(pipeline, [ids], 4)[0]:
         raise ModelSourceError(f"OpenVINO GenAI loaded {gguf_file.name} but generated nothing")
-    return f"OpenVINO GenAI loads it in {loaded:.1f} s and generates"
+    return f"loads in {loaded:.1f} s and generates"
 
 
 def _check_agreement(gguf_file: Path, folder: Path) -> str:

@@ -282,7 +282,7 @@ def add_model(request: AddRequest, progress: Progress | None = None) -> Path:
         if engine_params:
             backend, reason = (
                 "openvino",
-                "OpenVINO GenAI continuous batching: " + engine_params.pop(generation.PARAM_ENGINE_CHECK),
+                "continuous batching on model.gguf; " + engine_params.pop(generation.PARAM_ENGINE_CHECK),
             )
         elif engine:
             params.update({generation.PARAM_ENGINE_REASON: engine.reason, PARAM_ENGINE: "transformers"})
