@@ -303,6 +303,16 @@ def test_server_down_is_unavailable_after_the_deadline(server: FakeServer) -> No
         client.wait_ready(timeout=0.5)
 
 
+def test_unavailable_timeout_gives_up_on_an_unreachable_server_early(server: FakeServer) -> None:
+    server.failures.extend(ConnectionRefusedError("connection refused") for _ in range(1000))
+    with Client(transport=MemoryTransport(server), unavailable_timeout=0.3) as client:
+        started = time.monotonic()
+        with pytest.raises(ServerUnavailableError):
+            client.models(timeout=30)
+        assert time.monotonic() - started < 1.0, "not retried until the 30 s deadline"
+    assert len(server.failures) <= 998, "it was retried (once at least) while the budget lasted"
+
+
 def test_bad_urls_are_invalid_input() -> None:
     for url in ("ftp://x:1", "http://x:notaport", "grpc://host:1/path"):
         with pytest.raises(InvalidInputError, match="URL"):

@@ -56,15 +56,25 @@ DIRECTORY_TTL_S = 5.0  # how long a model list / config is trusted without askin
 class Deadline:
     """One deadline for a whole call: retries, chunks and streams all spend from it."""
 
-    def __init__(self, seconds: float, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, seconds: float, clock: Callable[[], float] = time.monotonic, unreachable: float | None = None
+    ) -> None:
+        """``unreachable``: seconds an unreachable server is retried within the call (None: until the deadline)."""
         if seconds <= 0:
             raise InvalidInputError(f"timeout must be a positive number of seconds, not {seconds!r}.")
+        if unreachable is not None and unreachable < 0:
+            raise InvalidInputError(f"unavailable_timeout must be >= 0 seconds, not {unreachable!r}.")
         self.seconds = seconds
+        self.unreachable = unreachable
         self._clock = clock
-        self._end = clock() + seconds
+        self._start = clock()
+        self._end = self._start + seconds
 
     def remaining(self) -> float:
         return max(self._end - self._clock(), 0.0)
+
+    def elapsed(self) -> float:
+        return self._clock() - self._start
 
     def expired(self) -> bool:
         return self.remaining() <= 0.0
@@ -87,6 +97,9 @@ def retry_delay(error: ClientError, attempt: int, deadline: Deadline) -> float |
     if not isinstance(error, TRANSIENT):
         return None
     delay = backoff(attempt)
+    if isinstance(error, ServerUnavailableError) and deadline.unreachable is not None:
+        # A caller that must answer fast (the gateway's 503) gives up on an unreachable server early.
+        return delay if deadline.elapsed() + delay <= deadline.unreachable else None
     return delay if deadline.remaining() > delay else None
 
 

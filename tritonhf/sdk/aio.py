@@ -135,7 +135,11 @@ class AsyncTextStream(AsyncIterator[str]):
 
 
 class AsyncClient:
-    """Awaitable twin of ``Client``; ``async with AsyncClient(url) as client: ...``."""
+    """Awaitable twin of ``Client``; ``async with AsyncClient(url) as client: ...``.
+
+    The arguments are ``Client``'s; ``unavailable_timeout`` (seconds) bounds how long a call keeps
+    retrying a server it cannot reach (default: until ``timeout``).
+    """
 
     def __init__(
         self,
@@ -145,9 +149,11 @@ class AsyncClient:
         concurrency: int = 8,
         api_key: str | None = None,
         ca_file: str | None = None,
+        unavailable_timeout: float | None = None,
         transport: AsyncTransport | None = None,
     ) -> None:
         self.timeout = timeout
+        self.unavailable_timeout = unavailable_timeout
         if transport is None:
             transport = connect_async(Endpoint.parse(url or default_url()), key_headers(api_key), ca_file)
         self._transport = transport
@@ -174,7 +180,7 @@ class AsyncClient:
                 await asyncio.sleep(delay)
 
     def _deadline(self, timeout: float | None) -> core.Deadline:
-        return core.Deadline(timeout if timeout is not None else self.timeout)
+        return core.Deadline(timeout if timeout is not None else self.timeout, unreachable=self.unavailable_timeout)
 
     async def _config(self, name: str, deadline: core.Deadline) -> core.ModelConfig:
         config = self._directory.config(name)

@@ -144,6 +144,8 @@ class Client:
     every call unless the call gives its own. ``api_key`` is sent only when given (or set as
     ``$TRITONHF_API_KEY``), for servers whose APIs you restricted yourself. ``transport``
     replaces the network (``tritonhf.sdk.testing.MemoryTransport`` in tests).
+    ``unavailable_timeout`` (seconds): how long a call keeps retrying a server it cannot reach
+    (default: until ``timeout``); a gateway that must say 503 fast sets a second or two.
     """
 
     def __init__(
@@ -154,9 +156,11 @@ class Client:
         concurrency: int = 8,
         api_key: str | None = None,
         ca_file: str | None = None,
+        unavailable_timeout: float | None = None,
         transport: Transport | None = None,
     ) -> None:
         self.timeout = timeout
+        self.unavailable_timeout = unavailable_timeout
         if transport is None:
             endpoint = Endpoint.parse(url or default_url())
             transport = connect(endpoint, key_headers(api_key), ca_file)
@@ -184,7 +188,7 @@ class Client:
                 time.sleep(delay)
 
     def _deadline(self, timeout: float | None) -> core.Deadline:
-        return core.Deadline(timeout if timeout is not None else self.timeout)
+        return core.Deadline(timeout if timeout is not None else self.timeout, unreachable=self.unavailable_timeout)
 
     def _config(self, name: str, deadline: core.Deadline) -> core.ModelConfig:
         config = self._directory.config(name)

@@ -26,12 +26,18 @@ from tritonhf.serve.errors import GatewayError
 OPEN_PATHS = ("/health",)
 
 
+# An unreachable Triton is retried this long before a route answers 503 (OpenAI clients retry on their own).
+UNREACHABLE_SECONDS = 1.5
+
+
 def create_app(url: str, api_key: str | None = None, timeout: float = 300.0, concurrency: int = 64) -> FastAPI:
     """The gateway for the Triton server at ``url``; ``api_key`` (when set) guards every route but /health."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        app.state.client = AsyncClient(url, timeout=timeout, concurrency=concurrency)
+        app.state.client = AsyncClient(
+            url, timeout=timeout, concurrency=concurrency, unavailable_timeout=UNREACHABLE_SECONDS
+        )
         try:
             yield
         finally:
