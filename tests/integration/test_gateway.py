@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -139,6 +140,64 @@ def test_a_client_that_disconnects_mid_stream_cancels_the_generation(gateway: Se
     while _cancelled(gateway) <= before and time.monotonic() < deadline:
         time.sleep(0.1)
     assert _cancelled(gateway) == before + 1, "the Triton request was cancelled when the client went away"
+
+
+def test_a_client_that_leaves_a_non_streamed_answer_cancels_the_generation(gateway: Server) -> None:
+    """No stream to close: the gateway watches the connection and cancels the Triton request when it drops."""
+    before = _cancelled(gateway)
+    host, port = gateway.state.gateway_host, gateway.state.gateway_port  # type: ignore[union-attr]
+    long = {"model": "smollm2", "max_tokens": 2000, "temperature": 0.7}
+    for path, body in (
+        ("/v1/chat/completions", {**long, "messages": CHAT}),
+        ("/v1/completions", {**long, "prompt": ["Once upon a time", "The sea"]}),
+    ):
+        raw = json.dumps(body).encode()
+        with socket.create_connection((host, port)) as sock:
+            sock.sendall(
+                f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n".encode()
+                + f"Content-Length: {len(raw)}\r\n\r\n".encode()
+                + raw
+            )
+            time.sleep(1.0)  # generating, nothing sent yet
+    expected = before + 3  # one chat, two prompts
+    deadline = time.monotonic() + 10
+    while _cancelled(gateway) < expected and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _cancelled(gateway) == expected, "every generation of a client that left was cancelled"
+
+
+def test_openai_shapes_nulls_unicode_models_and_usage(gateway: Server) -> None:
+    base = _base(gateway)
+    client = openai.OpenAI(base_url=base, api_key="x", max_retries=0)
+    nulls = {"model": "smollm2", "messages": CHAT, "max_tokens": 4, "temperature": None, "top_p": None, "n": None,
+             "stream": None, "stop": None, "seed": None, "presence_penalty": None, "stream_options": None}  # fmt: skip
+    status, answer = _curl(f"{base}/chat/completions", nulls)
+    assert status == 200 and answer["choices"][0]["message"]["content"] is not None  # type: ignore[index]
+    request = urllib.request.Request(f"{base}/embeddings", b'{"model": "minilm", "input": ["ok", "\\ud800"]}',
+                                     {"content-type": "application/json"})  # fmt: skip
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=30)
+    body = json.loads(refused.value.read())
+    assert refused.value.code == 400 and "input[1] is not valid Unicode" in body["error"]["message"]
+    assert client.models.retrieve("minilm").id == "minilm"
+    with pytest.raises(openai.NotFoundError):
+        client.models.retrieve("nope")
+    for method, path, code in (("GET", "/v1/no-such-route", 404), ("GET", "/v1/embeddings", 405)):
+        with pytest.raises(urllib.error.HTTPError) as info:
+            urllib.request.urlopen(urllib.request.Request(base.removesuffix("/v1") + path, method=method), timeout=30)
+        assert info.value.code == code and "message" in json.loads(info.value.read())["error"]
+    with pytest.raises(urllib.error.HTTPError) as info:
+        urllib.request.urlopen(base.removesuffix("/v1") + "/embed", timeout=30)
+    assert info.value.code == 405 and set(json.loads(info.value.read())) == {"error", "error_type"}, "TEI's shape"
+    chunks = list(client.completions.create(model="smollm2", prompt="The sea", max_tokens=4, stream=True,
+                                            stream_options={"include_usage": True}))  # fmt: skip
+    assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens >= 1
+    prompts = ["The sea", "Once upon a time", "Paris is"]
+    together = client.completions.create(model="smollm2", prompt=prompts, max_tokens=6, temperature=0)
+    assert [c.index for c in together.choices] == [0, 1, 2]
+    for prompt, choice in zip(prompts, together.choices):
+        alone = client.completions.create(model="smollm2", prompt=prompt, max_tokens=6, temperature=0)
+        assert choice.text == alone.choices[0].text
 
 
 def _curl(url: str, body: dict[str, object], key: str | None = None) -> tuple[int, object]:

@@ -475,7 +475,7 @@ def rerank(
 ) -> Plan[list[Ranked]]:
     """``Client.rerank``: documents by relevance to ``query``, best first; one request per
     ``max_batch_size`` documents, merged back in order."""
-    check_prompt(query)
+    check_prompt(query, "query")
     docs, _ = codecs.text_list(documents, "documents")
     if not docs:
         raise InvalidInputError("documents must hold at least one document.")
@@ -513,7 +513,7 @@ def rerank(
 
 def answer(question: str, context: str, model: str | None, top_k: int | None) -> Plan[Any]:
     """``Client.answer``: the best span of ``context`` (or the ``top_k`` best) answering ``question``."""
-    check_prompt(question)
+    check_prompt(question, "question")
     if not isinstance(context, str):
         raise InvalidInputError(f"context must be a str, not {type(context).__name__}.")
     if not question.strip() or not context.strip():
@@ -639,12 +639,14 @@ def chat_text(messages: Sequence[Mapping[str, Any]]) -> str:
     for index, message in enumerate(messages):
         if not isinstance(message, Mapping) or not isinstance(message.get("content"), str):
             raise InvalidInputError(f'messages[{index}] must be a {{"role": ..., "content": str}} dict.')
+        codecs.check_unicode(message["content"], f"messages[{index}].content")
     return json.dumps([dict(message) for message in messages])
 
 
-def check_prompt(prompt: object) -> str:
+def check_prompt(prompt: object, name: str = "prompt") -> str:
     if not isinstance(prompt, str):
-        raise InvalidInputError(f"prompt must be a str, not {type(prompt).__name__}.")
+        raise InvalidInputError(f"{name} must be a str, not {type(prompt).__name__}.")
+    codecs.check_unicode(prompt, name)
     return prompt
 
 

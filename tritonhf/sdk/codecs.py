@@ -30,6 +30,7 @@ DATATYPES: dict[str, Any] = {
 def text_list(texts: str | Sequence[str], name: str = "texts") -> tuple[list[str], bool]:
     """``(list of texts, was_single)``; anything but str raises InvalidInputError naming the argument."""
     if isinstance(texts, str):
+        check_unicode(texts, name)
         return [texts], True
     if isinstance(texts, (bytes, bytearray)) or not isinstance(texts, Sequence):
         raise InvalidInputError(f"{name} must be a str or a list of str, not {type(texts).__name__}.")
@@ -37,7 +38,19 @@ def text_list(texts: str | Sequence[str], name: str = "texts") -> tuple[list[str
     for index, item in enumerate(items):
         if not isinstance(item, str):
             raise InvalidInputError(f"{name}[{index}] must be a str, not {type(item).__name__} ({item!r:.40}).")
+        check_unicode(item, f"{name}[{index}]")
     return items, False
+
+
+def check_unicode(text: str, name: str) -> None:
+    """Text goes to Triton as UTF-8: a lone surrogate (JSON's "\\ud800", a bad decode) is refused by name."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidInputError(
+            f"{name} is not valid Unicode: {exc.reason} at character {exc.start} ({text[exc.start]!r}). "
+            "Send text that encodes as UTF-8."
+        ) from exc
 
 
 def bytes_column(values: Sequence[str]) -> np.ndarray[Any, Any]:

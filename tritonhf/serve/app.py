@@ -16,6 +16,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.datastructures import Headers
+from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from tritonhf.errors import ClientError
@@ -59,6 +60,14 @@ def create_app(url: str, api_key: str | None = None, timeout: float = 300.0, con
     @app.exception_handler(ClientError)
     async def client_error(request: Request, error: ClientError) -> JSONResponse:
         return _error_response(request, GatewayError.of(error))
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, error: HTTPException) -> JSONResponse:
+        """404 (no such route), 405 (wrong method) ... in the route family's shape, not FastAPI's {"detail"}."""
+        kinds = {404: "not_found_error", 405: "invalid_request_error"}
+        return _error_response(
+            request, GatewayError(error.status_code, str(error.detail), kinds.get(error.status_code, "server_error"))
+        )
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, error: RequestValidationError) -> JSONResponse:

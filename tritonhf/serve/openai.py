@@ -9,16 +9,18 @@ disconnects cancels the generation on the Triton side (the stream is closed).
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import contextlib
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 from fastapi.sse import format_sse_event
 
 from tritonhf.errors import ClientError
@@ -27,6 +29,13 @@ from tritonhf.serve.errors import GatewayError, refused
 from tritonhf.serve.schemas import ChatBody, CompletionBody, EmbeddingBody, GenerationBody
 
 router = APIRouter()
+T = TypeVar("T")
+# Answered to a client that disconnected before its answer was ready (nobody reads it; nginx's code).
+CLIENT_GONE = 499
+
+
+class ClientGone(Exception):
+    """The HTTP client disconnected while its (non-streamed) answer was being generated."""
 
 
 def client_of(request: Request) -> AsyncClient:
@@ -129,6 +138,30 @@ async def _text(stream: AsyncTextStream, first: str | None) -> str:
         await stream.aclose()
 
 
+async def _disconnected(request: Request) -> None:
+    """Returns when the client disconnects (the body is already read, so the next message is that)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+async def unless_disconnected(request: Request, work: Awaitable[T]) -> T:
+    """``work``'s result; if the client disconnects first, ``work`` is cancelled (its streams close, so
+    Triton stops generating at the next step) and ClientGone is raised. Streamed answers need no
+    watcher: their response body is cancelled with the connection."""
+    task = asyncio.ensure_future(work)
+    watcher = asyncio.ensure_future(_disconnected(request))
+    try:
+        done, _ = await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+        if task in done:
+            return task.result()
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, ClientError, GatewayError):
+            await task
+        raise ClientGone
+    finally:
+        watcher.cancel()
+
+
 def _usage(stream: AsyncTextStream) -> dict[str, int]:
     usage = stream.usage
     prompt, completion = (usage.prompt_tokens, usage.completion_tokens) if usage else (0, 0)
@@ -165,8 +198,20 @@ async def list_models(request: Request) -> dict[str, Any]:
     return {"object": "list", "data": data}
 
 
+@router.get("/v1/models/{model_id}")
+async def retrieve_model(model_id: str, request: Request) -> dict[str, Any]:
+    try:
+        models = {m.name: m for m in await client_of(request).models()}
+    except ClientError as error:
+        raise GatewayError.of(error) from error
+    found = models.get(model_id)
+    if found is None or not found.ready or model_id.endswith("__onnx"):
+        raise GatewayError(404, f"The model '{model_id}' does not exist.", param="model", code="model_not_found")
+    return {"id": found.name, "object": "model", "created": 0, "owned_by": "tritonhf", "task": found.task}
+
+
 @router.post("/v1/chat/completions", response_model=None)
-async def chat_completions(body: ChatBody, request: Request) -> dict[str, Any] | StreamingResponse:
+async def chat_completions(body: ChatBody, request: Request) -> dict[str, Any] | Response:
     client = client_of(request)
     options = _check_generation(body)
     messages = _messages(body)
@@ -174,7 +219,10 @@ async def chat_completions(body: ChatBody, request: Request) -> dict[str, Any] |
     stream, first = await _open(client.chat(messages, model=name, stream=True, **options))
     ident, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
     if not body.stream:
-        text = await _text(stream, first)
+        try:
+            text = await unless_disconnected(request, _text(stream, first))
+        except ClientGone:
+            return Response(status_code=CLIENT_GONE)
         choice = {"index": 0, "message": {"role": "assistant", "content": text},
                   "finish_reason": stream.finish_reason or "stop", "logprobs": None}  # fmt: skip
         return {"id": ident, "object": "chat.completion", "created": created, "model": name, "choices": [choice],
@@ -197,7 +245,7 @@ async def chat_completions(body: ChatBody, request: Request) -> dict[str, Any] |
 
 
 @router.post("/v1/completions", response_model=None)
-async def completions(body: CompletionBody, request: Request) -> dict[str, Any] | StreamingResponse:
+async def completions(body: CompletionBody, request: Request) -> dict[str, Any] | Response:
     client = client_of(request)
     options = _check_generation(body)
     if body.echo or body.suffix or (body.best_of not in (None, 1)):
@@ -209,9 +257,9 @@ async def completions(body: CompletionBody, request: Request) -> dict[str, Any] 
         raise refused("prompt", "must be a single string when stream=true.")
     name = await model_for(client, body.model, ("text-generation",), "/v1/completions")
     ident, created = f"cmpl-{uuid.uuid4().hex}", int(time.time())
-    opened = [await _open(client.generate(str(p), model=name, stream=True, **options)) for p in prompts[:1]]
     if body.stream:
-        stream, first = opened[0]
+        stream, first = await _open(client.generate(str(prompts[0]), model=name, stream=True, **options))
+        include_usage = bool(body.stream_options and body.stream_options.include_usage)
 
         async def events() -> AsyncIterator[dict[str, Any]]:
             base = {"id": ident, "object": "text_completion", "created": created, "model": name}
@@ -219,13 +267,21 @@ async def completions(body: CompletionBody, request: Request) -> dict[str, Any] 
                 yield {**base, "choices": [{"index": 0, "text": chunk, "finish_reason": None, "logprobs": None}]}
             final = {"index": 0, "text": "", "finish_reason": stream.finish_reason or "stop", "logprobs": None}
             yield {**base, "choices": [final]}
+            if include_usage:
+                yield {**base, "choices": [], "usage": _usage(stream)}
 
         return sse(events(), stream)
+
+    async def one(prompt: str) -> tuple[str, AsyncTextStream]:
+        stream, first = await _open(client.generate(prompt, model=name, stream=True, **options))
+        return await _text(stream, first), stream
+
+    try:  # the prompts run at once (Triton batches them); a client that leaves cancels them all
+        answers = await unless_disconnected(request, asyncio.gather(*(one(str(p)) for p in prompts)))
+    except ClientGone:
+        return Response(status_code=CLIENT_GONE)
     choices, usage = [], {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
-    for index, prompt in enumerate(prompts):
-        stream, first = opened[0] if index == 0 else await _open(client.generate(str(prompt), model=name, stream=True,
-                                                                                  **options))  # fmt: skip
-        text = await _text(stream, first)
+    for index, (text, stream) in enumerate(answers):
         choices.append(
             {"index": index, "text": text, "finish_reason": stream.finish_reason or "stop", "logprobs": None}
         )

@@ -8,21 +8,26 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class _Body(BaseModel):
     model_config = ConfigDict(extra="allow")  # clients send fields we do not use; unsupported ones are refused by name
 
+    @model_validator(mode="before")
+    @classmethod
+    def _null_is_unset(cls, data: Any) -> Any:
+        """An explicit JSON null means "not given" (clients that serialise every field send them)."""
+        return {key: value for key, value in data.items() if value is not None} if isinstance(data, dict) else data
 
-class ChatMessage(BaseModel):
-    model_config = ConfigDict(extra="allow")
+
+class ChatMessage(_Body):
 
     role: str
     content: str | list[dict[str, Any]] | None = None
 
 
-class StreamOptions(BaseModel):
+class StreamOptions(_Body):
     include_usage: bool = False
 
 
