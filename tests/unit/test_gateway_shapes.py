@@ -15,10 +15,9 @@ from tritonhf.serve.schemas import ChatBody, CompletionBody, EmbeddingBody, TeiE
 
 
 def test_explicit_nulls_are_unset() -> None:
-    chat = ChatBody.model_validate(
-        {"model": "m", "messages": [{"role": "user", "content": "hi", "name": None}], "stream": None, "n": None,
-         "temperature": None, "presence_penalty": None, "stream_options": {"include_usage": None}}  # fmt: skip
-    )
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi", "name": None}], "stream": None, "n": None,
+            "temperature": None, "presence_penalty": None, "stream_options": {"include_usage": None}}  # fmt: skip
+    chat = ChatBody.model_validate(body)
     assert chat.stream is False and chat.n == 1 and chat.temperature is None and chat.presence_penalty == 0.0
     assert chat.stream_options is not None and chat.stream_options.include_usage is False
     assert CompletionBody.model_validate({"model": "m", "prompt": "x", "echo": None}).echo is False
