@@ -21,7 +21,8 @@ def test_explicit_nulls_are_unset() -> None:
     assert chat.stream is False and chat.n == 1 and chat.temperature is None and chat.presence_penalty == 0.0
     assert chat.stream_options is not None and chat.stream_options.include_usage is False
     assert CompletionBody.model_validate({"model": "m", "prompt": "x", "echo": None}).echo is False
-    assert EmbeddingBody.model_validate({"model": "m", "input": "x", "encoding_format": None}).encoding_format == "float"
+    embedding = EmbeddingBody.model_validate({"model": "m", "input": "x", "encoding_format": None})
+    assert embedding.encoding_format == "float"
     assert TeiEmbedBody.model_validate({"inputs": "x", "normalize": None, "truncate": None}).truncate is True
     with pytest.raises(ValueError, match="model"):
         ChatBody.model_validate({"model": None, "messages": []})  # a required field stays required
