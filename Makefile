@@ -42,8 +42,9 @@ test: setup lint haproxy
 scale-test: setup haproxy
 	$(BIN)/python -m pytest tests/integration/test_scale_out.py tests/unit/test_deploy.py -s
 
+# The unit tier: no server, no network (tiny models built in-process), for your own loop.
 test-fast: setup
-	$(BIN)/python -m pytest tests -m "not slow"
+	$(BIN)/python -m pytest tests/unit -m "not slow and not integration"
 
 demo: setup
 	$(BIN)/tritonhf demo

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import tiny_models  # beside this file, on pytest's pythonpath (pyproject.toml)
 
 from tritonhf.bootstrap import Workspace, bootstrap
 
@@ -26,13 +27,6 @@ def workspace(installed_server: Workspace, tmp_path: Path) -> Workspace:
     (fresh.root / "stub_env").symlink_to(installed_server.stub_env_dir)
     fresh.create_folders()
     return fresh
-
-
-import sys  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).parent))  # the helpers beside conftest: tiny_models, fake_pb_utils
-
-import tiny_models  # noqa: E402
 
 
 @pytest.fixture(scope="session")

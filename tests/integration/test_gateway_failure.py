@@ -1,8 +1,10 @@
-"""The gateway with no Triton behind it answers 503 fast, on every route family, in that family's shape.
+"""The gateway's fast answers that need no Triton: 503 when Triton is away, 413 and 429 at its limits.
 
 A real gateway process (`tritonhf openai`, uvicorn) points at a loopback port where nothing
-listens; the real `openai` package (retries off) and urllib call it. Each answer must come within
-2 s (the SDK used to retry an unreachable server until its 300 s deadline).
+listens; the real `openai` package (retries off) and urllib call it. Each 503 must come within
+2 s (the SDK used to retry an unreachable server until its 300 s deadline). A second gateway runs
+with small limits: a body past --payload-limit, more inputs than --max-client-batch-size and a
+request past --max-concurrent-requests are refused at once, each in its route family's shape.
 """
 
 from __future__ import annotations
@@ -15,7 +17,10 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from email.message import Message
 from pathlib import Path
+from typing import Any
 
 import openai
 import pytest
@@ -25,13 +30,12 @@ from tritonhf.bootstrap.ports import free_port
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(scope="module")
-def orphan_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def _gateway(tmp_path_factory: pytest.TempPathFactory, *limits: str) -> Iterator[str]:
     dead = free_port("127.0.0.1")  # nothing listens there
     port = free_port("127.0.0.1")
     env = {**os.environ, "TRITONHF_WORKSPACE": str(tmp_path_factory.mktemp("ws"))}
     tritonhf = Path(sys.executable).with_name("tritonhf")
-    command = [str(tritonhf), "openai", "--url", f"grpc://127.0.0.1:{dead}", "--port", str(port)]
+    command = [str(tritonhf), "openai", "--url", f"grpc://127.0.0.1:{dead}", "--port", str(port), *limits]
     process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
@@ -50,15 +54,27 @@ def orphan_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         process.wait(10)
 
 
-def _post(url: str, body: dict[str, object]) -> tuple[int, dict[str, object], float]:
+@pytest.fixture(scope="module")
+def orphan_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    yield from _gateway(tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def small_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    limits = ("--payload-limit", "2000", "--max-client-batch-size", "4", "--max-concurrent-requests", "2")
+    yield from _gateway(tmp_path_factory, *limits)
+
+
+def _post(url: str, body: object) -> tuple[int, dict[str, Any], float, Message]:
+    """(status, JSON body, seconds, headers: looked up without regard to case)."""
     started = time.monotonic()
     request = urllib.request.Request(url, json.dumps(body).encode(), {"content-type": "application/json"})
     try:
         with urllib.request.urlopen(request, timeout=30) as response:
-            status, raw = response.status, response.read()
+            status, answer, headers = response.status, response.read(), response.headers
     except urllib.error.HTTPError as error:
-        status, raw = error.code, error.read()
-    return status, json.loads(raw), time.monotonic() - started
+        status, answer, headers = error.code, error.read(), error.headers
+    return status, json.loads(answer), time.monotonic() - started, headers
 
 
 def test_openai_routes_say_503_within_two_seconds(orphan_gateway: str) -> None:
@@ -77,6 +93,56 @@ def test_openai_routes_say_503_within_two_seconds(orphan_gateway: str) -> None:
 
 def test_tei_routes_say_503_within_two_seconds(orphan_gateway: str) -> None:
     for path, body in (("/embed", {"inputs": "a cat"}), ("/rerank", {"query": "q", "texts": ["a", "b"]})):
-        status, answer, seconds = _post(orphan_gateway + path, body)
+        status, answer, seconds, _ = _post(orphan_gateway + path, body)
         assert status == 503 and seconds <= 2.0, (path, status, seconds)
         assert "error" in answer and "error_type" in answer, f"TEI's error shape: {answer}"
+
+
+def _curl(url: str, body: bytes, *headers: str) -> tuple[int, dict[str, Any], float]:
+    """curl reads an early answer (the gateway refuses before the body is read whole; urllib would not)."""
+    started = time.monotonic()
+    command = ["curl", "-s", "-w", "\n%{http_code}", "-H", "Content-Type: application/json", "--data-binary", "@-"]
+    for header in headers:
+        command += ["-H", header]
+    out = subprocess.run([*command, url], input=body, capture_output=True, timeout=60).stdout.decode()
+    text, status = out.rsplit("\n", 1)
+    return int(status), json.loads(text), time.monotonic() - started
+
+
+def test_a_body_past_the_payload_limit_is_413_before_it_is_read_whole(small_gateway: str) -> None:
+    big = json.dumps({"model": "embed", "input": ["x" * 3000]}).encode()
+    for headers in ((), ("Transfer-Encoding: chunked",)):  # a declared length, and none
+        status, answer, seconds = _curl(small_gateway + "/v1/embeddings", big, *headers)
+        assert status == 413 and "payload-limit" in answer["error"]["message"] and seconds < 1.0, headers
+    status, answer, _ = _curl(small_gateway + "/embed", json.dumps({"inputs": "x" * 3000}).encode())
+    assert status == 413 and answer["error_type"] == "Validation"
+    huge = json.dumps({"model": "embed", "input": ["x" * 10_000_000]}).encode()  # 10 MB: refused unread
+    status, _, seconds = _curl(small_gateway + "/v1/embeddings", huge)
+    assert status == 413 and seconds < 1.0
+
+
+def test_more_inputs_than_the_client_batch_size_is_413_naming_the_input(small_gateway: str) -> None:
+    status, answer, _, _ = _post(small_gateway + "/v1/embeddings", {"model": "embed", "input": ["a"] * 5})
+    assert status == 413 and answer["error"]["param"] == "input"
+    assert "max-client-batch-size" in answer["error"]["message"]
+    for path, body in (("/embed", {"inputs": ["a"] * 5}), ("/rerank", {"query": "q", "texts": ["a"] * 5})):
+        status, answer, _, _ = _post(small_gateway + path, body)
+        assert status == 413 and answer["error_type"] == "Validation", path
+
+
+def test_requests_past_the_concurrency_limit_get_429_with_retry_after_at_once(small_gateway: str) -> None:
+    """Two requests in flight (each waits ~1.5 s for the absent Triton); a third is refused, not queued."""
+    with ThreadPoolExecutor(2) as pool:
+        slow = [pool.submit(_post, small_gateway + "/v1/embeddings", {"model": "embed", "input": "a"}) for _ in "ab"]
+        time.sleep(0.5)
+        status, answer, seconds, headers = _post(small_gateway + "/v1/embeddings", {"model": "embed", "input": "a"})
+        assert status == 429 and headers.get("Retry-After") == "1" and seconds < 0.5
+        assert answer["error"]["code"] == "rate_limit_exceeded"
+        status, answer, _, _ = _post(small_gateway + "/embed", {"inputs": "a"})
+        assert status == 429 and answer["error_type"] == "Overloaded"
+        with pytest.raises(urllib.error.HTTPError) as health:
+            urllib.request.urlopen(small_gateway + "/health", timeout=10)
+        assert health.value.code == 503, "/health is never refused for load (it says Triton is away)"
+        assert [future.result()[0] for future in slow] == [503, 503]
+    status, _, _, _ = _post(small_gateway + "/v1/embeddings", {"model": "embed", "input": "a"})
+    assert status == 503, "admitted again once the others finished"

@@ -45,6 +45,7 @@ def _repository(tmp_path: Path, tiny: dict[str, Path]) -> Path:
     return repo
 
 
+@pytest.mark.integration  # bootstraps a real server (the stub environment): not in make test-fast
 def test_serving_requirements_are_pinned_and_name_no_tritonhf(
     tmp_path: Path, tiny: dict[str, Path], installed_server: object
 ) -> None:

@@ -15,6 +15,7 @@ from tritonhf.bootstrap.ports import ensure_free, parse_port
 from tritonhf.errors import PortInUseError
 
 
+@pytest.mark.integration  # bootstraps a real server (the stub environment): not in make test-fast
 def test_the_stub_environment_bootstrap_prepared_is_fit(installed_server: Workspace) -> None:
     stub = StubEnvironment.for_workspace(installed_server)
     assert stub.prefix == installed_server.stub_env_dir, "bootstrap made one"

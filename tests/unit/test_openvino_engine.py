@@ -82,6 +82,21 @@ def test_the_config_says_engine_and_check(ov_int8: Any, tmp_path: Path, tiny: di
         add_model(AddRequest("text-classification", str(tiny["classifier"]), tmp_path / "r", engine="openvino"))
 
 
+def test_requirements_name_openvino_and_the_engine_plan(tmp_path: Path, tiny: dict[str, Path]) -> None:
+    from tritonhf.deploy.requirements import needed_packages
+    from tritonhf.gallery.generation import plan
+
+    add_model(AddRequest("text-generation", str(tiny["llama"]), tmp_path / "r", name="m", engine="openvino"))
+    assert {"openvino", "openvino-genai", "openvino-tokenizers"} <= set(needed_packages(tmp_path / "r"))
+    assert plan("auto", "gpu", True).engine == "transformers" and "GPU" in plan("auto", "gpu", True).reason
+    assert plan("auto", "cpu", False).engine == "transformers" and "--no-vendor" in plan("auto", "cpu", False).reason
+    assert plan("auto", "cpu", True).engine == "openvino"
+    with pytest.raises(GalleryError, match="cannot be used"):
+        plan("openvino", "gpu", True)
+    with pytest.raises(GalleryError, match="--weight-format"):
+        add_model(AddRequest("text-generation", str(tiny["llama"]), tmp_path / "r", name="x", weight_format="int3"))
+
+
 def test_fp16_export_answers_as_transformers(tmp_path: Path, tiny: dict[str, Path]) -> None:
     model = _model(tmp_path, tiny, weight_format="fp16")
     requests = [request(p, max_tokens=12) for p in PROMPTS[:4]]

@@ -29,7 +29,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -111,6 +111,7 @@ class Server:
         tls: Tls | None = None,
         openai_port: int | str | None = None,
         openai_host: str = LOOPBACK,
+        gateway_arguments: Sequence[str] = (),
     ) -> None:
         self.workspace = workspace if isinstance(workspace, Workspace) else Workspace.at(workspace)
         if model_control not in MODEL_CONTROL_MODES:
@@ -139,6 +140,7 @@ class Server:
         self._openai_port = parse_port(openai_port, "openai") if openai_port is not None else None
         self.openai = openai_port is not None
         self.openai_host = openai_host
+        self.gateway_arguments = list(gateway_arguments)  # the gateway's limits (serve.limits.Limits.argv())
         self.state: ServerState | None = None
         self._process: subprocess.Popen[bytes] | None = None
         self._configs: dict[str, dict[str, Any]] = {}
@@ -332,6 +334,7 @@ class Server:
             if self.openai:
                 port = self._openai_port or free_port(local_for(self.openai_host))
                 self.state.gateway_host, self.state.gateway_port = self.openai_host, port
+                self.state.gateway_args = self.gateway_arguments  # kept, so a restart keeps the limits
                 self.start_gateway()
             if self.supervise:
                 self._start_supervisor()
@@ -401,8 +404,9 @@ class Server:
         state = self._require_state()
         environment = dict(os.environ)
         identity = start_gateway(
-            self.workspace, state.gateway_host, state.gateway_port, self.die_with_parent, environment
-        )
+            self.workspace, state.gateway_host, state.gateway_port, self.die_with_parent, environment,
+            state.gateway_args,
+        )  # fmt: skip
         state.gateway_pid, state.gateway_started, state.gateway_executable = (
             identity.pid,
             identity.started,

@@ -52,6 +52,7 @@ class ServerState:
     gateway_pid: int = 0
     gateway_started: int = 0
     gateway_executable: str = ""
+    gateway_args: list[str] = field(default_factory=list)  # its limits, as arguments (kept for restarts)
 
     @property
     def gateway(self) -> Identity | None:

@@ -11,6 +11,14 @@ import typer
 
 from tritonhf.bootstrap.layout import Workspace
 from tritonhf.cli._console import RichProgress, console, friendly_errors, table
+from tritonhf.cli._limits import (
+    DEFAULT_MAX_CLIENT_BATCH_SIZE,
+    DEFAULT_MAX_CONCURRENT_REQUESTS,
+    DEFAULT_PAYLOAD_LIMIT,
+    MaxClientBatchSize,
+    MaxConcurrentRequests,
+    PayloadLimit,
+)
 from tritonhf.errors import ModelNotReadyError
 from tritonhf.sdk.client import Client
 
@@ -150,14 +158,19 @@ def openai_command(
             "else the workspace's run/api-key when bound beyond loopback."
         ),
     ] = None,
+    payload_limit: PayloadLimit = DEFAULT_PAYLOAD_LIMIT,
+    max_client_batch_size: MaxClientBatchSize = DEFAULT_MAX_CLIENT_BATCH_SIZE,
+    max_concurrent_requests: MaxConcurrentRequests = DEFAULT_MAX_CONCURRENT_REQUESTS,
 ) -> None:
     """Serve OpenAI- and TEI-compatible routes (/v1/chat/completions, /v1/embeddings, /embed, /rerank ...)."""
     from tritonhf.serve.launch import gateway_key, gateway_url, run_gateway
+    from tritonhf.serve.limits import Limits
 
+    limits = Limits(payload_limit, max_client_batch_size, max_concurrent_requests)
     target = url or gateway_url(Workspace.at())
     key = gateway_key(Workspace.at(), host, api_key_file)
     console.print(f"gateway on http://{host}:{port}/v1 for {target}" + (" (Bearer key required)" if key else ""))
-    run_gateway(target, host, port, key)
+    run_gateway(target, host, port, key, limits)
 
 
 @friendly_errors

@@ -55,8 +55,8 @@ def plan(engine: str, device: str, vendor: bool) -> EnginePlan:
     if engine == "transformers":
         return EnginePlan("transformers", "--engine transformers")
     why_not = None
-    if device == "gpu":
-        why_not = "--device gpu runs transformers (the OpenVINO engine here is for CPUs)"
+    if device == "gpu" or (device == "auto" and _cuda_available()):
+        why_not = f"--device {device} runs transformers on the GPU (the OpenVINO engine here is for CPUs)"
     elif not vendor:
         why_not = "--no-vendor keeps a reference, and the OpenVINO engine needs its GGUF file in the repository"
     else:
@@ -66,6 +66,14 @@ def plan(engine: str, device: str, vendor: bool) -> EnginePlan:
     if engine == "openvino":
         raise GalleryError(f"--engine openvino cannot be used: {why_not}.")
     return EnginePlan("transformers", why_not)
+
+
+def _cuda_available() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
 
 
 def check_weight_format(weight_format: str) -> str:

@@ -1,4 +1,4 @@
-"""``python -m tritonhf.serve WORKSPACE --host H --port P``: the gateway `tritonhf up --openai-port` runs."""
+"""``python -m tritonhf.serve WORKSPACE --host H --port P [limits]``: the gateway `tritonhf up --openai-port` runs."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import argparse
 
 from tritonhf.bootstrap.layout import Workspace
 from tritonhf.serve.launch import gateway_key, gateway_url, run_gateway
+from tritonhf.serve.limits import Limits
 
 
 def main() -> None:
@@ -13,9 +14,11 @@ def main() -> None:
     parser.add_argument("workspace")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=9000)
+    Limits.add_arguments(parser)
     args = parser.parse_args()
     workspace = Workspace.at(args.workspace)
-    run_gateway(gateway_url(workspace), args.host, args.port, gateway_key(workspace, args.host))
+    limits = Limits.from_arguments(args)
+    run_gateway(gateway_url(workspace), args.host, args.port, gateway_key(workspace, args.host), limits)
 
 
 if __name__ == "__main__":

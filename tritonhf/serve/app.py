@@ -22,7 +22,9 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from tritonhf.errors import ClientError
 from tritonhf.sdk import AsyncClient
 from tritonhf.serve import openai, tei
+from tritonhf.serve.admission import Admission
 from tritonhf.serve.errors import GatewayError
+from tritonhf.serve.limits import Limits
 
 OPEN_PATHS = ("/health",)
 
@@ -31,8 +33,12 @@ OPEN_PATHS = ("/health",)
 UNREACHABLE_SECONDS = 1.5
 
 
-def create_app(url: str, api_key: str | None = None, timeout: float = 300.0, concurrency: int = 64) -> FastAPI:
-    """The gateway for the Triton server at ``url``; ``api_key`` (when set) guards every route but /health."""
+def create_app(
+    url: str, api_key: str | None = None, timeout: float = 300.0, concurrency: int = 64, limits: Limits | None = None
+) -> FastAPI:
+    """The gateway for the Triton server at ``url``; ``api_key`` (when set) guards every route but /health;
+    ``limits`` bound bodies, inputs per request and requests in flight (TEI's defaults when not given)."""
+    limits = limits or Limits()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -49,8 +55,10 @@ def create_app(url: str, api_key: str | None = None, timeout: float = 300.0, con
     )
     app.include_router(openai.router)
     app.include_router(tei.router)
+    app.state.limits = limits
 
-    if api_key:
+    app.add_middleware(Admission, limits=limits, respond=_error_for_path)
+    if api_key:  # added last, so outermost: a request without the key is refused before it counts
         app.add_middleware(KeyRequired, key=api_key)
 
     @app.exception_handler(GatewayError)
@@ -119,8 +127,11 @@ class KeyRequired:
         await self.app(scope, receive, send)
 
 
-def run(url: str, host: str = "127.0.0.1", port: int = 9000, api_key: str | None = None) -> None:
+def run(
+    url: str, host: str = "127.0.0.1", port: int = 9000, api_key: str | None = None, limits: Limits | None = None
+) -> None:
     """Serve the gateway with uvicorn until interrupted."""
     import uvicorn
 
-    uvicorn.run(create_app(url, api_key), host=host, port=port, log_level="warning", access_log=False, lifespan="on")
+    app = create_app(url, api_key, limits=limits)
+    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False, lifespan="on")

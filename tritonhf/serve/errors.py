@@ -54,7 +54,8 @@ class GatewayError(Exception):
         return {"error": {"message": self.message, "type": self.kind, "param": self.param, "code": self.code}}
 
     def tei_body(self) -> dict[str, Any]:
-        kinds = {400: "Validation", 404: "Validation", 413: "Validation", 503: "Overloaded", 504: "Overloaded"}
+        kinds = {400: "Validation", 404: "Validation", 413: "Validation", 429: "Overloaded", 503: "Overloaded",
+                 504: "Overloaded"}  # fmt: skip
         return {"error": self.message, "error_type": kinds.get(self.status, "Backend")}
 
 

@@ -10,6 +10,7 @@ import os
 import sys
 import time
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
 
 from tritonhf.bootstrap.layout import Workspace
@@ -17,6 +18,7 @@ from tritonhf.bootstrap.network import is_exposed, url_host
 from tritonhf.bootstrap.spawn import Identity, identity_of, spawn
 from tritonhf.bootstrap.state import ServerState, ensure_api_key
 from tritonhf.errors import ServerStartError
+from tritonhf.serve.limits import Limits
 
 KEY_ENV = "TRITONHF_GATEWAY_KEY"
 
@@ -51,17 +53,27 @@ def require_gateway_packages() -> None:
         )
 
 
-def run_gateway(url: str, host: str, port: int, key: str | None) -> None:
+def run_gateway(url: str, host: str, port: int, key: str | None, limits: Limits | None = None) -> None:
     require_gateway_packages()
     from tritonhf.serve.app import run
 
-    run(url, host, port, key)
+    run(url, host, port, key, limits)
 
 
-def start_gateway(workspace: Workspace, host: str, port: int, die_with_parent: bool, env: dict[str, str]) -> Identity:
-    """`python -m tritonhf.serve WORKSPACE` beside the server; returns once /health answers."""
+def start_gateway(
+    workspace: Workspace,
+    host: str,
+    port: int,
+    die_with_parent: bool,
+    env: dict[str, str],
+    arguments: Sequence[str] = (),
+) -> Identity:
+    """`python -m tritonhf.serve WORKSPACE` beside the server (``arguments``: its limits); returns once
+    /health answers."""
     require_gateway_packages()
-    command = [sys.executable, "-m", "tritonhf.serve", str(workspace.root), "--host", host, "--port", str(port)]
+    command = [
+        sys.executable, "-m", "tritonhf.serve", str(workspace.root), "--host", host, "--port", str(port), *arguments
+    ]  # fmt: skip
     process = spawn(command, workspace.logs_dir / "gateway.log", env, workspace.root, die_with_parent, append=True)
     identity = identity_of(process)
     deadline = time.monotonic() + 60

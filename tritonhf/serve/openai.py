@@ -42,6 +42,15 @@ def client_of(request: Request) -> AsyncClient:
     return request.app.state.client  # type: ignore[no-any-return]
 
 
+def check_count(request: Request, count: int, param: str) -> None:
+    """At most --max-client-batch-size inputs per request (413, as TEI answers); split bigger batches."""
+    limit = request.app.state.limits.max_client_batch_size
+    if count > limit:
+        raise GatewayError(413, f"'{param}' holds {count} inputs; the limit per request is {limit} "
+                           "(--max-client-batch-size): send them in several requests.", param=param,
+                           code="too_many_inputs")  # fmt: skip
+
+
 async def model_for(client: AsyncClient, name: str, tasks: Sequence[str], route: str) -> str:
     """``name`` when it is a ready model of one of ``tasks``; 404 or 400 saying why not."""
     try:
@@ -255,6 +264,7 @@ async def completions(body: CompletionBody, request: Request) -> dict[str, Any] 
         raise refused("prompt", "must be a string or a list of strings (token ids are not accepted).")
     if body.stream and len(prompts) != 1:
         raise refused("prompt", "must be a single string when stream=true.")
+    check_count(request, len(prompts), "prompt")
     name = await model_for(client, body.model, ("text-generation",), "/v1/completions")
     ident, created = f"cmpl-{uuid.uuid4().hex}", int(time.time())
     if body.stream:
@@ -299,6 +309,7 @@ async def embeddings(body: EmbeddingBody, request: Request) -> JSONResponse:
         raise refused("input", "must be a string or a list of strings; token ids are not accepted (send the text).")
     if body.dimensions is not None:
         raise refused("dimensions", "is not supported: the model's vectors have a fixed size.")
+    check_count(request, len(inputs), "input")
     name = await model_for(client, body.model, ("feature-extraction",), "/v1/embeddings")
     try:
         result = await client.embeddings([str(item) for item in inputs], model=name, normalize=True)

@@ -1,0 +1,28 @@
+"""The gateway's limit options, declared once for `tritonhf openai` and `tritonhf up --openai-port`."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from tritonhf.serve.limits import Limits
+
+_DEFAULTS = Limits()
+
+PayloadLimit = Annotated[
+    int, typer.Option(help="Gateway: largest request body in bytes (413 beyond).", rich_help_panel="Gateway limits")
+]
+MaxClientBatchSize = Annotated[
+    int,
+    typer.Option(help="Gateway: inputs per request (texts, documents, prompts; 413 beyond).",
+                 rich_help_panel="Gateway limits"),
+]  # fmt: skip
+MaxConcurrentRequests = Annotated[
+    int,
+    typer.Option(help="Gateway: requests in flight; beyond them 429 with Retry-After, nothing queued.",
+                 rich_help_panel="Gateway limits"),
+]  # fmt: skip
+DEFAULT_PAYLOAD_LIMIT = _DEFAULTS.payload_limit
+DEFAULT_MAX_CLIENT_BATCH_SIZE = _DEFAULTS.max_client_batch_size
+DEFAULT_MAX_CONCURRENT_REQUESTS = _DEFAULTS.max_concurrent_requests

@@ -1,0 +1,94 @@
+"""Admission before any work: body size (413) and requests in flight (429 with Retry-After).
+
+A plain ASGI middleware (no per-request task group, unlike Starlette's BaseHTTPMiddleware),
+so a refusal costs microseconds and never waits for Triton. In flight counts a request from
+its arrival to the end of its response, streams included; nothing is queued: beyond the
+limit the client is told to come back (TEI's router does the same with its permits).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from starlette.datastructures import Headers
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from tritonhf.serve.errors import GatewayError
+from tritonhf.serve.limits import Limits
+
+OPEN_PATHS = ("/health", "/metrics")  # probes and scrapes are never refused for load
+RETRY_AFTER_SECONDS = 1
+
+
+class Admission:
+    def __init__(self, app: ASGIApp, limits: Limits, respond: Callable[[str, GatewayError], JSONResponse]) -> None:
+        self.app, self.limits, self.respond = app, limits, respond
+        self.in_flight = 0
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] in OPEN_PATHS:
+            await self.app(scope, receive, send)
+            return
+        path = scope["path"]
+        if self.in_flight >= self.limits.max_concurrent_requests:
+            error = GatewayError(
+                429,
+                f"The server is at its limit of {self.limits.max_concurrent_requests} requests in flight; "
+                f"retry after {RETRY_AFTER_SECONDS} s.",
+                "rate_limit_error",
+                code="rate_limit_exceeded",
+            )
+            response = self.respond(path, error)
+            response.headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
+            await response(scope, receive, send)
+            return
+        self.in_flight += 1
+        try:
+            body = await self._body(scope, receive)
+            if body is None:
+                error = GatewayError(
+                    413,
+                    f"The request body is larger than the limit of {self.limits.payload_limit} bytes "
+                    "(--payload-limit); send fewer or shorter inputs per request.",
+                    code="payload_too_large",
+                )
+                await self.respond(path, error)(scope, receive, send)
+                return
+            await self.app(scope, _replay(body, receive), send)
+        finally:
+            self.in_flight -= 1
+
+    async def _body(self, scope: Scope, receive: Receive) -> bytes | None:
+        """The whole body, or None once it passes the limit (a declared length is checked before reading)."""
+        declared = Headers(scope=scope).get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.limits.payload_limit:
+            return None
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                break
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.limits.payload_limit:
+                return None
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        return b"".join(chunks)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """The body once, then the real channel (where a disconnect arrives)."""
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay

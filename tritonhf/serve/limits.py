@@ -1,0 +1,41 @@
+"""The gateway's admission limits, named as TEI's router names them, and their command-line form.
+
+A plain dataclass with no web imports: ``tritonhf up`` records the limits (as arguments) in the
+state file so that the supervisor restarts the gateway with the same ones.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, fields
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one request may carry and how many may be in flight; beyond them the answer comes at once."""
+
+    payload_limit: int = 2_000_000  # bytes of one request body (TEI's default): 413 beyond
+    max_client_batch_size: int = 2048  # inputs (texts, documents, prompts) per request: OpenAI's embeddings limit
+    max_concurrent_requests: int = 512  # requests in flight (TEI's default): 429 with Retry-After beyond
+
+    def __post_init__(self) -> None:
+        for item in fields(self):
+            if getattr(self, item.name) < 1:
+                raise ValueError(f"--{item.name.replace('_', '-')} must be at least 1, not {getattr(self, item.name)}.")
+
+    def argv(self) -> list[str]:
+        """The gateway process's arguments for these limits."""
+        return [
+            part
+            for item in fields(self)
+            for part in (f"--{item.name.replace('_', '-')}", str(getattr(self, item.name)))
+        ]
+
+    @staticmethod
+    def add_arguments(parser: argparse.ArgumentParser) -> None:
+        for item in fields(Limits):
+            parser.add_argument(f"--{item.name.replace('_', '-')}", type=int, default=item.default)
+
+    @classmethod
+    def from_arguments(cls, namespace: argparse.Namespace) -> Limits:
+        return cls(**{item.name: getattr(namespace, item.name) for item in fields(cls)})
