@@ -10,15 +10,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from tritonhf.bootstrap.layout import Workspace
+from tritonhf.cli import _limits
 from tritonhf.cli._console import RichProgress, console, friendly_errors, table
-from tritonhf.cli._limits import (
-    DEFAULT_MAX_CLIENT_BATCH_SIZE,
-    DEFAULT_MAX_CONCURRENT_REQUESTS,
-    DEFAULT_PAYLOAD_LIMIT,
-    MaxClientBatchSize,
-    MaxConcurrentRequests,
-    PayloadLimit,
-)
 from tritonhf.errors import ModelNotReadyError
 from tritonhf.sdk.client import Client
 
@@ -158,9 +151,9 @@ def openai_command(
             "else the workspace's run/api-key when bound beyond loopback."
         ),
     ] = None,
-    payload_limit: PayloadLimit = DEFAULT_PAYLOAD_LIMIT,
-    max_client_batch_size: MaxClientBatchSize = DEFAULT_MAX_CLIENT_BATCH_SIZE,
-    max_concurrent_requests: MaxConcurrentRequests = DEFAULT_MAX_CONCURRENT_REQUESTS,
+    payload_limit: _limits.PayloadLimit = _limits.DEFAULT_PAYLOAD_LIMIT,
+    max_client_batch_size: _limits.MaxClientBatchSize = _limits.DEFAULT_MAX_CLIENT_BATCH_SIZE,
+    max_concurrent_requests: _limits.MaxConcurrentRequests = _limits.DEFAULT_MAX_CONCURRENT_REQUESTS,
 ) -> None:
     """Serve OpenAI- and TEI-compatible routes (/v1/chat/completions, /v1/embeddings, /embed, /rerank ...)."""
     from tritonhf.serve.launch import gateway_key, gateway_url, run_gateway

@@ -19,15 +19,8 @@ from tritonhf.bootstrap.process import MODEL_CONTROL_MODES, Server, Tls, stop_wo
 from tritonhf.bootstrap.sources import choose_source
 from tritonhf.bootstrap.stubs import alive_per_model, stubs_of
 from tritonhf.bootstrap.supervisor import Counters, supervisor_file
+from tritonhf.cli import _limits
 from tritonhf.cli._console import RichProgress, console, err_console, friendly_errors, table
-from tritonhf.cli._limits import (
-    DEFAULT_MAX_CLIENT_BATCH_SIZE,
-    DEFAULT_MAX_CONCURRENT_REQUESTS,
-    DEFAULT_PAYLOAD_LIMIT,
-    MaxClientBatchSize,
-    MaxConcurrentRequests,
-    PayloadLimit,
-)
 from tritonhf.errors import ServerNotRunningError
 from tritonhf.serve.limits import Limits
 
@@ -114,9 +107,9 @@ def up_command(
     ] = LOOPBACK,
     log_verbose: Annotated[int, typer.Option(help="Triton's --log-verbose level.")] = 0,
     timeout: Annotated[float, typer.Option(help="Seconds to wait for the server and its models.")] = 60.0,
-    payload_limit: PayloadLimit = DEFAULT_PAYLOAD_LIMIT,
-    max_client_batch_size: MaxClientBatchSize = DEFAULT_MAX_CLIENT_BATCH_SIZE,
-    max_concurrent_requests: MaxConcurrentRequests = DEFAULT_MAX_CONCURRENT_REQUESTS,
+    payload_limit: _limits.PayloadLimit = _limits.DEFAULT_PAYLOAD_LIMIT,
+    max_client_batch_size: _limits.MaxClientBatchSize = _limits.DEFAULT_MAX_CLIENT_BATCH_SIZE,
+    max_concurrent_requests: _limits.MaxConcurrentRequests = _limits.DEFAULT_MAX_CONCURRENT_REQUESTS,
 ) -> None:
     """Start tritonserver in the background and wait until it and its models are ready."""
     if (tls_cert is None) != (tls_key is None) or (tls_ca is not None and tls_cert is None):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import re
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -94,6 +95,22 @@ def _file_hash(path: Path) -> str:
     return digest.hexdigest()[:16]
 
 
+def _built_once(target: Path, what: str, build: Callable[[Path], None]) -> Path:
+    """``target`` (a folder in the cache), built by ``build(staging)`` unless already there; a failed or
+    interrupted build leaves nothing behind."""
+    if (target / "config.json").is_file():
+        return target
+    staging = target.with_name(target.name + ".partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    try:
+        build(staging)
+    except (ImportError, OSError, ValueError, RuntimeError, KeyError) as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise ModelSourceError(f"Could not {what}: {exc}") from exc
+    staging.replace(target)
+    return target
+
+
 def convert_gguf(path: Path, progress: Progress) -> Path:
     """A safetensors folder converted from a GGUF file; done once, cached by content hash.
 
@@ -101,17 +118,12 @@ def convert_gguf(path: Path, progress: Progress) -> Path:
     built from the config (without ``quantization_config``) takes its weights and saves.
     """
     target = cache_dir() / "gguf" / f"{path.stem}-{_file_hash(path)}"
-    if (target / "config.json").is_file():
-        return target
-    try:
+
+    def build(staging: Path) -> None:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
-    except ImportError as exc:  # pragma: no cover - both are dependencies
-        raise ModelSourceError(f"Converting GGUF needs transformers and torch: {exc}") from exc
-    progress.step(f"Converting {path.name} to safetensors (once; cached in {target.parent})")
-    staging = target.with_name(target.name + ".partial")
-    shutil.rmtree(staging, ignore_errors=True)
-    try:
+
+        progress.step(f"Converting {path.name} to safetensors (once; cached in {target.parent})")
         tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
         loaded = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
         config = loaded.config
@@ -122,35 +134,26 @@ def convert_gguf(path: Path, progress: Progress) -> Path:
         fresh.generation_config = loaded.generation_config
         fresh.save_pretrained(staging, safe_serialization=True)
         tokenizer.save_pretrained(staging)
-    except (ImportError, OSError, ValueError, RuntimeError, KeyError) as exc:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise ModelSourceError(f"Could not convert {path} from GGUF: {exc}") from exc
-    staging.replace(target)
-    return target
+
+    return _built_once(target, f"convert {path} from GGUF", build)
 
 
 def gguf_metadata(path: Path, progress: Progress) -> Path:
     """A folder with the GGUF file's tokenizer and config in HuggingFace layout, and no weights: what
     the openvino engine needs beside the GGUF file it loads. Done once, cached by content hash."""
     target = cache_dir() / "gguf" / f"{path.stem}-{_file_hash(path)}-metadata"
-    if (target / "config.json").is_file():
-        return target
-    from transformers import AutoConfig, AutoTokenizer
 
-    progress.step(f"Reading the tokenizer and config of {path.name} (once; cached in {target.parent})")
-    staging = target.with_name(target.name + ".partial")
-    shutil.rmtree(staging, ignore_errors=True)
-    try:
+    def build(staging: Path) -> None:
+        from transformers import AutoConfig, AutoTokenizer
+
+        progress.step(f"Reading the tokenizer and config of {path.name} (once; cached in {target.parent})")
         AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name).save_pretrained(staging)
         config = AutoConfig.from_pretrained(path.parent, gguf_file=path.name)
         if hasattr(config, "quantization_config"):
             del config.quantization_config
         config.save_pretrained(staging)
-    except (ImportError, OSError, ValueError, RuntimeError, KeyError) as exc:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise ModelSourceError(f"Could not read the tokenizer and config of {path}: {exc}") from exc
-    staging.replace(target)
-    return target
+
+    return _built_once(target, f"read the tokenizer and config of {path}", build)
 
 
 def vendor_metadata(source: Path, destination: Path) -> list[str]:
