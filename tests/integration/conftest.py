@@ -44,7 +44,6 @@ def served(make_workspace: Callable[[str], Workspace], tiny: dict[str, Path]) ->
         ("feature-extraction", tiny["encoder"], "embed-int8", {"quantize": "int8", "force": True}),
         ("zero-shot", tiny["encoder"], "zeroshot", {"labels": ("positive", "negative")}),
         ("text-generation", tiny["generator"], "writer", {}),
-        ("text-generation", tiny["llama"], "writer-ov", {"engine": "openvino"}),  # int8 GGUF on OpenVINO GenAI
         ("rerank", tiny["cross-encoder"], "reranker", {"options": small}),
         ("question-answering", tiny["qa"], "reader", {}),
         ("fill-mask", tiny["masked-lm"], "filler", {}),
@@ -53,5 +52,5 @@ def served(make_workspace: Callable[[str], Workspace], tiny: dict[str, Path]) ->
         add_model(AddRequest(task=task, source=str(source), repository=repo, name=name, **extra))  # type: ignore[arg-type]
     shutil.copytree(DATA / "raiser", repo / "raiser")
     shutil.copytree(DATA / "sleeper", repo / "sleeper")
-    with Server(workspace, http_port="auto", grpc_port="auto", metrics_port="auto", startup_timeout=120) as server:
+    with Server(workspace, http_port="auto", grpc_port="auto", metrics_port="auto", startup_timeout=300) as server:
         yield server
