@@ -146,10 +146,12 @@ def test_a_client_that_leaves_a_non_streamed_answer_cancels_the_generation(gatew
     """No stream to close: the gateway watches the connection and cancels the Triton request when it drops."""
     before = _cancelled(gateway)
     host, port = gateway.state.gateway_host, gateway.state.gateway_port  # type: ignore[union-attr]
-    long = {"model": "smollm2", "max_tokens": 2000, "temperature": 0.7}
+    # Counting goes on for far longer than the client waits (greedy: no early end-of-text by chance).
+    long = {"model": "smollm2", "max_tokens": 2000, "temperature": 0}
+    count = [{"role": "user", "content": "Count from 1 to 1000, separated by commas."}]
     for path, body in (
-        ("/v1/chat/completions", {**long, "messages": CHAT}),
-        ("/v1/completions", {**long, "prompt": ["Once upon a time", "The sea"]}),
+        ("/v1/chat/completions", {**long, "messages": count}),
+        ("/v1/completions", {**long, "prompt": ["1, 2, 3, 4, 5, 6, 7, 8,", "10, 20, 30, 40, 50,"]}),
     ):
         raw = json.dumps(body).encode()
         with socket.create_connection((host, port)) as sock:

@@ -24,7 +24,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from fastapi.sse import format_sse_event
 
 from tritonhf.errors import ClientError
-from tritonhf.sdk import AsyncClient, AsyncTextStream
+from tritonhf.sdk import AsyncClient, AsyncTextStream, codecs
 from tritonhf.serve.errors import GatewayError, refused
 from tritonhf.serve.schemas import ChatBody, CompletionBody, EmbeddingBody, GenerationBody
 
@@ -40,6 +40,15 @@ class ClientGone(Exception):
 
 def client_of(request: Request) -> AsyncClient:
     return request.app.state.client  # type: ignore[no-any-return]
+
+
+def check_texts(texts: Sequence[str], param: str) -> None:
+    """Every text encodes as UTF-8 (JSON can carry a lone surrogate); a 400 naming it by this route's names."""
+    try:
+        for index, text in enumerate(texts):
+            codecs.check_unicode(text, f"{param}[{index}]")
+    except ClientError as error:
+        raise GatewayError.of(error, param) from error
 
 
 def check_count(request: Request, count: int, param: str) -> None:
@@ -310,6 +319,7 @@ async def embeddings(body: EmbeddingBody, request: Request) -> JSONResponse:
     if body.dimensions is not None:
         raise refused("dimensions", "is not supported: the model's vectors have a fixed size.")
     check_count(request, len(inputs), "input")
+    check_texts([str(item) for item in inputs], "input")
     name = await model_for(client, body.model, ("feature-extraction",), "/v1/embeddings")
     try:
         result = await client.embeddings([str(item) for item in inputs], model=name, normalize=True)

@@ -15,7 +15,7 @@ from fastapi.responses import JSONResponse
 
 from tritonhf.errors import ClientError
 from tritonhf.serve.errors import GatewayError, refused
-from tritonhf.serve.openai import check_count, client_of
+from tritonhf.serve.openai import check_count, check_texts, client_of
 from tritonhf.serve.schemas import TeiEmbedBody, TeiPredictBody, TeiRerankBody
 
 router = APIRouter()
@@ -25,6 +25,7 @@ ALL_LABELS = 10_000  # top_k for "every label": the template returns as many as 
 @router.post("/embed")
 async def embed(body: TeiEmbedBody, request: Request) -> JSONResponse:
     check_count(request, 1 if isinstance(body.inputs, str) else len(body.inputs), "inputs")
+    check_texts([body.inputs] if isinstance(body.inputs, str) else body.inputs, "inputs")
     try:
         vectors = await client_of(request).embed(body.inputs, model=body.model, normalize=body.normalize,
                                                  truncate=body.truncate)  # fmt: skip
@@ -39,6 +40,7 @@ async def predict(body: TeiPredictBody, request: Request) -> list[dict[str, Any]
         raise refused("raw_scores", "is not supported: the classification template returns probabilities.")
     texts = [body.inputs] if isinstance(body.inputs, str) else body.inputs
     check_count(request, len(texts), "inputs")
+    check_texts(texts, "inputs")
     try:
         ranked = await client_of(request).classify(texts, model=body.model, top_k=ALL_LABELS, truncate=body.truncate)
     except ClientError as error:
@@ -52,6 +54,8 @@ async def rerank(body: TeiRerankBody, request: Request) -> list[dict[str, Any]]:
     if body.raw_scores:
         raise refused("raw_scores", "is not supported: the reranker returns each document's relevance score.")
     check_count(request, len(body.texts), "texts")
+    check_texts([body.query], "query")
+    check_texts(body.texts, "texts")
     try:
         ranked = await client_of(request).rerank(body.query, body.texts, model=body.model, truncate=body.truncate)
     except ClientError as error:
