@@ -151,12 +151,14 @@ class TritonPythonModel:
         self.lock = threading.Lock()
         self.wake = threading.Event()
         self.running, self.admitting, self.cache, self.mask = [], [], None, None
-        warm = Sequence(
-            None, self.tokenizer, self.tokenizer("Hello")["input_ids"] or [self.pad_id], 2, 0.0, 1.0, None, []
-        )
-        self.waiting.append(warm)
-        while not warm.done:  # the warm-up also tells whether caches can be merged
-            self.step()
+        # Warm-up: a short prompt (it also tells whether caches can be merged), then a 64-token one, so that
+        # the first real request does not pay OpenVINO's one-off preparation of longer prefills.
+        hello = self.tokenizer("Hello")["input_ids"] or [self.pad_id]
+        for ids in (hello, (hello * 64)[: max(1, min(64, self.context - 2))]):
+            warm = Sequence(None, self.tokenizer, ids, 2, 0.0, 1.0, None, [])
+            self.waiting.append(warm)
+            while not warm.done:
+                self.step()
         self.stopping = False
         self.thread = threading.Thread(target=self.loop, name="tritonhf-decode", daemon=True)
         self.thread.start()
