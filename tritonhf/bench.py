@@ -150,13 +150,17 @@ def server_view(before: dict[str, Any], after: dict[str, Any]) -> ServerView:
 def settled_statistics(
     client: Client, model: str, before: dict[str, Any], sent: int, wait: float = 2.0
 ) -> dict[str, Any]:
-    """Triton's statistics once they count every request sent: it updates them just after answering,
-    so a snapshot taken at the last response may miss it."""
+    """Triton's statistics once they count every request sent, in the request counts and in the batch
+    sizes: it updates them just after answering (the batch sizes last), so a snapshot taken at the last
+    response may miss it."""
     deadline = time.monotonic() + wait
     while True:
         after = client.statistics(model)
         view = server_view(before, after)
-        if view.requests + _failures(before, after) >= sent or time.monotonic() > deadline:
+        batched = sum(size * count for size, count in view.batch_sizes.items())  # updated after the counts
+        if (view.requests + _failures(before, after) >= sent and batched >= view.requests) or (
+            time.monotonic() > deadline
+        ):
             return after
         time.sleep(0.02)
 
