@@ -24,7 +24,7 @@ def request(prompt: str, **options: Any) -> pb.InferenceRequest:
     for key, value in options.items():
         if key == "stop":
             inputs[key] = np.array([[v.encode() for v in value]], dtype=object)
-        elif key == "chat":
+        elif key in ("chat", "truncate"):
             inputs[key] = np.array([[value]])
         else:
             inputs[key] = np.array([[value]], dtype=dtypes[key])

@@ -496,7 +496,8 @@ class Prompt:
 
 
 def make_prompts(seed: int, count: int, context_words: int) -> list[Prompt]:
-    """Prompts from one word to beyond the context; greedy or seeded sampling; some stop strings."""
+    """Prompts from one word to beyond the context; greedy or seeded sampling; some stop strings;
+    about half ask to truncate (a too-long one is cut), the others are refused when too long."""
     rng = random.Random(seed)
     prompts = []
     for _ in range(count):
@@ -508,7 +509,10 @@ def make_prompts(seed: int, count: int, context_words: int) -> list[Prompt]:
             options.update(temperature=0.8, top_p=0.9, seed=rng.randint(0, 1000))
         if rng.random() < 0.2:
             options["stop"] = [rng.choice(["e", "th", " a"])]
-        prompts.append(Prompt(text, options, delay=rng.uniform(0, 0.3)))
+        delay = rng.uniform(0, 0.3)
+        if rng.random() < 0.5:  # the rest are refused when too long
+            options["truncate"] = True
+        prompts.append(Prompt(text, options, delay=delay))
     return prompts
 
 
@@ -528,11 +532,12 @@ class GenerationOracle:
         """The text, "refused" for a request that must be refused, None when sampling (no oracle)."""
         ids = self.tokenizer(prompt.text)["input_ids"] or [self.tokenizer.bos_token_id]
         limit = prompt.options["max_tokens"]
-        if len(ids) < self.context and len(ids) + limit > self.context:
+        over = len(ids) + limit - self.context
+        if over > 0 and not prompt.options.get("truncate"):
             return "refused"
         if "seed" in prompt.options or not self.versus_transformers:
             return None
-        ids = ids[-(self.context - limit) :]
+        ids = ids[max(0, over) :]
         with torch.inference_mode():
             out = self.model.generate(
                 torch.tensor([ids]),
@@ -571,7 +576,7 @@ def check_generation(url: str, model: str, prompts: Sequence[Prompt], oracle: An
         where = f"{prompt.text[:40]!r} {prompt.options}"
         if expected == "refused":
             report.refused += 1
-            if not (got.startswith("refused") and single.startswith("refused") and "context" in got):
+            if not (got.startswith("refused") and single.startswith("refused") and "context length" in got):
                 report.mismatches.append(f"must be refused (context): {got[:120]!r} <- {where}")
             continue
         if got != single:
@@ -582,7 +587,8 @@ def check_generation(url: str, model: str, prompts: Sequence[Prompt], oracle: An
 
 
 class Seq2SeqOracle:
-    """Plain greedy decoding with transformers, one text alone (inputs cut to the encoder's limit)."""
+    """Plain greedy decoding with transformers, one text alone (a too-long input is refused, or cut to the
+    encoder's limit when the prompt asks to truncate)."""
 
     def __init__(self, folder: Path) -> None:
         from transformers import AutoModelForSeq2SeqLM
@@ -592,6 +598,8 @@ class Seq2SeqOracle:
         self.context = self.tokenizer.model_max_length
 
     def answer(self, prompt: Prompt) -> str | None:
+        if len(self.tokenizer(prompt.text)["input_ids"]) > self.context and not prompt.options.get("truncate"):
+            return "refused"
         if "seed" in prompt.options:
             return None
         encoded = self.tokenizer(prompt.text, truncation=True, max_length=self.context, return_tensors="pt")

@@ -10,6 +10,7 @@ from tritonhf.bootstrap.process import Server
 from tritonhf.errors import (
     AmbiguousModelError,
     ClientError,
+    ContextLengthError,
     DeployError,
     GalleryError,
     InferenceError,
@@ -49,6 +50,7 @@ __all__ = [
     "Classification",
     "Client",
     "ClientError",
+    "ContextLengthError",
     "DeployError",
     "Embeddings",
     "Entity",

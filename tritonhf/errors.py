@@ -21,6 +21,7 @@
         ├── ModelNotReadyError
         ├── AmbiguousModelError   model=None matched zero or several models
         ├── InvalidInputError     refused by the sdk (wrong Python type) or the server (shape ...)
+        │   └── ContextLengthError  a text longer than the model takes, and truncate was not asked for
         ├── InferenceError        model.py raised while running the request
         ├── PermissionDeniedError the API is restricted and the key is missing or wrong
         ├── RequestCancelledError the request was cancelled (by the caller, or the server stopping)
@@ -134,6 +135,11 @@ class AmbiguousModelError(ClientError):
 
 class InvalidInputError(ClientError, ValueError):
     """The input was refused, by the sdk (a wrong Python type) or the server (datatype, shape, size)."""
+
+
+class ContextLengthError(InvalidInputError):
+    """A text (or a prompt with its ``max_tokens``) is longer than the model's context, and the request
+    did not ask to truncate: nothing is cut silently. OpenAI's code for it is ``context_length_exceeded``."""
 
 
 class InferenceError(ClientError):

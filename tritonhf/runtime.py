@@ -568,8 +568,9 @@ def _tokenize(
 
 
 def too_long_message(limit: int, name: str = "TEXT") -> str:
+    """The refusal of a too-long text; "context length" is the phrase the SDK maps to ContextLengthError."""
     return (
-        f"input '{name}' is longer than the {limit} tokens this model takes. Shorten it, or send "
+        f"input '{name}' is longer than the model's context length of {limit} tokens. Shorten it, or send "
         "truncate=true (TRUNCATE) to have it cut."
     )
 
@@ -581,12 +582,25 @@ def encode_rows(
     truncate: Sequence[bool] | None = None,
     windows: bool = False,
     stride: int = 0,
+    pairs: Sequence[str] | None = None,
     **extra: Any,
 ) -> Encoded:
-    """``encode`` of the live rows of ``batch``; a row too long to cut fails its request, naming the limit."""
-    items = [(row, batch.texts[row], None) for row in batch.live_rows()]
+    """``encode`` of the live rows of ``batch``; a row too long to cut fails its request, naming the limit.
+
+    ``pairs`` (one per row, "" for none) pairs a row with a second text; rows with and without one are
+    tokenized apart, so a single text is never given a pair's separators by its neighbours.
+    """
+    live = batch.live_rows()
     cut = (lambda row: bool(truncate[row])) if truncate is not None else None
-    encoded = encode(tokenizer, items, limit, cut, windows, stride, **extra)
+    singles = [(row, batch.texts[row], None) for row in live if not (pairs and pairs[row])]
+    encoded = encode(tokenizer, singles, limit, cut, windows, stride, **extra)
+    if pairs:
+        paired = encode(tokenizer, [(row, batch.texts[row], pairs[row]) for row in live if pairs[row]], limit, cut,
+                        windows, stride, **extra)  # fmt: skip
+        _merge(encoded, paired)
+        encoded.too_long += paired.too_long
+        for row in paired.first_too_long:
+            batch.fail_row(row, too_long_message(limit))
     for row in encoded.too_long:
         batch.fail_row(row, too_long_message(limit))
     return encoded
@@ -726,9 +740,11 @@ class TextReply:
     ``sender`` None (a warm-up) sends nothing.
     """
 
-    def __init__(self, sender: Any, tokenizer: Any, stops: Sequence[str], prompt_tokens: int) -> None:
+    def __init__(
+        self, sender: Any, tokenizer: Any, stops: Sequence[str], prompt_tokens: int, prompt_tokens_cut: int = 0
+    ) -> None:
         self.sender, self.tokenizer, self.stops = sender, tokenizer, list(stops)
-        self.prompt_tokens = prompt_tokens
+        self.prompt_tokens, self.prompt_tokens_cut = prompt_tokens, prompt_tokens_cut
         self.tokens: list[int] = []
         self.text = ""  # the decoded text so far
         self.sent = 0  # characters of it already sent
@@ -791,6 +807,8 @@ class TextReply:
                     pb.Tensor("prompt_tokens", np.array([[self.prompt_tokens]], dtype=np.int32)),
                     pb.Tensor("completion_tokens", np.array([[len(self.tokens)]], dtype=np.int32)),
                 ]
+                if self.prompt_tokens_cut:  # the request asked to truncate: the answer says what went
+                    usage.append(pb.Tensor("prompt_tokens_cut", np.array([[self.prompt_tokens_cut]], dtype=np.int32)))
                 self._send(len(self.text), usage)
                 self.sender.send(flags=final)
         except Exception:  # the client went away between two checks: nothing left to tell it

@@ -123,12 +123,14 @@ _SAMPLING = (
     TensorSpec("top_p", "TYPE_FP32", (1,), optional=True),
     TensorSpec("seed", "TYPE_INT64", (1,), optional=True),
     TensorSpec("stop", "TYPE_STRING", (-1,), optional=True, doc="stop strings"),
+    TensorSpec("truncate", "TYPE_BOOL", (1,), optional=True, doc="cut a prompt past the context (default: refuse)"),
 )
 _GENERATED = (
     TensorSpec("text_output", "TYPE_STRING", (1,), doc="one chunk of text per response"),
     TensorSpec("finish_reason", "TYPE_STRING", (1,), optional=True, doc="last response: stop|length"),
     TensorSpec("prompt_tokens", "TYPE_INT32", (1,), optional=True, doc="in the last response"),
     TensorSpec("completion_tokens", "TYPE_INT32", (1,), optional=True, doc="in the last response"),
+    TensorSpec("prompt_tokens_cut", "TYPE_INT32", (1,), optional=True, doc="last response: tokens cut (truncate)"),
 )
 
 TASKS: dict[str, Task] = {
@@ -142,6 +144,7 @@ TASKS: dict[str, Task] = {
                 _TEXT,
                 TensorSpec("TOP_K", "TYPE_INT32", (1,), optional=True, doc="how many labels to return"),
                 _TRUNCATE,
+                TensorSpec("TEXT_PAIR", "TYPE_STRING", (1,), optional=True, doc="a second text per row (NLI)"),
             ),
             outputs=(_LABEL, _SCORE, _LABELS, _SCORES, _TRUNCATED),
         ),

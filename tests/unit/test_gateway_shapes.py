@@ -23,7 +23,8 @@ def test_explicit_nulls_are_unset() -> None:
     assert CompletionBody.model_validate({"model": "m", "prompt": "x", "echo": None}).echo is False
     embedding = EmbeddingBody.model_validate({"model": "m", "input": "x", "encoding_format": None})
     assert embedding.encoding_format == "float"
-    assert TeiEmbedBody.model_validate({"inputs": "x", "normalize": None, "truncate": None}).truncate is True
+    tei = TeiEmbedBody.model_validate({"inputs": "x", "normalize": None, "truncate": None})
+    assert tei.normalize is True and tei.truncate is False, "TEI's defaults: normalized, never cut unasked"
     with pytest.raises(ValueError, match="model"):
         ChatBody.model_validate({"model": None, "messages": []})  # a required field stays required
 

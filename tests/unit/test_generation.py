@@ -111,14 +111,21 @@ def test_context_limits(generator: Any, tiny: dict[str, Path]) -> None:
     context = generator.context  # 128 for the tiny GPT-2
     long_prompt = "the movie " * 200
     too_many = request("the movie", max_tokens=context - 2)
-    cut = request(long_prompt, max_tokens=5)
-    default = request(long_prompt)
-    generator.execute([too_many, cut, default])
-    message = too_many.sender.responses[0].error().message()
-    assert "max_tokens" in message and str(context) in message and too_many.sender.closed
+    too_long = request(long_prompt, max_tokens=5)
+    too_long_default = request(long_prompt)
+    cut = request(long_prompt, max_tokens=5, truncate=True)
+    default = request(long_prompt, truncate=True)
+    generator.execute([too_many, too_long, too_long_default, cut, default])
+    for refused in (too_many, too_long, too_long_default):  # nothing is cut unless the request asks
+        message = refused.sender.responses[0].error().message()
+        assert "context length" in message and str(context) in message and refused.sender.closed
+    assert "at most" in too_many.sender.responses[0].error().message(), "a prompt that fits is told the room left"
     run(generator)
+    full = len(generator.tokenizer(long_prompt)["input_ids"])
     assert last(cut, "prompt_tokens") == context - 5 and last(cut, "completion_tokens") <= 5
+    assert last(cut, "prompt_tokens_cut") == full - (context - 5), "the answer says how much of the prompt went"
     assert last(default, "prompt_tokens") + last(default, "completion_tokens") <= context
+    assert last(default, "prompt_tokens_cut") == full - last(default, "prompt_tokens")
 
 
 def test_stop_strings_chat_and_bad_settings(generator: Any, tiny: dict[str, Path]) -> None:

@@ -195,9 +195,11 @@ def test_cancel_stop_strings_chat_and_bad_settings(ov_int8: Any, tiny: dict[str,
 def test_context_limits_are_the_templates(ov_int8: Any) -> None:
     context = ov_int8.context  # 128 for the tiny Llama
     too_many = request("the movie", max_tokens=context - 2)
-    ov_int8.execute([too_many])
-    message = too_many.sender.responses[0].error().message()
-    assert "max_tokens" in message and str(context) in message and too_many.sender.closed
+    too_long = request("the movie " * 200, max_tokens=4)
+    ov_int8.execute([too_many, too_long])
+    for refused in (too_many, too_long):
+        message = refused.sender.responses[0].error().message()
+        assert "context length" in message and str(context) in message and refused.sender.closed
 
 
 def test_a_seeded_sample_is_reproducible_alone_and_among_others(ov_int8: Any) -> None:

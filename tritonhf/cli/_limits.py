@@ -23,6 +23,12 @@ MaxConcurrentRequests = Annotated[
     typer.Option(help="Gateway: requests in flight; beyond them 429 with Retry-After, nothing queued.",
                  rich_help_panel="Gateway limits"),
 ]  # fmt: skip
+MaxBatchTokens = Annotated[
+    int,
+    typer.Option(help="Gateway: tokens of all inputs of one embed/classify/rerank request (413 beyond); counted "
+                 "with the model's tokenizer from the repository.", rich_help_panel="Gateway limits"),
+]  # fmt: skip
 DEFAULT_PAYLOAD_LIMIT = _DEFAULTS.payload_limit
 DEFAULT_MAX_CLIENT_BATCH_SIZE = _DEFAULTS.max_client_batch_size
 DEFAULT_MAX_CONCURRENT_REQUESTS = _DEFAULTS.max_concurrent_requests
+DEFAULT_MAX_BATCH_TOKENS = _DEFAULTS.max_batch_tokens

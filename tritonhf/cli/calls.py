@@ -154,16 +154,22 @@ def openai_command(
     payload_limit: _limits.PayloadLimit = _limits.DEFAULT_PAYLOAD_LIMIT,
     max_client_batch_size: _limits.MaxClientBatchSize = _limits.DEFAULT_MAX_CLIENT_BATCH_SIZE,
     max_concurrent_requests: _limits.MaxConcurrentRequests = _limits.DEFAULT_MAX_CONCURRENT_REQUESTS,
+    max_batch_tokens: _limits.MaxBatchTokens = _limits.DEFAULT_MAX_BATCH_TOKENS,
+    repository: Annotated[
+        Path | None,
+        typer.Option(help="The served model repository, where the tokenizers are (/tokenize, --max-batch-tokens); "
+                     "default: the running server's, when on this machine."),
+    ] = None,
 ) -> None:
     """Serve OpenAI- and TEI-compatible routes (/v1/chat/completions, /v1/embeddings, /embed, /rerank ...)."""
-    from tritonhf.serve.launch import gateway_key, gateway_url, run_gateway
+    from tritonhf.serve.launch import gateway_key, gateway_repository, gateway_url, run_gateway
     from tritonhf.serve.limits import Limits
 
-    limits = Limits(payload_limit, max_client_batch_size, max_concurrent_requests)
+    limits = Limits(payload_limit, max_client_batch_size, max_concurrent_requests, max_batch_tokens)
     target = url or gateway_url(Workspace.at())
     key = gateway_key(Workspace.at(), host, api_key_file)
     console.print(f"gateway on http://{host}:{port}/v1 for {target}" + (" (Bearer key required)" if key else ""))
-    run_gateway(target, host, port, key, limits)
+    run_gateway(target, host, port, key, limits, repository or gateway_repository(Workspace.at()))
 
 
 @friendly_errors

@@ -110,6 +110,7 @@ def up_command(
     payload_limit: _limits.PayloadLimit = _limits.DEFAULT_PAYLOAD_LIMIT,
     max_client_batch_size: _limits.MaxClientBatchSize = _limits.DEFAULT_MAX_CLIENT_BATCH_SIZE,
     max_concurrent_requests: _limits.MaxConcurrentRequests = _limits.DEFAULT_MAX_CONCURRENT_REQUESTS,
+    max_batch_tokens: _limits.MaxBatchTokens = _limits.DEFAULT_MAX_BATCH_TOKENS,
 ) -> None:
     """Start tritonserver in the background and wait until it and its models are ready."""
     if (tls_cert is None) != (tls_key is None) or (tls_ca is not None and tls_cert is None):
@@ -136,7 +137,9 @@ def up_command(
         supervise=supervise,
         openai_port=openai_port,
         openai_host=openai_host,
-        gateway_arguments=Limits(payload_limit, max_client_batch_size, max_concurrent_requests).argv(),
+        gateway_arguments=Limits(
+            payload_limit, max_client_batch_size, max_concurrent_requests, max_batch_tokens
+        ).argv(),
     )
     if server.exposed:
         plain = expose == "http" or tls is None

@@ -286,6 +286,9 @@ def _check_flag(name: str, value: object) -> None:
         raise InvalidInputError(f"{name} must be True or False, not {value!r}.")
 
 
+ALL_LABELS = 10_000  # TOP_K for "every label": the templates return as many as the model has
+
+
 def _truncate_inputs(config: ModelConfig, truncate: bool, rows: int) -> Tensors:
     """TRUNCATE only when it differs from the server's default (true), so older models still answer."""
     if truncate:
@@ -348,6 +351,54 @@ def classify(texts: str | Sequence[str], model: str | None, top_k: int | None, t
 
     return Plan(
         ("text-classification", "zero-shot-classification"), model, len(items), build, outputs, decode, lambda _: []
+    )
+
+
+def classify_pairs(
+    pairs: Sequence[tuple[str, str]], model: str | None, top_k: int | None, truncate: bool
+) -> Plan[list[list[Classification]]]:
+    """``Client.classify_pairs``: every label of each (text, text_pair), best first (NLI, cross-encoders)."""
+    if isinstance(pairs, (str, bytes)) or not isinstance(pairs, Sequence):
+        raise InvalidInputError(f"pairs must be a list of (text, text_pair) tuples, not {type(pairs).__name__}.")
+    for index, pair in enumerate(pairs):
+        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+            raise InvalidInputError(f"pairs[{index}] must be a (text, text_pair) tuple, not {pair!r:.60}.")
+    firsts, _ = codecs.text_list([pair[0] for pair in pairs], "pairs[i][0]")
+    seconds, _ = codecs.text_list([pair[1] for pair in pairs], "pairs[i][1]")
+    _check_model(model)
+    _check_flag("truncate", truncate)
+    if top_k is not None and (not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1):
+        raise InvalidInputError(f"top_k must be a positive int, not {top_k!r}.")
+
+    def build(config: ModelConfig, rows: slice) -> Tensors:
+        if "TEXT_PAIR" not in config.inputs:
+            raise InvalidInputError(
+                f"Model '{config.name}' takes no text pairs (an older tritonhf added it, or it is not a "
+                "text-classification model): re-add it with `tritonhf gallery add`.", config.name
+            )  # fmt: skip
+        count = rows.stop - rows.start
+        return {
+            "TEXT": codecs.bytes_column(firsts[rows]),
+            "TEXT_PAIR": codecs.bytes_column(seconds[rows]),
+            "TOP_K": codecs.column(top_k or ALL_LABELS, "INT32", count),
+            **_truncate_inputs(config, truncate, count),
+        }
+
+    def decode(config: ModelConfig, result: Tensors) -> list[list[Classification]]:
+        truncated = _truncated(config, result, len(firsts))
+        return [
+            _ranked(labels, scores, cut, top_k)
+            for labels, scores, cut in zip(codecs.decode(result["LABELS"]), result["SCORES"], truncated)
+        ]
+
+    return Plan(
+        ("text-classification",),
+        model,
+        len(firsts),
+        build,
+        lambda config: _with_truncated(config, ["LABELS", "SCORES"]),
+        decode,
+        lambda _: [],
     )
 
 
@@ -609,8 +660,12 @@ def generation_inputs(
     top_p: float | None,
     seed: int | None,
     stop: Sequence[str] | None,
+    truncate: bool = False,
 ) -> Tensors:
-    """The text-generation template's tensors (Triton's generate extension names), one row."""
+    """The text-generation template's tensors (Triton's generate extension names), one row.
+
+    ``truncate`` lets the server cut a prompt past the model's context (its start goes; the usage
+    says how many tokens); without it such a prompt is a ``ContextLengthError``."""
     inputs = {"text_input": codecs.bytes_column([text])}
     for key, value, datatype in (
         ("max_tokens", max_tokens, "INT32"),
@@ -629,6 +684,10 @@ def generation_inputs(
         inputs["stop"] = codecs.bytes_matrix([stops])
     if chat:
         inputs["chat"] = codecs.column(True, "BOOL", 1)
+    if not isinstance(truncate, bool):
+        raise InvalidInputError(f"truncate must be True or False, not {truncate!r}.")
+    if truncate:
+        inputs["truncate"] = codecs.column(True, "BOOL", 1)
     return inputs
 
 
@@ -672,7 +731,10 @@ class StreamProgress:
         if "finish_reason" in response:
             self.finish_reason = str(_scalar(response["finish_reason"]) or "") or None
         if "prompt_tokens" in response and "completion_tokens" in response:
-            self.usage = Usage(int(_scalar(response["prompt_tokens"])), int(_scalar(response["completion_tokens"])))
+            cut = int(_scalar(response["prompt_tokens_cut"])) if "prompt_tokens_cut" in response else 0
+            self.usage = Usage(
+                int(_scalar(response["prompt_tokens"])), int(_scalar(response["completion_tokens"])), cut
+            )
         text = str(text or "")
         if text:
             self.chunks += 1

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from tritonhf.errors import (
     ClientError,
+    ContextLengthError,
     InferenceError,
     InvalidInputError,
     ModelNotFoundError,
@@ -53,6 +54,7 @@ RULES: tuple[Rule, ...] = (
     Rule(("INTERNAL",), (500,), ModelNotReadyError, "is not healthy"),
     Rule(("UNAVAILABLE",), (403,), PermissionDeniedError, "is restricted"),
     Rule(("PERMISSION_DENIED", "UNAUTHENTICATED"), (401, 403), PermissionDeniedError),
+    Rule(("INVALID_ARGUMENT",), (400,), ContextLengthError, "context length"),
     Rule(("INVALID_ARGUMENT", "OUT_OF_RANGE", "FAILED_PRECONDITION"), (400, 413, 422), InvalidInputError),
     Rule(("UNIMPLEMENTED",), (501,), InvalidInputError),
     Rule(("DEADLINE_EXCEEDED",), (408, 504), RequestTimeoutError),
@@ -68,6 +70,7 @@ TEXT_ONLY: tuple[tuple[str, type[ClientError]], ...] = (
     ("is not healthy", ModelNotReadyError),
     ("unknown model", ModelNotFoundError),
     ("is restricted", PermissionDeniedError),
+    ("context length", ContextLengthError),  # before "input '": the templates' too-long texts say both
     ("input '", InvalidInputError),  # the templates name the input they refuse
     ("missing required input", InvalidInputError),
     ("unexpected shape", InvalidInputError),
@@ -80,6 +83,7 @@ _ADVICE: dict[type[ClientError], str] = {
     ModelNotReadyError: "It may be loading or being repaired; check `tritonhf status`.",
     PermissionDeniedError: "This API is restricted on this endpoint: use the server's loopback address, or api_key=.",
     InvalidInputError: "",
+    ContextLengthError: "",
     RequestTimeoutError: "Raise timeout= or send less.",
     RequestCancelledError: "",
     ServerUnavailableError: "Start one with `tritonhf up`, or set TRITONHF_URL / url= to where it runs.",
@@ -114,7 +118,7 @@ def make(kind: type[ClientError], message: str, model: str | None, url: str) -> 
     where = f"model '{model}' at {url}" if model else f"the server at {url}"
     if kind is ServerUnavailableError:
         text = f"The server at {url} is unavailable ({message})."
-    elif kind is InvalidInputError:
+    elif issubclass(kind, InvalidInputError):
         text = f"Model '{model}' refused the input: {message}" if model else f"Refused: {message}"
     elif kind is InferenceError:
         text = f"Model '{model}' failed while running the request: {message}"

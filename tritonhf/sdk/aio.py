@@ -312,6 +312,19 @@ class AsyncClient:
         """See ``Client.classify``."""
         return await self._run(core.classify(texts, model, top_k, truncate), timeout)
 
+    async def classify_pairs(
+        self,
+        pairs: Sequence[tuple[str, str]],
+        *,
+        model: str | None = None,
+        top_k: int | None = None,
+        truncate: bool = True,
+        timeout: float | None = None,
+    ) -> list[list[Classification]]:
+        """Each (text, text_pair) classified together, every label best first (or the ``top_k`` best):
+        natural-language inference, cross-encoders. What TEI's /predict does with pairs."""
+        return await self._run(core.classify_pairs(pairs, model, top_k, truncate), timeout)
+
     @overload
     async def zero_shot(  # type: ignore[overload-overlap]  # a str is also a Sequence[str]
         self,
@@ -466,6 +479,7 @@ class AsyncClient:
         top_p: float | None = None,
         seed: int | None = None,
         stop: Sequence[str] | None = None,
+        truncate: bool = False,
         stream: Literal[False] = False,
         timeout: float | None = None,
         idle_timeout: float | None = None,
@@ -481,6 +495,7 @@ class AsyncClient:
         top_p: float | None = None,
         seed: int | None = None,
         stop: Sequence[str] | None = None,
+        truncate: bool = False,
         stream: Literal[True],
         timeout: float | None = None,
         idle_timeout: float | None = None,
@@ -496,12 +511,15 @@ class AsyncClient:
         top_p: float | None = None,
         seed: int | None = None,
         stop: Sequence[str] | None = None,
+        truncate: bool = False,
         stream: bool = False,
         timeout: float | None = None,
         idle_timeout: float | None = None,
     ) -> str | AsyncTextStream:
         """A summary of ``text`` from a text2text model (T5, BART; its ``prefix`` parameter is applied)."""
-        inputs = core.generation_inputs(core.check_prompt(text), False, max_tokens, temperature, top_p, seed, stop)
+        inputs = core.generation_inputs(
+            core.check_prompt(text), False, max_tokens, temperature, top_p, seed, stop, truncate
+        )
         return await self._generation(inputs, model, stream, timeout, idle_timeout, ("text2text-generation",))
 
     @overload
@@ -515,6 +533,7 @@ class AsyncClient:
         top_p: float | None = None,
         seed: int | None = None,
         stop: Sequence[str] | None = None,
+        truncate: bool = False,
         stream: Literal[False] = False,
         timeout: float | None = None,
         idle_timeout: float | None = None,
@@ -530,6 +549,7 @@ class AsyncClient:
         top_p: float | None = None,
         seed: int | None = None,
         stop: Sequence[str] | None = None,
+        truncate: bool = False,
         stream: Literal[True],
         timeout: float | None = None,
         idle_timeout: float | None = None,
@@ -545,12 +565,15 @@ class AsyncClient:
         top_p: float | None = None,
         seed: int | None = None,
         stop: Sequence[str] | None = None,
+        truncate: bool = False,
         stream: bool = False,
         timeout: float | None = None,
         idle_timeout: float | None = None,
     ) -> str | AsyncTextStream:
         """``text`` translated by a text2text model (Marian, T5 with a ``prefix`` parameter)."""
-        inputs = core.generation_inputs(core.check_prompt(text), False, max_tokens, temperature, top_p, seed, stop)
+        inputs = core.generation_inputs(
+            core.check_prompt(text), False, max_tokens, temperature, top_p, seed, stop, truncate
+        )
         return await self._generation(inputs, model, stream, timeout, idle_timeout, ("text2text-generation",))
 
     async def embeddings(
@@ -584,6 +607,7 @@ class AsyncClient:
         top_p: float | None = None,
         seed: int | None = None,
         stop: Sequence[str] | None = None,
+        truncate: bool = False,
         stream: Literal[False] = False,
         timeout: float | None = None,
         idle_timeout: float | None = None,
@@ -599,6 +623,7 @@ class AsyncClient:
         top_p: float | None = None,
         seed: int | None = None,
         stop: Sequence[str] | None = None,
+        truncate: bool = False,
         stream: Literal[True],
         timeout: float | None = None,
         idle_timeout: float | None = None,
@@ -614,12 +639,15 @@ class AsyncClient:
         top_p: float | None = None,
         seed: int | None = None,
         stop: Sequence[str] | None = None,
+        truncate: bool = False,
         stream: bool = False,
         timeout: float | None = None,
         idle_timeout: float | None = None,
     ) -> str | AsyncTextStream:
         """See ``Client.generate``; with ``stream=True`` an ``AsyncTextStream``."""
-        inputs = core.generation_inputs(core.check_prompt(prompt), False, max_tokens, temperature, top_p, seed, stop)
+        inputs = core.generation_inputs(
+            core.check_prompt(prompt), False, max_tokens, temperature, top_p, seed, stop, truncate
+        )
         return await self._generation(inputs, model, stream, timeout, idle_timeout)
 
     @overload
@@ -633,6 +661,7 @@ class AsyncClient:
         top_p: float | None = None,
         seed: int | None = None,
         stop: Sequence[str] | None = None,
+        truncate: bool = False,
         stream: Literal[False] = False,
         timeout: float | None = None,
         idle_timeout: float | None = None,
@@ -648,6 +677,7 @@ class AsyncClient:
         top_p: float | None = None,
         seed: int | None = None,
         stop: Sequence[str] | None = None,
+        truncate: bool = False,
         stream: Literal[True],
         timeout: float | None = None,
         idle_timeout: float | None = None,
@@ -663,12 +693,15 @@ class AsyncClient:
         top_p: float | None = None,
         seed: int | None = None,
         stop: Sequence[str] | None = None,
+        truncate: bool = False,
         stream: bool = False,
         timeout: float | None = None,
         idle_timeout: float | None = None,
     ) -> str | AsyncTextStream:
         """See ``Client.chat``."""
-        inputs = core.generation_inputs(core.chat_text(messages), True, max_tokens, temperature, top_p, seed, stop)
+        inputs = core.generation_inputs(
+            core.chat_text(messages), True, max_tokens, temperature, top_p, seed, stop, truncate
+        )
         return await self._generation(inputs, model, stream, timeout, idle_timeout)
 
     async def _generation(

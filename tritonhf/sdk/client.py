@@ -332,6 +332,19 @@ class Client:
         """
         return self._run(core.classify(texts, model, top_k, truncate), timeout)  # type: ignore[no-any-return]
 
+    def classify_pairs(
+        self,
+        pairs: Sequence[tuple[str, str]],
+        *,
+        model: str | None = None,
+        top_k: int | None = None,
+        truncate: bool = True,
+        timeout: float | None = None,
+    ) -> list[list[Classification]]:
+        """Each (text, text_pair) classified together, every label best first (or the ``top_k`` best):
+        natural-language inference, cross-encoders. What TEI's /predict does with pairs."""
+        return self._run(core.classify_pairs(pairs, model, top_k, truncate), timeout)
+
     @overload
     def zero_shot(  # type: ignore[overload-overlap]  # a str is also a Sequence[str]
         self,
@@ -486,6 +499,7 @@ class Client:
         top_p: float | None = None,
         seed: int | None = None,
         stop: Sequence[str] | None = None,
+        truncate: bool = False,
         stream: Literal[False] = False,
         timeout: float | None = None,
         idle_timeout: float | None = None,
@@ -501,6 +515,7 @@ class Client:
         top_p: float | None = None,
         seed: int | None = None,
         stop: Sequence[str] | None = None,
+        truncate: bool = False,
         stream: Literal[True],
         timeout: float | None = None,
         idle_timeout: float | None = None,
@@ -516,12 +531,15 @@ class Client:
         top_p: float | None = None,
         seed: int | None = None,
         stop: Sequence[str] | None = None,
+        truncate: bool = False,
         stream: bool = False,
         timeout: float | None = None,
         idle_timeout: float | None = None,
     ) -> str | TextStream:
         """A summary of ``text`` from a text2text model (T5, BART; its ``prefix`` parameter is applied)."""
-        inputs = core.generation_inputs(core.check_prompt(text), False, max_tokens, temperature, top_p, seed, stop)
+        inputs = core.generation_inputs(
+            core.check_prompt(text), False, max_tokens, temperature, top_p, seed, stop, truncate
+        )
         return self._generation(inputs, model, stream, timeout, idle_timeout, ("text2text-generation",))
 
     @overload
@@ -535,6 +553,7 @@ class Client:
         top_p: float | None = None,
         seed: int | None = None,
         stop: Sequence[str] | None = None,
+        truncate: bool = False,
         stream: Literal[False] = False,
         timeout: float | None = None,
         idle_timeout: float | None = None,
@@ -550,6 +569,7 @@ class Client:
         top_p: float | None = None,
         seed: int | None = None,
         stop: Sequence[str] | None = None,
+        truncate: bool = False,
         stream: Literal[True],
         timeout: float | None = None,
         idle_timeout: float | None = None,
@@ -565,12 +585,15 @@ class Client:
         top_p: float | None = None,
         seed: int | None = None,
         stop: Sequence[str] | None = None,
+        truncate: bool = False,
         stream: bool = False,
         timeout: float | None = None,
         idle_timeout: float | None = None,
     ) -> str | TextStream:
         """``text`` translated by a text2text model (Marian, T5 with a ``prefix`` parameter)."""
-        inputs = core.generation_inputs(core.check_prompt(text), False, max_tokens, temperature, top_p, seed, stop)
+        inputs = core.generation_inputs(
+            core.check_prompt(text), False, max_tokens, temperature, top_p, seed, stop, truncate
+        )
         return self._generation(inputs, model, stream, timeout, idle_timeout, ("text2text-generation",))
 
     def embeddings(
@@ -602,6 +625,7 @@ class Client:
         top_p: float | None = None,
         seed: int | None = None,
         stop: Sequence[str] | None = None,
+        truncate: bool = False,
         stream: Literal[False] = False,
         timeout: float | None = None,
         idle_timeout: float | None = None,
@@ -617,6 +641,7 @@ class Client:
         top_p: float | None = None,
         seed: int | None = None,
         stop: Sequence[str] | None = None,
+        truncate: bool = False,
         stream: Literal[True],
         timeout: float | None = None,
         idle_timeout: float | None = None,
@@ -632,12 +657,15 @@ class Client:
         top_p: float | None = None,
         seed: int | None = None,
         stop: Sequence[str] | None = None,
+        truncate: bool = False,
         stream: bool = False,
         timeout: float | None = None,
         idle_timeout: float | None = None,
     ) -> str | TextStream:
         """Generated text for ``prompt``; with ``stream=True`` a ``TextStream`` of chunks as they arrive."""
-        inputs = core.generation_inputs(core.check_prompt(prompt), False, max_tokens, temperature, top_p, seed, stop)
+        inputs = core.generation_inputs(
+            core.check_prompt(prompt), False, max_tokens, temperature, top_p, seed, stop, truncate
+        )
         return self._generation(inputs, model, stream, timeout, idle_timeout)
 
     @overload
@@ -651,6 +679,7 @@ class Client:
         top_p: float | None = None,
         seed: int | None = None,
         stop: Sequence[str] | None = None,
+        truncate: bool = False,
         stream: Literal[False] = False,
         timeout: float | None = None,
         idle_timeout: float | None = None,
@@ -666,6 +695,7 @@ class Client:
         top_p: float | None = None,
         seed: int | None = None,
         stop: Sequence[str] | None = None,
+        truncate: bool = False,
         stream: Literal[True],
         timeout: float | None = None,
         idle_timeout: float | None = None,
@@ -681,12 +711,15 @@ class Client:
         top_p: float | None = None,
         seed: int | None = None,
         stop: Sequence[str] | None = None,
+        truncate: bool = False,
         stream: bool = False,
         timeout: float | None = None,
         idle_timeout: float | None = None,
     ) -> str | TextStream:
         """The assistant's answer to chat ``messages`` ({"role", "content"} dicts) of an instruct model."""
-        inputs = core.generation_inputs(core.chat_text(messages), True, max_tokens, temperature, top_p, seed, stop)
+        inputs = core.generation_inputs(
+            core.chat_text(messages), True, max_tokens, temperature, top_p, seed, stop, truncate
+        )
         return self._generation(inputs, model, stream, timeout, idle_timeout)
 
     def _generation(

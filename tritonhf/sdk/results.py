@@ -94,10 +94,14 @@ class FillMask:
 
 @dataclass(frozen=True)
 class Usage:
-    """Tokens a generation read and wrote (as the model's tokenizer counts them)."""
+    """Tokens a generation read and wrote (as the model's tokenizer counts them).
+
+    ``prompt_tokens_cut`` is how many tokens were cut from the prompt's start to fit the context
+    (only with ``truncate=True``; otherwise such a prompt is refused)."""
 
     prompt_tokens: int
     completion_tokens: int
+    prompt_tokens_cut: int = 0
 
     @property
     def total_tokens(self) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from tritonhf.bootstrap.layout import Workspace
-from tritonhf.serve.launch import gateway_key, gateway_url, run_gateway
+from tritonhf.serve.launch import gateway_key, gateway_repository, gateway_url, run_gateway
 from tritonhf.serve.limits import Limits
 
 
@@ -18,7 +18,8 @@ def main() -> None:
     args = parser.parse_args()
     workspace = Workspace.at(args.workspace)
     limits = Limits.from_arguments(args)
-    run_gateway(gateway_url(workspace), args.host, args.port, gateway_key(workspace, args.host), limits)
+    key = gateway_key(workspace, args.host)
+    run_gateway(gateway_url(workspace), args.host, args.port, key, limits, gateway_repository(workspace))
 
 
 if __name__ == "__main__":

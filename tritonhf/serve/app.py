@@ -10,11 +10,12 @@ from __future__ import annotations
 import hmac
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -25,6 +26,8 @@ from tritonhf.serve import openai, tei
 from tritonhf.serve.admission import Admission
 from tritonhf.serve.errors import GatewayError
 from tritonhf.serve.limits import Limits
+from tritonhf.serve.metrics import GatewayMetrics, Metered
+from tritonhf.serve.tokenizers import Tokenizers
 
 OPEN_PATHS = ("/health",)
 
@@ -34,10 +37,16 @@ UNREACHABLE_SECONDS = 1.5
 
 
 def create_app(
-    url: str, api_key: str | None = None, timeout: float = 300.0, concurrency: int = 64, limits: Limits | None = None
+    url: str,
+    api_key: str | None = None,
+    timeout: float = 300.0,
+    concurrency: int = 64,
+    limits: Limits | None = None,
+    repository: Path | None = None,
 ) -> FastAPI:
     """The gateway for the Triton server at ``url``; ``api_key`` (when set) guards every route but /health;
-    ``limits`` bound bodies, inputs per request and requests in flight (TEI's defaults when not given)."""
+    ``limits`` bound bodies, inputs and tokens per request and requests in flight (TEI's defaults when not
+    given); ``repository`` (the served model repository, when on this machine) gives the tokenizers."""
     limits = limits or Limits()
 
     @asynccontextmanager
@@ -56,10 +65,13 @@ def create_app(
     app.include_router(openai.router)
     app.include_router(tei.router)
     app.state.limits = limits
+    app.state.tokenizers = Tokenizers(repository)
+    metrics = GatewayMetrics([getattr(route, "path", "") for route in app.routes] + ["/health", "/metrics"])
 
     app.add_middleware(Admission, limits=limits, respond=_error_for_path)
-    if api_key:  # added last, so outermost: a request without the key is refused before it counts
+    if api_key:  # a request without the key is refused before it counts against the limits
         app.add_middleware(KeyRequired, key=api_key)
+    app.add_middleware(Metered, metrics=metrics)  # added last, so outermost: refusals are counted too
 
     @app.exception_handler(GatewayError)
     async def gateway_error(request: Request, error: GatewayError) -> JSONResponse:
@@ -92,6 +104,11 @@ def create_app(
         except ClientError as error:
             raise GatewayError(503, f"Triton is not ready: {error.message}", "server_error") from error
         return {"status": "ok", "triton": client.url}
+
+    @app.get("/metrics")
+    async def gateway_metrics() -> Response:
+        """The gateway's own counters in Prometheus' text format (Triton's are on its metrics port)."""
+        return metrics.response()
 
     return app
 
@@ -128,10 +145,15 @@ class KeyRequired:
 
 
 def run(
-    url: str, host: str = "127.0.0.1", port: int = 9000, api_key: str | None = None, limits: Limits | None = None
+    url: str,
+    host: str = "127.0.0.1",
+    port: int = 9000,
+    api_key: str | None = None,
+    limits: Limits | None = None,
+    repository: Path | None = None,
 ) -> None:
     """Serve the gateway with uvicorn until interrupted."""
     import uvicorn
 
-    app = create_app(url, api_key, limits=limits)
+    app = create_app(url, api_key, limits=limits, repository=repository)
     uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False, lifespan="on")

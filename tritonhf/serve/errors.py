@@ -13,6 +13,7 @@ from typing import Any
 from tritonhf.errors import (
     AmbiguousModelError,
     ClientError,
+    ContextLengthError,
     InvalidInputError,
     ModelNotFoundError,
     ModelNotReadyError,
@@ -24,6 +25,7 @@ from tritonhf.errors import (
 
 # error type -> (HTTP status, OpenAI error type, OpenAI code)
 STATUSES: dict[type[ClientError], tuple[int, str, str]] = {
+    ContextLengthError: (400, "invalid_request_error", "context_length_exceeded"),  # before its base class
     InvalidInputError: (400, "invalid_request_error", "invalid_value"),
     AmbiguousModelError: (404, "invalid_request_error", "model_not_found"),
     ModelNotFoundError: (404, "invalid_request_error", "model_not_found"),
@@ -50,6 +52,14 @@ class GatewayError(Exception):
                 return cls(status, error.message, openai_type, param, code)
         return cls(500, error.message, "server_error", param, "inference_error")
 
+    @classmethod
+    def of_tei(cls, error: ClientError, param: str | None = None) -> GatewayError:
+        """As ``of``, with TEI's status for a too-long input (413; its router's "Validation" error)."""
+        found = cls.of(error, param)
+        if isinstance(error, ContextLengthError):
+            found.status = 413
+        return found
+
     def openai_body(self) -> dict[str, Any]:
         return {"error": {"message": self.message, "type": self.kind, "param": self.param, "code": self.code}}
 
@@ -61,3 +71,9 @@ class GatewayError(Exception):
 
 def refused(param: str, why: str) -> GatewayError:
     return GatewayError(400, f"'{param}' {why}", "invalid_request_error", param, "unsupported_parameter")
+
+
+def empty(param: str) -> GatewayError:
+    """TEI's "cannot be empty" answer (an empty list, or a text with nothing in it)."""
+    return GatewayError(400, f"'{param}' cannot be empty: send at least one non-empty text.", param=param,
+                        code="empty_input")  # fmt: skip

@@ -33,6 +33,13 @@ def gateway_url(workspace: Workspace) -> str:
     return state.local_url if state.tls else state.grpc_url
 
 
+def gateway_repository(workspace: Workspace) -> Path | None:
+    """The repository the server serves, when it is a folder on this machine (the gateway reads tokenizers there)."""
+    state = ServerState.load(workspace.state_file)
+    where = state.repository if state is not None else str(workspace.model_repository)
+    return Path(where) if "://" not in where and Path(where).is_dir() else None
+
+
 def gateway_key(workspace: Workspace, host: str, key_file: Path | None = None) -> str | None:
     if key_file is not None:
         return key_file.read_text().strip() or None
@@ -53,11 +60,13 @@ def require_gateway_packages() -> None:
         )
 
 
-def run_gateway(url: str, host: str, port: int, key: str | None, limits: Limits | None = None) -> None:
+def run_gateway(
+    url: str, host: str, port: int, key: str | None, limits: Limits | None = None, repository: Path | None = None
+) -> None:
     require_gateway_packages()
     from tritonhf.serve.app import run
 
-    run(url, host, port, key, limits)
+    run(url, host, port, key, limits, repository)
 
 
 def start_gateway(

@@ -17,6 +17,7 @@ class Limits:
     payload_limit: int = 2_000_000  # bytes of one request body (TEI's default): 413 beyond
     max_client_batch_size: int = 2048  # inputs (texts, documents, prompts) per request: OpenAI's embeddings limit
     max_concurrent_requests: int = 512  # requests in flight (TEI's default): 429 with Retry-After beyond
+    max_batch_tokens: int = 16384  # tokens of all inputs of one encoder request (TEI's default): 413 beyond
 
     def __post_init__(self) -> None:
         for item in fields(self):

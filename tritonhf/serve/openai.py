@@ -25,8 +25,9 @@ from fastapi.sse import format_sse_event
 
 from tritonhf.errors import ClientError
 from tritonhf.sdk import AsyncClient, AsyncTextStream, codecs
-from tritonhf.serve.errors import GatewayError, refused
+from tritonhf.serve.errors import GatewayError, empty, refused
 from tritonhf.serve.schemas import ChatBody, CompletionBody, EmbeddingBody, GenerationBody
+from tritonhf.serve.tokenizers import Tokenizers, byte_bound, count
 
 router = APIRouter()
 T = TypeVar("T")
@@ -40,6 +41,33 @@ class ClientGone(Exception):
 
 def client_of(request: Request) -> AsyncClient:
     return request.app.state.client  # type: ignore[no-any-return]
+
+
+def tokenizers_of(request: Request) -> Tokenizers:
+    return request.app.state.tokenizers  # type: ignore[no-any-return]
+
+
+async def check_tokens(
+    request: Request, model: str, texts: Sequence[str], pairs: Sequence[str] | None = None, truncate: bool = False
+) -> None:
+    """At most --max-batch-tokens tokens in all of a request's texts (413, as TEI answers).
+
+    Counted with the model's tokenizer only when the byte bound could pass the limit; a text
+    that will be cut (``truncate``) counts at most the model's window. Without the tokenizer on
+    this machine the limit is not counted (``/info`` says so).
+    """
+    limit = request.app.state.limits.max_batch_tokens
+    if byte_bound([*texts, *(pairs or [])]) <= limit:
+        return
+    tokenizer = await tokenizers_of(request).get(model)
+    if tokenizer is None:
+        return
+    found = await count(tokenizer, texts, pairs)
+    if truncate:
+        found = min(found, len(texts) * int(tokenizer.model_max_length))
+    if found > limit:
+        raise GatewayError(413, f"The inputs hold {found} tokens; the limit per request is {limit} "
+                           "(--max-batch-tokens): send them in several requests.", code="too_many_tokens")  # fmt: skip
 
 
 def check_texts(texts: Sequence[str], param: str) -> None:
@@ -60,12 +88,19 @@ def check_count(request: Request, count: int, param: str) -> None:
                            code="too_many_inputs")  # fmt: skip
 
 
-async def model_for(client: AsyncClient, name: str, tasks: Sequence[str], route: str) -> str:
-    """``name`` when it is a ready model of one of ``tasks``; 404 or 400 saying why not."""
+async def model_for(client: AsyncClient, name: str | None, tasks: Sequence[str], route: str) -> str:
+    """``name`` when it is a ready model of one of ``tasks`` (None: the only one); 404 or 400 saying why not."""
     try:
         models = {info.name: info for info in await client.models()}
     except ClientError as error:
         raise GatewayError.of(error) from error
+    if name is None:
+        candidates = sorted(i.name for i in models.values() if i.ready and i.task in tasks)
+        if len(candidates) == 1:
+            return candidates[0]
+        raise GatewayError(400 if candidates else 404, f"{route} needs 'model': this server has {len(candidates)} "
+                           f"ready {' or '.join(tasks)} models ({', '.join(candidates) or 'none'}).", param="model",
+                           code="model_required" if candidates else "model_not_found")  # fmt: skip
     info = models.get(name)
     if info is None:
         ready = ", ".join(sorted(i.name for i in models.values() if i.ready and i.task in tasks)) or "none"
@@ -99,6 +134,7 @@ def _check_generation(body: GenerationBody) -> dict[str, Any]:
         "top_p": body.top_p,
         "seed": body.seed,
         "stop": stop or None,
+        "truncate": body.truncate,
     }
 
 
@@ -181,9 +217,13 @@ async def unless_disconnected(request: Request, work: Awaitable[T]) -> T:
 
 
 def _usage(stream: AsyncTextStream) -> dict[str, int]:
+    """OpenAI's usage; ``prompt_tokens_cut`` (not OpenAI's) says how much of a prompt ``truncate`` cut."""
     usage = stream.usage
     prompt, completion = (usage.prompt_tokens, usage.completion_tokens) if usage else (0, 0)
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+    found = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+    if usage and usage.prompt_tokens_cut:
+        found["prompt_tokens_cut"] = usage.prompt_tokens_cut
+    return found
 
 
 def sse(events: AsyncIterator[Any], stream: AsyncTextStream) -> StreamingResponse:
@@ -305,7 +345,7 @@ async def completions(body: CompletionBody, request: Request) -> dict[str, Any] 
             {"index": index, "text": text, "finish_reason": stream.finish_reason or "stop", "logprobs": None}
         )
         for key, value in _usage(stream).items():
-            usage[key] += value
+            usage[key] = usage.get(key, 0) + value
     return {"id": ident, "object": "text_completion", "created": created, "model": name, "choices": choices,
             "usage": usage}  # fmt: skip
 
@@ -314,15 +354,19 @@ async def completions(body: CompletionBody, request: Request) -> dict[str, Any] 
 async def embeddings(body: EmbeddingBody, request: Request) -> JSONResponse:
     client = client_of(request)
     inputs = [body.input] if isinstance(body.input, str) else body.input
-    if not inputs or not all(isinstance(item, str) for item in inputs):
+    if not all(isinstance(item, str) for item in inputs):
         raise refused("input", "must be a string or a list of strings; token ids are not accepted (send the text).")
+    texts = [str(item) for item in inputs]
+    if not texts or not all(texts):
+        raise empty("input")
     if body.dimensions is not None:
         raise refused("dimensions", "is not supported: the model's vectors have a fixed size.")
-    check_count(request, len(inputs), "input")
-    check_texts([str(item) for item in inputs], "input")
+    check_count(request, len(texts), "input")
+    check_texts(texts, "input")
     name = await model_for(client, body.model, ("feature-extraction",), "/v1/embeddings")
-    try:
-        result = await client.embeddings([str(item) for item in inputs], model=name, normalize=True)
+    await check_tokens(request, name, texts, truncate=body.truncate)
+    try:  # as OpenAI: a text past the model's window is a 400 (context_length_exceeded), unless truncate
+        result = await client.embeddings(texts, model=name, normalize=True, truncate=body.truncate)
     except ClientError as error:
         raise GatewayError.of(error, "input") from error
     data = []
@@ -330,7 +374,10 @@ async def embeddings(body: EmbeddingBody, request: Request) -> JSONResponse:
         value: Any = vector.tolist()
         if body.encoding_format == "base64":
             value = base64.b64encode(np.ascontiguousarray(vector, dtype="<f4").tobytes()).decode()
-        data.append({"object": "embedding", "index": index, "embedding": value})
+        item = {"object": "embedding", "index": index, "embedding": value}
+        if result.truncated[index]:
+            item["truncated"] = True  # not OpenAI's: only with truncate=true, on the inputs that were cut
+        data.append(item)
     usage = {"prompt_tokens": result.total_tokens, "total_tokens": result.total_tokens}
     # A response of its own: FastAPI would otherwise walk every float through jsonable_encoder.
     return JSONResponse({"object": "list", "data": data, "model": name, "usage": usage})

@@ -46,6 +46,7 @@ class GenerationBody(_Body):
     frequency_penalty: float = 0.0
     logprobs: bool | int | None = None
     logit_bias: dict[str, float] | None = None
+    truncate: bool = False  # not OpenAI's: cut a prompt past the context (its start) instead of a 400
 
 
 class ChatBody(GenerationBody):
@@ -69,19 +70,20 @@ class EmbeddingBody(_Body):
     input: str | list[str] | list[int] | list[list[int]]
     encoding_format: Literal["float", "base64"] = "float"
     dimensions: int | None = None
+    truncate: bool = False  # not OpenAI's (which refuses a too-long input): cut it, and say so per item
 
 
 class TeiEmbedBody(_Body):
     inputs: str | list[str]
     normalize: bool = True
-    truncate: bool = True  # as sentence-transformers does (README, "Long inputs")
+    truncate: bool = False  # TEI's default: a too-long input is a 413, never cut unasked
     model: str | None = None
 
 
 class TeiPredictBody(_Body):
-    inputs: str | list[str]
+    inputs: str | list[str] | list[list[str]]  # TEI: a text, texts, or [text, text_pair] pairs
     raw_scores: bool = False
-    truncate: bool = True
+    truncate: bool = False
     model: str | None = None
 
 
@@ -90,5 +92,11 @@ class TeiRerankBody(_Body):
     texts: list[str]
     raw_scores: bool = False
     return_text: bool = False
-    truncate: bool = True
+    truncate: bool = False
+    model: str | None = None
+
+
+class TeiTokenizeBody(_Body):
+    inputs: str | list[str]
+    add_special_tokens: bool = True
     model: str | None = None

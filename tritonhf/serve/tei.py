@@ -1,63 +1,161 @@
-"""Hugging Face text-embeddings-inference (TEI) routes: /embed, /predict, /rerank.
+"""Hugging Face text-embeddings-inference (TEI) routes: /embed, /predict, /rerank, /tokenize, /info.
 
-TEI serves one model; here ``model`` may name one, else the single ready model of the task
-is used (a clear error when there are several). Shapes follow TEI: /embed returns a list of
-vectors, /predict a list of {label, score} per input (all labels, best first), /rerank a list
-of {index, score[, text]} best first.
+TEI serves one model; here ``model`` may name one, else the single ready model of the route's
+task is used (a clear error when there are none or several). Shapes follow TEI: /embed returns
+a list of vectors, /predict a list of {label, score} per input (all labels, best first; pairs
+as ``[[text, text_pair], ...]``), /rerank a list of {index, score[, text]} best first, /tokenize
+a list of tokens per input. As in TEI, ``truncate`` defaults to false: a text past the model's
+window is a 413, never cut unasked; with ``truncate: true`` it is cut and the
+``X-Truncated-Inputs`` header lists which inputs were (TEI's bodies have no room for it).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
+from tritonhf._version import __version__
 from tritonhf.errors import ClientError
-from tritonhf.serve.errors import GatewayError, refused
-from tritonhf.serve.openai import check_count, check_texts, client_of
-from tritonhf.serve.schemas import TeiEmbedBody, TeiPredictBody, TeiRerankBody
+from tritonhf.serve.errors import GatewayError, empty, refused
+from tritonhf.serve.openai import check_count, check_texts, check_tokens, client_of, model_for, tokenizers_of
+from tritonhf.serve.schemas import TeiEmbedBody, TeiPredictBody, TeiRerankBody, TeiTokenizeBody
+from tritonhf.serve.tokenizers import tokens_of
 
 router = APIRouter()
 ALL_LABELS = 10_000  # top_k for "every label": the template returns as many as the model has
+TRUNCATED_HEADER = "X-Truncated-Inputs"
+TEI_TASKS = ("feature-extraction", "text-classification", "text-ranking")
+
+
+def _texts(inputs: str | Sequence[str], param: str = "inputs") -> list[str]:
+    texts = [inputs] if isinstance(inputs, str) else list(inputs)
+    if not texts or any(not text for text in texts):
+        raise empty(param)
+    return texts
+
+
+def _said(response: JSONResponse, truncated: Sequence[bool]) -> JSONResponse:
+    cut = [str(index) for index, flag in enumerate(truncated) if flag]
+    if cut:
+        response.headers[TRUNCATED_HEADER] = ",".join(cut)
+    return response
 
 
 @router.post("/embed")
 async def embed(body: TeiEmbedBody, request: Request) -> JSONResponse:
-    check_count(request, 1 if isinstance(body.inputs, str) else len(body.inputs), "inputs")
-    check_texts([body.inputs] if isinstance(body.inputs, str) else body.inputs, "inputs")
+    texts = _texts(body.inputs)
+    check_count(request, len(texts), "inputs")
+    check_texts(texts, "inputs")
+    client = client_of(request)
+    name = await model_for(client, body.model, ("feature-extraction",), "/embed")
+    await check_tokens(request, name, texts, truncate=body.truncate)
     try:
-        vectors = await client_of(request).embed(body.inputs, model=body.model, normalize=body.normalize,
-                                                 truncate=body.truncate)  # fmt: skip
+        result = await client.embeddings(texts, model=name, normalize=body.normalize, truncate=body.truncate)
     except ClientError as error:
-        raise GatewayError.of(error, "inputs") from error
-    return JSONResponse(vectors.tolist())  # not through FastAPI's per-float response validation
+        raise GatewayError.of_tei(error, "inputs") from error
+    # A response of its own, not through FastAPI's per-float response validation.
+    return _said(JSONResponse(result.vectors.tolist()), result.truncated)
+
+
+def _pairs(inputs: str | list[str] | list[list[str]]) -> tuple[list[str], list[str] | None]:
+    """(texts, pairs or None): a text, texts, or [[text, text_pair], ...] (one-element lists: no pair)."""
+    if isinstance(inputs, str) or all(isinstance(item, str) for item in inputs):
+        return _texts(inputs), None  # type: ignore[arg-type]
+    if not all(isinstance(item, list) and len(item) in (1, 2) for item in inputs):
+        raise refused("inputs", "must be a text, a list of texts, or a list of [text, text_pair] lists.")
+    lists: list[list[str]] = inputs  # type: ignore[assignment]
+    if any(len(item) != len(lists[0]) for item in lists):
+        raise refused("inputs", "mixes single texts and pairs: send pairs in one request, single texts in another.")
+    texts = _texts([item[0] for item in lists])
+    return texts, ([item[1] for item in lists] if len(lists[0]) == 2 else None)
 
 
 @router.post("/predict")
-async def predict(body: TeiPredictBody, request: Request) -> list[dict[str, Any]] | list[list[dict[str, Any]]]:
+async def predict(body: TeiPredictBody, request: Request) -> JSONResponse:
     if body.raw_scores:
         raise refused("raw_scores", "is not supported: the classification template returns probabilities.")
-    texts = [body.inputs] if isinstance(body.inputs, str) else body.inputs
+    texts, pairs = _pairs(body.inputs)
     check_count(request, len(texts), "inputs")
-    check_texts(texts, "inputs")
+    check_texts(texts + (pairs or []), "inputs")
+    client = client_of(request)
+    name = await model_for(client, body.model, ("text-classification",), "/predict")
+    await check_tokens(request, name, texts, pairs, truncate=body.truncate)
     try:
-        ranked = await client_of(request).classify(texts, model=body.model, top_k=ALL_LABELS, truncate=body.truncate)
+        if pairs is None:
+            ranked = await client.classify(texts, model=name, top_k=ALL_LABELS, truncate=body.truncate)
+        else:
+            ranked = await client.classify_pairs(list(zip(texts, pairs)), model=name, truncate=body.truncate)
     except ClientError as error:
-        raise GatewayError.of(error, "inputs") from error
+        raise GatewayError.of_tei(error, "inputs") from error
     answers = [[{"label": c.label, "score": c.score} for c in labels] for labels in ranked]
-    return answers[0] if isinstance(body.inputs, str) else answers
+    cut = [bool(labels and labels[0].truncated) for labels in ranked]
+    return _said(JSONResponse(answers[0] if isinstance(body.inputs, str) else answers), cut)
 
 
 @router.post("/rerank")
-async def rerank(body: TeiRerankBody, request: Request) -> list[dict[str, Any]]:
+async def rerank(body: TeiRerankBody, request: Request) -> JSONResponse:
     if body.raw_scores:
         raise refused("raw_scores", "is not supported: the reranker returns each document's relevance score.")
-    check_count(request, len(body.texts), "texts")
+    if not body.query:
+        raise empty("query")
+    texts = _texts(body.texts, "texts")
+    check_count(request, len(texts), "texts")
     check_texts([body.query], "query")
-    check_texts(body.texts, "texts")
+    check_texts(texts, "texts")
+    client = client_of(request)
+    name = await model_for(client, body.model, ("text-ranking",), "/rerank")
+    await check_tokens(request, name, [body.query] * len(texts), texts, truncate=body.truncate)
     try:
-        ranked = await client_of(request).rerank(body.query, body.texts, model=body.model, truncate=body.truncate)
+        ranked = await client.rerank(body.query, texts, model=name, truncate=body.truncate)
     except ClientError as error:
-        raise GatewayError.of(error, "texts") from error
-    return [{"index": r.index, "score": r.score, **({"text": r.document} if body.return_text else {})} for r in ranked]
+        raise GatewayError.of_tei(error, "texts") from error
+    answer = [
+        {"index": r.index, "score": r.score, **({"text": r.document} if body.return_text else {})} for r in ranked
+    ]
+    cut = [False] * len(texts)
+    for r in ranked:
+        cut[r.index] = r.truncated
+    return _said(JSONResponse(answer), cut)
+
+
+@router.post("/tokenize")
+async def tokenize(body: TeiTokenizeBody, request: Request) -> list[list[dict[str, Any]]]:
+    texts = _texts(body.inputs)
+    check_count(request, len(texts), "inputs")
+    check_texts(texts, "inputs")
+    name = await model_for(client_of(request), body.model, (*TEI_TASKS, "text-generation"), "/tokenize")
+    tokenizer = await tokenizers_of(request).get(name)
+    if tokenizer is None:
+        raise GatewayError(501, f"The tokenizer of '{name}' is not readable by this gateway (it needs the model "
+                           "repository on its machine).", "server_error", "model", "tokenizer_unavailable")  # fmt: skip
+    return [
+        [token.__dict__ for token in tokens_of(tokenizer, text, body.add_special_tokens)]
+        for text in texts
+    ]
+
+
+@router.get("/info")
+async def info(request: Request, model: str | None = None) -> dict[str, Any]:
+    """TEI's /info for the model (``?model=``, or the single one served); the limits this gateway applies."""
+    client = client_of(request)
+    name = await model_for(client, model, TEI_TASKS, "/info")
+    task = {m.name: m.task for m in await client.models()}.get(name)
+    tokenizer = await tokenizers_of(request).get(name)
+    limits = request.app.state.limits
+    kinds = {"feature-extraction": "embedding", "text-classification": "classifier", "text-ranking": "reranker"}
+    return {
+        "model_id": name,
+        "model_type": {kinds.get(task or "", "embedding"): {}},
+        "task": task,
+        "max_input_length": tokenizer.model_max_length if tokenizer is not None else None,
+        "max_batch_tokens": limits.max_batch_tokens,
+        "max_batch_tokens_counted": tokenizer is not None,  # without the tokenizer here, not enforced
+        "max_client_batch_size": limits.max_client_batch_size,
+        "max_concurrent_requests": limits.max_concurrent_requests,
+        "payload_limit": limits.payload_limit,
+        "version": __version__,
+        "router": "tritonhf",
+    }

@@ -14,10 +14,11 @@ Decoding is greedy (temperature 0) or sampled with top-p, token by token; a mode
 settings (num_beams, no_repeat_ngram_size, forced_eos_token_id) are not applied.
 
 The config parameter ``prefix`` is put before each text (T5 wants "summarize: " or
-"translate English to German: "). Inputs longer than the encoder takes are cut to their
-start (the README's long-input policy for this task).
+"translate English to German: "). An input longer than the encoder takes is refused (400,
+"context length") unless the request sends ``truncate=true``: then it keeps its start and the
+last response says how many tokens went (``prompt_tokens_cut``).
 
-Inputs:  text_input, optional max_tokens, temperature (0 = greedy), top_p, seed, stop.
+Inputs:  text_input, optional max_tokens, temperature (0 = greedy), top_p, seed, stop, truncate.
 Outputs: text_output per chunk; the last response also has finish_reason, prompt_tokens and
          completion_tokens (runtime.TextReply).
 """
@@ -34,10 +35,10 @@ FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
 
 
 class Sequence:
-    def __init__(self, request, tokenizer, input_ids, max_tokens, temperature, top_p, seed, stops):
+    def __init__(self, request, tokenizer, input_ids, max_tokens, temperature, top_p, seed, stops, cut=0):
         self.request = request
         sender = request.get_response_sender() if request is not None else None
-        self.reply = runtime.TextReply(sender, tokenizer, stops, len(input_ids))
+        self.reply = runtime.TextReply(sender, tokenizer, stops, len(input_ids), cut)
         self.input_ids, self.max_tokens, self.temperature, self.top_p = input_ids, max_tokens, temperature, top_p
         self.generator = torch.Generator().manual_seed(seed) if seed is not None else None
 
@@ -100,8 +101,17 @@ class TritonPythonModel:
         top_p = runtime.optional_scalar(request, "top_p", 1.0, lambda v: 0 < v <= 1, "in (0, 1]")
         seed = runtime.optional_scalar(request, "seed", None, lambda v: v >= 0, "a non-negative integer")
         stops = runtime.optional_strings(request, "stop") or []
-        ids = self.tokenizer(self.prefix + texts[0], truncation=True, max_length=self.max_input)["input_ids"]
-        return Sequence(request, self.tokenizer, ids, max_tokens, temperature, top_p, seed, stops)
+        truncate = runtime.optional_scalar(request, "truncate", False, lambda v: True, "a boolean")
+        ids = self.tokenizer(self.prefix + texts[0])["input_ids"]
+        cut = max(0, len(ids) - self.max_input)
+        if cut and not truncate:
+            raise runtime.BadRequest(
+                f"input 'text_input' has {len(ids)} tokens, more than the model's context length of "
+                f"{self.max_input} tokens: shorten it, or send truncate=true to keep its start."
+            )
+        if cut:  # cut the way the tokenizer cuts (its end goes; the end-of-text token stays)
+            ids = self.tokenizer(self.prefix + texts[0], truncation=True, max_length=self.max_input)["input_ids"]
+        return Sequence(request, self.tokenizer, ids, max_tokens, temperature, top_p, seed, stops, cut)
 
     def loop(self):
         while not self.stopping:

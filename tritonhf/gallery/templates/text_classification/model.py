@@ -9,7 +9,8 @@ requests that arrived while the model was busy), each with one or more rows. Thi
 4. answers each request with exactly its own rows.
 
 Inputs:  TEXT [n, 1] BYTES, optional TOP_K [n, 1] INT32 (labels to return, default all),
-         optional TRUNCATE [n, 1] BOOL (default true).
+         optional TRUNCATE [n, 1] BOOL (default true), optional TEXT_PAIR [n, 1] BYTES (a
+         second text read with the first, as NLI and cross-encoder models take; "" for none).
 Outputs: LABEL, SCORE (the best label per text), LABELS, SCORES (best first),
          TRUNCATED (the text was cut to the model's limit).
 Labels come from the model's ``id2label``; multi-label models use a sigmoid per label.
@@ -51,7 +52,8 @@ class TritonPythonModel:
         batch = runtime.Batch(requests, "TEXT")
         top_k = batch.option("TOP_K", len(self.labels), lambda k: k >= 1, "a positive number of labels")
         truncate = batch.option("TRUNCATE", True)
-        encoded = runtime.encode_rows(self.tokenizer, batch, self.max_length, truncate)
+        pairs = batch.option("TEXT_PAIR", "")  # a row's second text (NLI, cross-encoders), "" for none
+        encoded = runtime.encode_rows(self.tokenizer, batch, self.max_length, truncate, pairs=pairs)
         rows = batch.live_rows()  # without the rows of requests refused for being too long
         scores = np.zeros((len(batch.texts), len(self.labels)), dtype=np.float32)
         for group in runtime.budget_groups({row: encoded.length(row) for row in rows}, self.budget):

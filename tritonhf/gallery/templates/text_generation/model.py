@@ -32,15 +32,16 @@ scheduler keeps one generator per request and uses plain ``DynamicCache`` tensor
 causal LM whose cache layers are dynamic; others run one sequence at a time).
 
 Limits (README, "Long inputs"): the model's context C (``max_position_embeddings``). A
-prompt of P tokens with ``max_tokens`` M: P + M > C is refused (400) when P < C; a prompt
-that alone fills the context keeps its last C - M tokens (its start is cut). M defaults to
-parameter ``max_tokens`` (128), lowered to fit when not given.
+prompt of P tokens with ``max_tokens`` M: P + M > C is refused (400, "context length")
+unless the request sends ``truncate=true``; then the prompt keeps its last C - M tokens and
+the last response says how many went (``prompt_tokens_cut``). Nothing is cut silently. M
+defaults to parameter ``max_tokens`` (128), lowered to fit when not given.
 
 Tensor names follow Triton's generate extension, so this works with curl:
     curl -N localhost:8000/v2/models/NAME/generate_stream -d '{"text_input": "Hi", "max_tokens": 20}'
 
 Inputs:  text_input (the prompt; with chat=true, a JSON list of {"role", "content"} messages),
-         optional max_tokens, temperature (0 = greedy), top_p, seed, stop (strings), chat.
+         optional max_tokens, temperature (0 = greedy), top_p, seed, stop (strings), chat, truncate.
 Outputs: text_output, one chunk per response; the last response also has finish_reason
          ("stop" or "length"), prompt_tokens and completion_tokens (runtime.TextReply does the
          incremental detokenising, the stop strings and the final flag).
@@ -69,10 +70,10 @@ FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
 class Sequence:
     """One request being generated: its prompt, settings, scheduling state, and its streamed reply."""
 
-    def __init__(self, request, tokenizer, prompt_ids, max_tokens, temperature, top_p, seed, stops):
+    def __init__(self, request, tokenizer, prompt_ids, max_tokens, temperature, top_p, seed, stops, cut=0):
         self.request = request
         sender = request.get_response_sender() if request is not None else None
-        self.reply = runtime.TextReply(sender, tokenizer, stops, len(prompt_ids))
+        self.reply = runtime.TextReply(sender, tokenizer, stops, len(prompt_ids), cut)
         self.prompt_ids = prompt_ids
         self.max_tokens = max_tokens
         self.temperature = temperature
@@ -223,23 +224,41 @@ class TritonPythonModel:
         ids = self.tokenizer(prompt, add_special_tokens=not chat)["input_ids"]
         if not ids:  # an empty prompt: start from the beginning-of-text token
             ids = [self.tokenizer.bos_token_id if self.tokenizer.bos_token_id is not None else self.pad_id]
-        limit = self.context - 1
-        asked = runtime.optional_scalar(request, "max_tokens", None, lambda v: 1 <= v <= limit, f"from 1 to {limit}")
-        if asked is None:
-            max_tokens = max(1, min(self.default_max_tokens, self.context - len(ids)))
-        elif len(ids) < self.context and len(ids) + asked > self.context:
-            raise runtime.BadRequest(
-                f"input 'max_tokens' is {asked}, but the prompt has {len(ids)} tokens and the model's context is "
-                f"{self.context}: ask for at most {self.context - len(ids)} tokens, or shorten the prompt."
-            )
-        else:
-            max_tokens = asked
-        ids = ids[-(self.context - max_tokens) :]  # a prompt that alone fills the context keeps its end
+        asked = runtime.optional_scalar(
+            request, "max_tokens", None, lambda v: 1 <= v < self.context, f"from 1 to {self.context - 1}"
+        )
+        truncate = runtime.optional_scalar(request, "truncate", False, lambda v: True, "a boolean")
+        ids, max_tokens, cut = self.fit(ids, asked, truncate)
         temperature = runtime.optional_scalar(request, "temperature", 0.0, lambda v: 0 <= v <= 100, "from 0 to 100")
         top_p = runtime.optional_scalar(request, "top_p", 1.0, lambda v: 0 < v <= 1, "in (0, 1]")
         seed = runtime.optional_scalar(request, "seed", None, lambda v: v >= 0, "a non-negative integer")
         stops = runtime.optional_strings(request, "stop") or []
-        return Sequence(request, self.tokenizer, ids, max_tokens, temperature, top_p, seed, stops)
+        return Sequence(request, self.tokenizer, ids, max_tokens, temperature, top_p, seed, stops, cut)
+
+    def fit(self, ids, asked, truncate):
+        """(prompt ids, max_tokens, tokens cut): the prompt and its answer within the context C.
+
+        Without ``max_tokens`` the answer gets the default, lowered to the room left. A prompt
+        that leaves no room (or less than the ``max_tokens`` asked) is refused, naming the
+        context length, unless ``truncate``: then its start is cut and the answer says how much.
+        """
+        if asked is not None:
+            max_tokens = asked
+        elif len(ids) < self.context:
+            max_tokens = max(1, min(self.default_max_tokens, self.context - len(ids)))
+        else:
+            max_tokens = min(self.default_max_tokens, self.context - 1)
+        over = len(ids) + max_tokens - self.context
+        if over <= 0:
+            return ids, max_tokens, 0
+        if not truncate:
+            raise runtime.BadRequest(
+                f"input 'text_input' has {len(ids)} tokens and max_tokens is {max_tokens}, more than the model's "
+                f"context length of {self.context} tokens: shorten the prompt"
+                + (f", ask for at most {self.context - len(ids)} tokens" if len(ids) < self.context else "")
+                + ", or send truncate=true to cut the prompt's start."
+            )
+        return ids[over:], max_tokens, over
 
     def chat_prompt(self, text):
         try:
