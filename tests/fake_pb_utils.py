@@ -21,6 +21,7 @@ bls_models: dict[str, Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]] 
 class TritonError:
     INTERNAL = 13
     INVALID_ARG = 3
+    UNAVAILABLE = 14
     CANCELLED = 1
 
     def __init__(self, message: str, code: int = INTERNAL) -> None:

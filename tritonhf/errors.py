@@ -17,6 +17,7 @@
     │   └── StorageError          object storage: bad URL, missing bucket, credentials, unreachable
     └── ClientError               talking to a running server (the sdk)
         ├── ServerUnavailableError
+        │   └── ServerBusyError   the model's queue is full (Triton's max_queue_size): retried, then raised
         ├── ModelNotFoundError
         ├── ModelNotReadyError
         ├── AmbiguousModelError   model=None matched zero or several models
@@ -119,6 +120,11 @@ class ClientError(TritonHFError):
 
 class ServerUnavailableError(ClientError):
     """Nothing answers at the URL, or the connection broke."""
+
+
+class ServerBusyError(ServerUnavailableError):
+    """The model refused the request because its queue is full (overload). The SDK retries it after a
+    short wait within the call's deadline; the gateway answers 429 with Retry-After."""
 
 
 class ModelNotFoundError(ClientError):

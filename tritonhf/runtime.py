@@ -681,6 +681,17 @@ def error_response(message: str, invalid_input: bool = True) -> Any:
     return pb.InferenceResponse(output_tensors=[], error=pb.TritonError(message, code))
 
 
+def busy_response(waiting: int) -> Any:
+    """UNAVAILABLE (HTTP 503, gRPC UNAVAILABLE) for a request beyond a template's own queue bound, in the
+    words Triton uses for its queue ("exceeds maximum queue size"), so clients treat both alike."""
+    pb = pb_utils()
+    message = (
+        f"Exceeds maximum queue size: {waiting} requests are already waiting (parameter max_waiting). "
+        "The model is busy: retry shortly."
+    )
+    return pb.InferenceResponse(output_tensors=[], error=pb.TritonError(message, pb.TritonError.UNAVAILABLE))
+
+
 def string_tensor(name: str, values: Sequence[Any]) -> Any:
     """A BYTES output: an object array of UTF-8 bytes, one row per text."""
     array = np.array([[str(value).encode("utf-8")] for value in values], dtype=np.object_)

@@ -286,3 +286,86 @@ def test_up_runs_the_gateway_under_the_supervisor(
         down = cli("down")
     assert down.returncode == 0
     assert latest.gateway is not None and not latest.gateway.alive(), "down stops the gateway"
+
+
+def _post(url: str, body: object) -> tuple[int, dict[str, str], object]:
+    request = urllib.request.Request(url, json.dumps(body).encode(), {"content-type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return response.status, {k.lower(): v for k, v in response.headers.items()}, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, {k.lower(): v for k, v in error.headers.items()}, json.loads(error.read())
+
+
+LONG = "the movie was good and " * 120  # ~600 tokens: past MiniLM's and the tiny classifier's windows
+
+
+def test_nothing_is_cut_unasked_and_a_cut_is_said(gateway: Server) -> None:
+    from tritonhf import ContextLengthError
+
+    root = _base(gateway).removesuffix("/v1")
+    status, _, error = _post(f"{root}/embed", {"inputs": ["ok", LONG], "model": "minilm"})
+    assert status == 413 and error["error_type"] == "Validation" and "context length" in error["error"]  # type: ignore[index]
+    status, headers, vectors = _post(f"{root}/embed", {"inputs": ["ok", LONG], "truncate": True})  # model optional
+    assert status == 200 and len(vectors) == 2 and headers.get("x-truncated-inputs") == "1"  # type: ignore[arg-type]
+    status, headers, _ = _post(f"{root}/embed", {"inputs": ["ok"], "truncate": True})
+    assert status == 200 and "x-truncated-inputs" not in headers, "only a cut is announced"
+    client = openai.OpenAI(base_url=_base(gateway), api_key="x", max_retries=0)
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.embeddings.create(model="minilm", input=["ok", LONG])
+    assert refused.value.code == "context_length_exceeded" and refused.value.param == "input"
+    cut = client.embeddings.create(model="minilm", input=["ok", LONG], extra_body={"truncate": True})
+    assert [(item.model_extra or {}).get("truncated") for item in cut.data] == [None, True]
+    for request in (
+        {"model": "smollm2", "messages": CHAT, "max_tokens": 8190},  # fits alone, not with the prompt
+        {"model": "smollm2", "messages": [{"role": "user", "content": "word " * 9000}], "max_tokens": 4},
+    ):
+        with pytest.raises(openai.BadRequestError) as refused:
+            client.chat.completions.create(**request)  # type: ignore[call-overload]
+        assert refused.value.code == "context_length_exceeded" and "8192" in refused.value.message
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.completions.create(model="smollm2", prompt="word " * 9000, max_tokens=4)
+    assert refused.value.code == "context_length_exceeded"
+    with Client(gateway.grpc_url) as sdk, pytest.raises(ContextLengthError, match="truncate=true"):
+        sdk.generate("word " * 9000, model="smollm2", max_tokens=4)
+
+
+def test_tei_pairs_tokenize_info_limits_empties_and_metrics(gateway: Server) -> None:
+    root = _base(gateway).removesuffix("/v1")
+    pairs = [["a great film", "it was fun"], ["dull", "very boring"]]
+    status, _, ranked = _post(f"{root}/predict", {"inputs": pairs, "model": "sentiment"})
+    with Client(gateway.grpc_url) as sdk:
+        direct = sdk.classify_pairs([(a, b) for a, b in pairs], model="sentiment")
+        single = sdk.classify("a great film", model="sentiment", top_k=3)
+    assert status == 200 and [[c["label"] for c in row] for row in ranked] == [[c.label for c in row] for row in direct]  # type: ignore[union-attr]
+    assert [c.score for c in direct[0]] != [c.score for c in single], "the pair is read as a pair"
+    status, _, error = _post(f"{root}/predict", {"inputs": [["a", "b"], ["c"]], "model": "sentiment"})
+    assert status == 400 and "mixes" in error["error"]  # type: ignore[index]
+    status, _, tokens = _post(f"{root}/tokenize", {"inputs": ["a cat"], "model": "minilm"})
+    assert status == 200 and tokens[0][0]["special"] and tokens[0][-1]["special"]  # type: ignore[index]
+    words = [(t["text"], t["start"], t["stop"]) for t in tokens[0] if not t["special"]]  # type: ignore[index]
+    assert words == [("a", 0, 1), ("cat", 2, 5)]
+    with urllib.request.urlopen(f"{root}/info?model=minilm", timeout=30) as response:
+        info = json.loads(response.read())
+    assert info["model_id"] == "minilm" and info["max_input_length"] == 512 and info["max_batch_tokens_counted"]
+    status, _, error = _post(f"{root}/embed", {"inputs": [LONG] * 40, "truncate": True})  # 40 x 512 > 16384
+    assert status == 413 and "--max-batch-tokens" in error["error"]  # type: ignore[index]
+    for route, body in (
+        ("/embed", {"inputs": []}),
+        ("/embed", {"inputs": ["a", ""]}),
+        ("/rerank", {"query": "", "texts": ["a"]}),
+        ("/rerank", {"query": "a", "texts": []}),
+        ("/v1/embeddings", {"model": "minilm", "input": ""}),
+    ):
+        status, _, error = _post(root + route, body)
+        message = error["error"]["message"] if route.startswith("/v1") else error["error"]  # type: ignore[index]
+        assert status == 400 and "cannot be empty" in message, (route, body, error)
+    status, _, error = _post(f"{root}/embed", {"inputs": "x", "model": "sentiment"})
+    assert status == 400 and "is a text-classification model; /embed needs feature-extraction" in error["error"]  # type: ignore[index]
+    with urllib.request.urlopen(f"{root}/metrics", timeout=30) as response:
+        metrics = response.read().decode()
+    for line in ('tritonhf_gateway_requests_total{route="/embed",status="413"}',
+                 'tritonhf_gateway_requests_total{route="/predict",status="200"}',
+                 'tritonhf_gateway_request_duration_seconds_bucket{le="0.005",route="/embed"}',
+                 "tritonhf_gateway_requests_in_flight 1.0"):  # fmt: skip
+        assert line in metrics, line

@@ -189,3 +189,19 @@ def test_metrics_count_tokens_and_first_tokens(generator: Any) -> None:
     generated = sum(int(last(r, "completion_tokens")) for r in requests)
     assert families["tritonhf_generated_tokens_total"].metrics[-1].value >= generated
     assert families["tritonhf_running_sequences"].metrics[-1].value == 0
+
+
+def test_beyond_max_waiting_a_request_is_refused_at_once_as_busy(tmp_path: Path, tiny: dict[str, Path]) -> None:
+    model = _model(tmp_path, tiny, {"max_waiting": "2"})
+    queued = [request("the movie", max_tokens=3) for _ in range(2)]
+    extra = request("one too many", max_tokens=3)
+    model.execute([*queued, extra])
+    error = extra.sender.responses[0].error()
+    assert error.code == pb.TritonError.UNAVAILABLE and "exceeds maximum queue size" in error.message().lower()
+    assert extra.sender.closed and len(model.waiting) == 2
+    run(model)
+    assert all(req.sender.closed and not req.sender.responses[-1].has_error() for req in queued)
+    later = request("the movie", max_tokens=3)
+    model.execute([later])  # the queue drained: admitted again
+    run(model)
+    assert text_of(later) == text_of(queued[0])

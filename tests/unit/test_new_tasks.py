@@ -125,11 +125,11 @@ def seq2seq(tmp_path: Path, tiny: dict[str, Path]) -> Any:
     return model
 
 
-def generated(folder: Path, text: str, max_tokens: int) -> str:
+def generated(folder: Path, text: str, max_tokens: int, cut_to: int | None = None) -> str:
     tokenizer = AutoTokenizer.from_pretrained(folder)
     model = AutoModelForSeq2SeqLM.from_pretrained(folder).eval()
     out = model.generate(
-        **tokenizer(text, return_tensors="pt"),
+        **tokenizer(text, return_tensors="pt", truncation=cut_to is not None, max_length=cut_to),
         max_new_tokens=max_tokens,
         do_sample=False,
         num_beams=1,
@@ -145,7 +145,7 @@ def _streamed(request: pb.InferenceRequest) -> str:
 
 
 def _gen(prompt: str, **options: Any) -> pb.InferenceRequest:
-    dtypes = {"max_tokens": np.int32, "temperature": np.float32, "seed": np.int64}
+    dtypes = {"max_tokens": np.int32, "temperature": np.float32, "seed": np.int64, "truncate": np.bool_}
     inputs: dict[str, Any] = {"text_input": texts(prompt)}
     inputs.update({k: np.array([[v]], dtype=dtypes[k]) for k, v in options.items()})
     return pb.InferenceRequest(**inputs)
@@ -162,6 +162,21 @@ def test_text2text_a_wave_of_prompts_each_equal_generate(seq2seq: Any, tiny: dic
     bad = _gen("x", max_tokens=0)
     seq2seq.execute([bad])
     assert "max_tokens" in bad.sender.responses[0].error().message() and bad.sender.closed
+
+
+def test_text2text_a_too_long_input_is_refused_unless_truncate(seq2seq: Any, tiny: dict[str, Path]) -> None:
+    long = "the movie was great " * 200
+    refused, cut = _gen(long, max_tokens=4), _gen(long, max_tokens=4, truncate=True)
+    seq2seq.execute([refused, cut])
+    message = refused.sender.responses[0].error().message()
+    assert "context length" in message and str(seq2seq.max_input) in message and refused.sender.closed
+    seq2seq.run([seq2seq.waiting.popleft() for _ in range(len(seq2seq.waiting))])
+    tokenizer = AutoTokenizer.from_pretrained(tiny["seq2seq"])
+    last = cut.sender.responses[-1]
+    assert last.output("prompt_tokens")[0, 0] == seq2seq.max_input
+    assert last.output("prompt_tokens_cut")[0, 0] == len(tokenizer(long)["input_ids"]) - seq2seq.max_input
+    expected = generated(tiny["seq2seq"], long, 4, cut_to=seq2seq.max_input)
+    assert _streamed(cut) == expected, "cut as transformers cuts: the input's start"
 
 
 def test_text2text_cancelled_rows_leave_the_wave(seq2seq: Any, tiny: dict[str, Path]) -> None:

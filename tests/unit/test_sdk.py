@@ -25,6 +25,7 @@ from tritonhf import (
     ModelNotFoundError,
     ModelNotReadyError,
     RequestTimeoutError,
+    ServerBusyError,
     ServerUnavailableError,
 )
 from tritonhf.sdk.testing import NEVER, AsyncMemoryTransport, FakeServer, MemoryTransport, StatusError
@@ -311,6 +312,23 @@ def test_unavailable_timeout_gives_up_on_an_unreachable_server_early(server: Fak
             client.models(timeout=30)
         assert time.monotonic() - started < 1.0, "not retried until the 30 s deadline"
     assert len(server.failures) <= 998, "it was retried (once at least) while the budget lasted"
+
+
+def test_a_busy_model_is_retried_within_the_deadline_unless_the_caller_must_answer_fast(server: FakeServer) -> None:
+    busy = "Exceeds maximum queue size"
+    server.models["emb"]  # the config is read (and cached) before the failures start
+    with Client(transport=MemoryTransport(server)) as client:
+        client.embed("warm", model="emb")
+        server.failures.extend(StatusError(503, busy) for _ in range(2))
+        assert client.embed("x", model="emb").shape == (1, 3), "retried after a short wait, then answered"
+        assert not server.failures
+    with Client(transport=MemoryTransport(server), unavailable_timeout=1.5) as gateway:
+        gateway.embed("warm", model="emb")
+        server.failures.append(StatusError(503, busy))
+        started = time.monotonic()
+        with pytest.raises(ServerBusyError, match="busy"):
+            gateway.embed("x", model="emb", timeout=30)
+        assert time.monotonic() - started < 0.1, "passed on at once (the gateway answers 429 with Retry-After)"
 
 
 def test_bad_urls_are_invalid_input() -> None:

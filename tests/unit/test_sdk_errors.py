@@ -6,6 +6,7 @@ import pytest
 
 from tritonhf.errors import (
     ClientError,
+    ContextLengthError,
     InferenceError,
     InvalidInputError,
     ModelNotFoundError,
@@ -13,6 +14,7 @@ from tritonhf.errors import (
     PermissionDeniedError,
     RequestCancelledError,
     RequestTimeoutError,
+    ServerBusyError,
     ServerUnavailableError,
 )
 from tritonhf.sdk._errors import error_for, translate
@@ -36,6 +38,13 @@ RECORDED: list[tuple[str, int, str, type[ClientError]]] = [
     ("StatusCode.DEADLINE_EXCEEDED", 504, "Deadline Exceeded", RequestTimeoutError),
     ("StatusCode.CANCELLED", 499, "Cancelled", RequestCancelledError),
     ("StatusCode.UNAVAILABLE", 503, "failed to connect to all addresses", ServerUnavailableError),
+    ("StatusCode.UNAVAILABLE", 503, "Exceeds maximum queue size", ServerBusyError),  # max_queue_size
+    (
+        "StatusCode.INVALID_ARGUMENT",
+        400,
+        "input 'TEXT' is longer than the model's context length of 512 tokens. Shorten it, or send truncate=true",
+        ContextLengthError,
+    ),
 ]
 
 
@@ -73,3 +82,15 @@ def test_low_level_failures() -> None:
     assert type(translate(aiohttp.ServerDisconnectedError(), "m", "u")) is ServerUnavailableError
     error = translate(StatusError(400, "input 'TOP_K' is 0"), "clf", "http://h:1")
     assert isinstance(error, ValueError) and "clf" in str(error) and "TOP_K" in str(error)
+
+
+def test_busy_and_context_length_inside_streams_and_from_a_proxy() -> None:
+    busy = "Exceeds maximum queue size: 64 requests are already waiting"
+    assert type(error_for("", busy, "m", "u")) is ServerBusyError
+    assert type(error_for("", "input 'text_input' has 9000 tokens ... context length of 8192", "m", "u")) is (
+        ContextLengthError
+    )
+    assert type(error_for(429, "Too Many Requests", "m", "u")) is ServerBusyError
+    assert type(error_for("StatusCode.RESOURCE_EXHAUSTED", "Received message larger than max", "m", "u")) is (
+        InvalidInputError
+    ), "gRPC's size limit stays an input error"

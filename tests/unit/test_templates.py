@@ -87,6 +87,31 @@ def test_long_text_is_truncated_not_crashing(tmp_path: Path, tiny: dict[str, Pat
     assert response.output("LABEL").shape == (3, 1)
 
 
+def test_pairs_are_read_as_pairs_and_singles_beside_them_as_singles(tmp_path: Path, tiny: dict[str, Path]) -> None:
+    model = instantiate(_add(tmp_path, "text-classification", tiny["classifier"]))
+    pairs = pb.InferenceRequest(TEXT=texts("a great film", "dull"), TEXT_PAIR=texts("it was fun", "very boring"))
+    single = pb.InferenceRequest(TEXT=texts("a great film"))
+    half = pb.InferenceRequest(TEXT=texts("a great film", "dull"), TEXT_PAIR=texts("it was fun", ""))
+    together = model.execute([pairs, single, half])
+    tokenizer = AutoTokenizer.from_pretrained(tiny["classifier"])
+    reference = AutoModelForSequenceClassification.from_pretrained(tiny["classifier"]).eval()
+    with torch.inference_mode():
+        for first, second, (response, row) in (
+            ("a great film", "it was fun", (together[0], 0)),
+            ("dull", "very boring", (together[0], 1)),
+            ("a great film", None, (together[1], 0)),
+            ("a great film", "it was fun", (together[2], 0)),
+            ("dull", None, (together[2], 1)),  # "" is no pair: the text alone, without a pair's separators
+        ):
+            logits = reference(**tokenizer(first, second, return_tensors="pt")).logits
+            expected = torch.softmax(logits, -1)[0].numpy()
+            np.testing.assert_allclose(np.sort(response.output("SCORES")[row])[::-1], np.sort(expected)[::-1],
+                                       atol=1e-5)  # fmt: skip
+    for alone, (response, row) in ((pairs, (together[0], 0)), (single, (together[1], 0))):
+        (by_itself,) = model.execute([alone])
+        np.testing.assert_array_equal(by_itself.output("SCORES")[0], response.output("SCORES")[row])
+
+
 # ------------------------------------------------------------------ token-classification
 
 

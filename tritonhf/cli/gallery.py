@@ -69,6 +69,11 @@ def add_command(
     repository: RepositoryOption = None,
     max_batch_size: Annotated[int, typer.Option(help="Largest batch Triton builds (default: per task).")] = 0,
     instances: Annotated[int, typer.Option(help="Model instances (stub processes).")] = 1,
+    max_queue_size: Annotated[
+        int,
+        typer.Option(help="Requests Triton queues before refusing with UNAVAILABLE (-1: one full batch; 0: no "
+                     "bound). Generation models bound their own queue: --param max_waiting=N."),
+    ] = -1,
     device: Annotated[str, typer.Option(help="auto | cpu | gpu")] = "auto",
     revision: Annotated[str | None, typer.Option(help="Hub revision (branch, tag or commit).")] = None,
     vendor: Annotated[
@@ -128,7 +133,9 @@ def add_command(
         engine=engine,
         weight_format=weight_format,
         labels=tuple(labels.split(",")) if labels else (),
-        options=ModelOptions(max_batch_size=max_batch_size, instances=instances, device=device),
+        options=ModelOptions(
+            max_batch_size=max_batch_size, instances=instances, device=device, max_queue_size=max_queue_size
+        ),
         params=parse_params(param or []),
     )
     progress = RichProgress()

@@ -47,6 +47,9 @@ class ModelOptions:
     max_batch_size: int = 0  # 0: the task's default
     instances: int = 1
     device: str = "auto"
+    # Requests Triton queues for the model before it answers UNAVAILABLE ("Exceeds maximum queue size"):
+    # -1 is the default (one full batch), 0 no bound. Overload is refused fast, not queued without end.
+    max_queue_size: int = -1
     parameters: Mapping[str, str] = field(default_factory=dict)
     output_dims: Mapping[str, tuple[int, ...]] = field(default_factory=dict)  # e.g. EMBEDDING -> (384,)
 
@@ -55,6 +58,8 @@ class ModelOptions:
             raise GalleryError(f"--max-batch-size must be between 1 and 4096, not {self.max_batch_size}.")
         if not 1 <= self.instances <= 64:
             raise GalleryError(f"--instances must be between 1 and 64, not {self.instances}.")
+        if self.max_queue_size < -1:
+            raise GalleryError(f"--max-queue-size must be 0 (no bound) or more, not {self.max_queue_size}.")
         if self.device not in DEVICES:
             raise GalleryError(f"--device must be one of {', '.join(DEVICES)}, not {self.device!r}.")
 
@@ -84,6 +89,9 @@ def build_config(task: Task, name: str, options: ModelOptions) -> mc.ModelConfig
     for spec in task.outputs:
         _tensor(spec, config.output.add(), options.output_dims.get(spec.name))
     config.dynamic_batching.SetInParent()
+    queue = config.max_batch_size if options.max_queue_size == -1 else options.max_queue_size
+    if queue and not task.decoupled:  # decoupled templates keep their own queue (parameter max_waiting)
+        config.dynamic_batching.default_queue_policy.max_queue_size = queue
     _add_instances(config, options)
     if task.decoupled:
         config.model_transaction_policy.decoupled = True

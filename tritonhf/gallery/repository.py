@@ -304,6 +304,7 @@ def add_model(request: AddRequest, progress: Progress | None = None) -> Path:
             max_batch_size=request.options.max_batch_size,
             instances=request.options.instances,
             device=request.options.device,
+            max_queue_size=request.options.max_queue_size,
             parameters=params,
             output_dims=_output_dims(task, resolved.folder),
         )

@@ -25,6 +25,7 @@ from tritonhf.errors import (
     ModelNotFoundError,
     ModelNotReadyError,
     RequestTimeoutError,
+    ServerBusyError,
     ServerUnavailableError,
 )
 from tritonhf.sdk import codecs
@@ -97,6 +98,8 @@ def retry_delay(error: ClientError, attempt: int, deadline: Deadline) -> float |
     if not isinstance(error, TRANSIENT):
         return None
     delay = backoff(attempt)
+    if isinstance(error, ServerBusyError) and deadline.unreachable is not None:
+        return None  # a caller that must answer fast (the gateway) passes the refusal on at once: its 429
     if isinstance(error, ServerUnavailableError) and deadline.unreachable is not None:
         # A caller that must answer fast (the gateway's 503) gives up on an unreachable server early.
         return delay if deadline.elapsed() + delay <= deadline.unreachable else None
@@ -212,7 +215,9 @@ class Directory:
         self._configs[config.name] = (self._clock(), config)
 
     def forget(self, name: str | None, error: ClientError) -> None:
-        """After ``error`` from model ``name``: drop what may be stale."""
+        """After ``error`` from model ``name``: drop what may be stale (a busy model's config is not)."""
+        if isinstance(error, ServerBusyError):
+            return
         if isinstance(error, (ModelNotFoundError, ModelNotReadyError, InvalidInputError, ServerUnavailableError)):
             self._models = None
             if name is not None:

@@ -33,6 +33,7 @@ from tritonhf.errors import (
     PermissionDeniedError,
     RequestCancelledError,
     RequestTimeoutError,
+    ServerBusyError,
     ServerUnavailableError,
 )
 
@@ -59,7 +60,9 @@ RULES: tuple[Rule, ...] = (
     Rule(("UNIMPLEMENTED",), (501,), InvalidInputError),
     Rule(("DEADLINE_EXCEEDED",), (408, 504), RequestTimeoutError),
     Rule(("CANCELLED",), (499,), RequestCancelledError),
-    Rule(("UNAVAILABLE",), (429, 502, 503), ServerUnavailableError),
+    Rule(("UNAVAILABLE",), (503,), ServerBusyError, "exceeds maximum queue size"),
+    Rule((), (429,), ServerBusyError),  # a proxy's "too many requests"
+    Rule(("UNAVAILABLE",), (502, 503), ServerUnavailableError),
     Rule(("RESOURCE_EXHAUSTED",), (), InvalidInputError),  # a message over gRPC's size limit
     Rule(("INTERNAL", "UNKNOWN", "DATA_LOSS", "ABORTED"), (500,), InferenceError),
 )
@@ -76,6 +79,7 @@ TEXT_ONLY: tuple[tuple[str, type[ClientError]], ...] = (
     ("unexpected shape", InvalidInputError),
     ("data-type is", InvalidInputError),
     ("cancelled", RequestCancelledError),
+    ("exceeds maximum queue size", ServerBusyError),
 )
 
 _ADVICE: dict[type[ClientError], str] = {
@@ -86,6 +90,7 @@ _ADVICE: dict[type[ClientError], str] = {
     ContextLengthError: "",
     RequestTimeoutError: "Raise timeout= or send less.",
     RequestCancelledError: "",
+    ServerBusyError: "The model is at its queue bound (overloaded): retry later, or add instances.",
     ServerUnavailableError: "Start one with `tritonhf up`, or set TRITONHF_URL / url= to where it runs.",
     InferenceError: "",
 }
@@ -116,7 +121,9 @@ def error_for(status: object, message: str, model: str | None, url: str) -> Clie
 def make(kind: type[ClientError], message: str, model: str | None, url: str) -> ClientError:
     """An error of ``kind`` whose message names the model, the server and what to do."""
     where = f"model '{model}' at {url}" if model else f"the server at {url}"
-    if kind is ServerUnavailableError:
+    if kind is ServerBusyError:
+        text = f"Model '{model}' is busy: {message}" if model else f"The server is busy: {message}"
+    elif kind is ServerUnavailableError:
         text = f"The server at {url} is unavailable ({message})."
     elif issubclass(kind, InvalidInputError):
         text = f"Model '{model}' refused the input: {message}" if model else f"Refused: {message}"

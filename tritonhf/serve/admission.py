@@ -39,9 +39,7 @@ class Admission:
                 "rate_limit_error",
                 code="rate_limit_exceeded",
             )
-            response = self.respond(path, error)
-            response.headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
-            await response(scope, receive, send)
+            await self.respond(path, error)(scope, receive, send)  # with Retry-After
             return
         self.in_flight += 1
         try:

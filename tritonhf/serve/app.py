@@ -23,7 +23,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from tritonhf.errors import ClientError
 from tritonhf.sdk import AsyncClient
 from tritonhf.serve import openai, tei
-from tritonhf.serve.admission import Admission
+from tritonhf.serve.admission import RETRY_AFTER_SECONDS, Admission
 from tritonhf.serve.errors import GatewayError
 from tritonhf.serve.limits import Limits
 from tritonhf.serve.metrics import GatewayMetrics, Metered
@@ -66,7 +66,13 @@ def create_app(
     app.include_router(tei.router)
     app.state.limits = limits
     app.state.tokenizers = Tokenizers(repository)
-    metrics = GatewayMetrics([getattr(route, "path", "") for route in app.routes] + ["/health", "/metrics"])
+    metrics = GatewayMetrics(
+        [
+            (getattr(route, "path", ""), getattr(route, "path_regex", None))
+            for route in [*openai.router.routes, *tei.router.routes]
+        ]
+        + [("/health", None), ("/metrics", None)]
+    )
 
     app.add_middleware(Admission, limits=limits, respond=_error_for_path)
     if api_key:  # a request without the key is refused before it counts against the limits
@@ -119,7 +125,10 @@ def _error_response(request: Request, error: GatewayError) -> JSONResponse:
 
 def _error_for_path(path: str, error: GatewayError) -> JSONResponse:
     body = error.openai_body() if path.startswith("/v1/") else error.tei_body()
-    return JSONResponse(body, status_code=error.status)
+    response = JSONResponse(body, status_code=error.status)
+    if error.status in (429, 503):  # overloaded or not ready: when to come back (OpenAI clients honour it)
+        response.headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
+    return response
 
 
 class KeyRequired:

@@ -20,6 +20,7 @@ from tritonhf.errors import (
     PermissionDeniedError,
     RequestCancelledError,
     RequestTimeoutError,
+    ServerBusyError,
     ServerUnavailableError,
 )
 
@@ -30,6 +31,7 @@ STATUSES: dict[type[ClientError], tuple[int, str, str]] = {
     AmbiguousModelError: (404, "invalid_request_error", "model_not_found"),
     ModelNotFoundError: (404, "invalid_request_error", "model_not_found"),
     ModelNotReadyError: (503, "server_error", "model_not_ready"),
+    ServerBusyError: (429, "rate_limit_error", "model_overloaded"),  # before its base class; with Retry-After
     ServerUnavailableError: (503, "server_error", "server_unavailable"),
     PermissionDeniedError: (403, "permission_error", "permission_denied"),
     RequestTimeoutError: (504, "server_error", "timeout"),

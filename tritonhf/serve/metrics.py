@@ -8,6 +8,7 @@ template's token counters) stay on Triton's metrics port.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterable
 
@@ -21,9 +22,12 @@ LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2
 class GatewayMetrics:
     """The counters of one app (its own registry: two gateways in one process do not mix)."""
 
-    def __init__(self, routes: Iterable[str]) -> None:
+    def __init__(self, routes: Iterable[tuple[str, re.Pattern[str] | None]]) -> None:
+        """``routes``: (template, its compiled pattern, or None for a plain path)."""
         self.registry = CollectorRegistry()
-        self.routes = frozenset(routes)
+        routes = list(routes)
+        self.plain = frozenset(template for template, pattern in routes if pattern is None or "{" not in template)
+        self.patterns = [(template, pattern) for template, pattern in routes if pattern is not None and "{" in template]
         self.requests = Counter(
             "tritonhf_gateway_requests", "Requests answered, by route and HTTP status", ["route", "status"],
             registry=self.registry,
@@ -35,9 +39,10 @@ class GatewayMetrics:
         self.in_flight = Gauge("tritonhf_gateway_requests_in_flight", "Requests being answered", registry=self.registry)
 
     def route(self, scope: Scope) -> str:
-        found = scope.get("route")
-        template = getattr(found, "path", None) or scope.get("path", "")
-        return template if template in self.routes else "other"
+        path = str(scope.get("path", ""))
+        if path in self.plain:
+            return path
+        return next((template for template, pattern in self.patterns if pattern.match(path)), "other")
 
     def response(self) -> Response:
         return Response(generate_latest(self.registry), media_type=CONTENT_TYPE_LATEST)

@@ -56,6 +56,8 @@ class TritonPythonModel:
         self.prefix = params.get("prefix", "")
         self.max_input = runtime.max_length(self.tokenizer, self.model.config)
         self.default_max_tokens = runtime.int_parameter(params, "max_tokens", 128)
+        # Beyond this many waiting requests a new one is refused at once (UNAVAILABLE), not queued without end.
+        self.max_waiting = runtime.int_parameter(params, "max_waiting", 64)
         self.max_tokens_limit = runtime.int_parameter(params, "max_tokens_limit", 1024)
         self.max_running = runtime.int_parameter(params, "max_running", 8)
         config = self.model.generation_config
@@ -85,7 +87,11 @@ class TritonPythonModel:
                 request.get_response_sender().send(runtime.error_response(str(error)), flags=FINAL)
                 continue
             with self.lock:
-                self.waiting.append(sequence)
+                full = len(self.waiting) >= self.max_waiting
+                if not full:
+                    self.waiting.append(sequence)
+            if full:  # refused at once, so the client (or the gateway's 429) can come back later
+                request.get_response_sender().send(runtime.busy_response(self.max_waiting), flags=FINAL)
         self.wake.set()
         return None
 

@@ -16,7 +16,9 @@ iteration it
    or cancelled sequence costs nothing from the next step on.
 
 A request that arrives while others are decoding starts at the next iteration, not after
-the longest generation of the batch.
+the longest generation of the batch. At most ``max_waiting`` (64) requests wait; one more is
+refused at once with UNAVAILABLE ("exceeds maximum queue size"), as Triton's own queue bound
+refuses for the encoder templates, so overload is answered fast instead of queued without end.
 
 Two engines compute the tokens (config parameter ``tritonhf.engine``, chosen at ``gallery add``):
 
@@ -132,6 +134,8 @@ class TritonPythonModel:
         if self.pad_id is None:
             self.pad_id = self.tokenizer.eos_token_id or 0
         self.default_max_tokens = runtime.int_parameter(params, "max_tokens", 128)
+        # Beyond this many waiting requests a new one is refused at once (UNAVAILABLE), not queued without end.
+        self.max_waiting = runtime.int_parameter(params, "max_waiting", 64)
         self.max_running = runtime.int_parameter(params, "max_running", 8)
         self.max_prefill_tokens = runtime.int_parameter(params, "max_prefill_tokens", 2048)
         self.metrics = Metrics(args.get("model_name", "model"))
@@ -209,7 +213,11 @@ class TritonPythonModel:
                 request.get_response_sender().send(runtime.error_response(str(error)), flags=FINAL)
                 continue
             with self.lock:
-                self.waiting.append(sequence)
+                full = len(self.waiting) >= self.max_waiting
+                if not full:
+                    self.waiting.append(sequence)
+            if full:  # refused at once, so the client (or the gateway's 429) can come back later
+                request.get_response_sender().send(runtime.busy_response(self.max_waiting), flags=FINAL)
         self.wake.set()
         return None  # decoupled: every answer goes through a response sender
 
