@@ -85,6 +85,42 @@ def test_kubernetes_manifests_validate_strictly(tmp_path: Path) -> None:
     assert (tmp_path / "requirements.txt").read_text() == "torch==2.13.0\n"
 
 
+def test_the_gateway_has_its_own_deployment_service_and_autoscaler(tmp_path: Path) -> None:
+    spec = DeploySpec("s3://models/repo", name="serve", gateway_image="registry/gw:1", gateway_replicas=3)
+    written = {path.name: path for path in write(spec, tmp_path)}
+    manifests = [written[name] for name in ("gateway-deployment.yaml", "gateway-service.yaml", "gateway-hpa.yaml")]
+    validator = shutil.which("kubernetes-validate") or str(Path(sys.executable).parent / "kubernetes-validate")
+    result = subprocess.run([validator, "--strict", *map(str, manifests)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+    deployment = yaml.safe_load(manifests[0].read_text())
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == "registry/gw:1" and deployment["spec"]["replicas"] == 3
+    command = [*container["command"], *container["args"]]
+    assert command[:2] == ["tritonhf", "openai"] and "grpc://serve:8001" in command
+    assert "--api-key-file" in command and not any("key=" in part for part in command), "the key is a mounted file"
+    volume = deployment["spec"]["template"]["spec"]["volumes"][0]
+    assert volume["secret"]["secretName"] == "tritonhf-gateway" and volume["secret"]["defaultMode"] == 0o400
+    assert container["env"][0]["valueFrom"]["secretKeyRef"]["name"] == "tritonhf-admin"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/health" and "tcpSocket" in container["livenessProbe"]
+    from typer.testing import CliRunner
+
+    from tritonhf.cli.main import app
+
+    parsed = CliRunner().invoke(app, ["openai", "--help"])  # every flag the manifest passes exists
+    flags = [part for part in command[2:] if part.startswith("--")]
+    assert all(flag in parsed.output for flag in flags), flags
+    hpa = yaml.safe_load(manifests[2].read_text())
+    assert hpa["spec"]["metrics"][0]["resource"]["name"] == "cpu"
+    assert hpa["spec"]["scaleTargetRef"]["name"] == "serve-gateway"
+    assert "Dockerfile.gateway" in written and "tritonhf[serve]" in written["Dockerfile.gateway"].read_text()
+    notes = written["NOTES.txt"].read_text()
+    assert "kubectl create secret generic tritonhf-gateway" in notes and "gateway-deployment.yaml" in notes
+    server = yaml.safe_load(written["deployment.yaml"].read_text())["spec"]["template"]["spec"]["containers"][0]
+    assert any("tritonhf-key=$(TRITONHF_ADMIN_KEY)" in arg for arg in server["args"]), "the SDK's header"
+    plain = {path.name for path in write(DeploySpec("s3://models/repo", gateway=False), tmp_path / "none")}
+    assert not any(name.startswith("gateway") or name == "Dockerfile.gateway" for name in plain)
+
+
 def test_kserve_inference_service_validates_against_kserve_schema(tmp_path: Path) -> None:
     spec = DeploySpec("s3://http://minio.storage:9000/models/repo", image="registry/serving:1")
     (path,) = [p for p in write(spec, tmp_path, kserve=True) if p.suffix == ".yaml"]

@@ -28,13 +28,13 @@ Local = Annotated[
 
 def _spec(
     repository: str, name: str, replicas: int, max_replicas: int, image: str, gpu: int, cpus: int, memory: str,
-    shm: str, local: Path | None,
+    shm: str, local: Path | None, **gateway: object,
 ) -> DeploySpec:  # fmt: skip
     workspace = Workspace.at()
     requirements = serving_requirements(local or workspace.model_repository, StubEnvironment.for_workspace(workspace))
     return DeploySpec(
         repository=repository, name=name, replicas=replicas, max_replicas=max_replicas, image=image, gpus=gpu,
-        cpus=cpus, memory=memory, shm=shm, requirements=tuple(requirements),
+        cpus=cpus, memory=memory, shm=shm, requirements=tuple(requirements), **gateway,  # type: ignore[arg-type]
     )  # fmt: skip
 
 
@@ -58,9 +58,20 @@ def kubernetes_command(
     memory: Memory = "4Gi",
     shm: Annotated[str, typer.Option(help="/dev/shm size (the Python backend's shared memory).")] = "1Gi",
     local_repository: Local = None,
+    gateway: Annotated[
+        bool, typer.Option(help="Also the OpenAI/TEI gateway: its own Deployment, Service and CPU autoscaler.")
+    ] = True,
+    gateway_image: Annotated[str, typer.Option(help="The gateway's image (from Dockerfile.gateway).")] = (
+        "tritonhf-gateway:latest"
+    ),
+    gateway_replicas: Annotated[int, typer.Option(help="Gateway replicas (its autoscaler's minimum).")] = 2,
 ) -> None:
-    """Deployment, Service, HPA on queue time (+ prometheus-adapter rule), PDB, probe, Dockerfile."""
-    _write(_spec(repository, name, replicas, max_replicas, image, gpu, cpus, memory, shm, local_repository), out)
+    """Deployment, Service, HPA on queue time (+ prometheus-adapter rule), PDB, probe, the gateway, Dockerfiles."""
+    spec = _spec(
+        repository, name, replicas, max_replicas, image, gpu, cpus, memory, shm, local_repository,
+        gateway=gateway, gateway_image=gateway_image, gateway_replicas=gateway_replicas,
+    )  # fmt: skip
+    _write(spec, out)
 
 
 @app.command("kserve")

@@ -11,8 +11,11 @@
   prometheus-adapter.yaml  ... which this prometheus-adapter rule defines from Triton's metrics
   pdb.yaml            at most one replica down at a time
   probe.yaml          the probe script, as a ConfigMap
+  gateway-*.yaml      the OpenAI/TEI gateway: its own Deployment, Service and CPU autoscaler
+                      (deploy/gateway.py; ``--no-gateway`` leaves it out)
   Dockerfile, requirements.txt   the serving image: NVIDIA's Triton of the matching version plus the
                       pinned serving requirements (no tritonhf)
+  Dockerfile.gateway  the gateway's image (tritonhf[serve] on a slim Python)
   NOTES.txt           the commands to create the Secrets and apply, in order
 
 ``tritonhf deploy kserve`` writes inferenceservice.yaml for KServe's ``kserve-tritonserver``
@@ -29,8 +32,10 @@ from typing import Any
 
 import yaml
 
+from tritonhf.deploy import gateway
 from tritonhf.deploy.storage import S3Location
 from tritonhf.errors import DeployError
+from tritonhf.sdk import API_KEY_HEADER
 
 TRITON_IMAGE = "nvcr.io/nvidia/tritonserver:24.10-py3"  # Triton 2.51, the version the wheel carries
 QUEUE_METRIC = "tritonhf_queue_us_per_request"
@@ -56,6 +61,13 @@ class DeploySpec:
     region: str = "us-east-1"
     requirements: tuple[str, ...] = ()
     labels: dict[str, str] = field(default_factory=dict)
+    gateway: bool = True  # also the OpenAI/TEI gateway (deploy/gateway.py)
+    gateway_image: str = "tritonhf-gateway:latest"  # built from Dockerfile.gateway
+    gateway_replicas: int = 2
+    gateway_max_replicas: int = 8
+    gateway_cpus: int = 1
+    gateway_secret: str = "tritonhf-gateway"  # holds key: what the gateway's clients send as Bearer
+    gateway_max_concurrent_requests: int = 512
 
     def check(self) -> S3Location:
         if not 1 <= self.replicas <= self.max_replicas:
@@ -64,6 +76,9 @@ class DeploySpec:
             )
         if self.gpus < 0 or self.cpus < 1:
             raise DeployError("--gpu must be 0 or more and --cpus 1 or more.")
+        if self.gateway and not 1 <= self.gateway_replicas <= self.gateway_max_replicas:
+            raise DeployError(f"--gateway-replicas must be from 1 to {self.gateway_max_replicas}, "
+                              f"not {self.gateway_replicas}.")  # fmt: skip
         return S3Location.parse(self.repository)
 
 
@@ -113,8 +128,9 @@ def deployment(spec: DeploySpec) -> dict[str, Any]:
             "--metrics-port=8002",
             "--exit-timeout-secs=30",
             # Kubernetes expands $(VAR) from the container's env: the key never sits in the manifest.
-            f"--http-restricted-api={ADMIN_APIS}:tritonhf-admin=$(TRITONHF_ADMIN_KEY)",
-            f"--grpc-restricted-protocol={ADMIN_APIS}:tritonhf-admin=$(TRITONHF_ADMIN_KEY)",
+            # The header is the SDK's: a client given the key ($TRITONHF_API_KEY, the gateway) gets in.
+            f"--http-restricted-api={ADMIN_APIS}:{API_KEY_HEADER}=$(TRITONHF_ADMIN_KEY)",
+            f"--grpc-restricted-protocol={ADMIN_APIS}:{API_KEY_HEADER}=$(TRITONHF_ADMIN_KEY)",
         ],
         "env": [
             *_s3_env(spec),
@@ -314,6 +330,8 @@ def notes(spec: DeploySpec, kserve: bool) -> str:
             "# 4. Apply (prometheus-adapter.yaml goes to prometheus-adapter's namespace, merged into its config):",
             "kubectl apply -f probe.yaml -f deployment.yaml -f service.yaml -f pdb.yaml -f hpa.yaml",
         ]
+        if spec.gateway:
+            lines += gateway.notes(spec)
     return "\n".join(lines) + "\n"
 
 
@@ -331,6 +349,15 @@ def write(spec: DeploySpec, out: Path, kserve: bool = False) -> list[Path]:
             "prometheus-adapter.yaml": adapter_rules(spec),
             "pdb.yaml": disruption_budget(spec),
             "probe.yaml": probe_config_map(spec),
+            **(
+                {
+                    "gateway-deployment.yaml": gateway.deployment(spec),
+                    "gateway-service.yaml": gateway.service(spec),
+                    "gateway-hpa.yaml": gateway.autoscaler(spec),
+                }
+                if spec.gateway
+                else {}
+            ),
         }
     )
     written = []
@@ -342,6 +369,7 @@ def write(spec: DeploySpec, out: Path, kserve: bool = False) -> list[Path]:
         ("Dockerfile", dockerfile(spec)),
         ("requirements.txt", "\n".join(spec.requirements) + "\n"),
         ("NOTES.txt", notes(spec, kserve)),
+        *((("Dockerfile.gateway", gateway.dockerfile()),) if spec.gateway and not kserve else ()),
     ):
         (out / name).write_text(text)
         written.append(out / name)

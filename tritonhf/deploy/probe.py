@@ -21,7 +21,7 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
-ADMIN_HEADER = "tritonhf-admin"
+ADMIN_HEADER = "tritonhf-key"  # the SDK's key header, which the cluster's restriction names
 _NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # the pod talks to itself
 _ZERO = {"BOOL": False, "BYTES": "x"}
 

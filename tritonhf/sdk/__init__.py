@@ -13,6 +13,7 @@ import threading
 from collections.abc import Callable
 from typing import Concatenate, ParamSpec, TypeVar
 
+from tritonhf.sdk._transport import API_KEY_HEADER
 from tritonhf.sdk.aio import AsyncClient, AsyncTextStream
 from tritonhf.sdk.client import Client, TextStream
 from tritonhf.sdk.results import (
@@ -28,6 +29,7 @@ from tritonhf.sdk.results import (
 )
 
 __all__ = [
+    "API_KEY_HEADER",
     "Answer",
     "AsyncClient",
     "AsyncTextStream",
