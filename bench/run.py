@@ -662,7 +662,8 @@ def main() -> None:
             {"default": repo / "classify/1/weights/model.onnx"},
             embeddings=False,
         )
-        lines += gateway_section(server.grpc_url, server.gateway_url, "embed", "smollm2", TEXTS, rounds=ROUNDS)
+        lines += gateway_section(server.grpc_url, server.gateway_url, "embed", "smollm2", TEXTS, rounds=ROUNDS,
+                                 gateway_pid=server.state.gateway_pid if server.state else None)  # fmt: skip
         lines += generation_section(client, smollm)
     print("\n".join(lines))
     shutil.rmtree(root, ignore_errors=True)

@@ -159,12 +159,12 @@ def test_pytorch_when_asked_or_when_onnx_cannot_serve_the_task(tmp_path: Path, t
     assert "# Backend: pytorch (text-generation runs on PyTorch)." in (generator / "config.pbtxt").read_text()
 
 
-def test_triton_queues_one_full_batch_by_default_then_refuses(tmp_path: Path) -> None:
+def test_triton_queues_four_full_batches_by_default_then_refuses(tmp_path: Path) -> None:
     from tritonhf.gallery.config import ModelOptions, build_config
 
     classify, generate = TASKS["text-classification"], TASKS["text-generation"]
     default = build_config(classify, "m", ModelOptions(max_batch_size=32))
-    assert default.dynamic_batching.default_queue_policy.max_queue_size == 32
+    assert default.dynamic_batching.default_queue_policy.max_queue_size == 4 * 32
     five = build_config(classify, "m", ModelOptions(max_queue_size=5))
     assert five.dynamic_batching.default_queue_policy.max_queue_size == 5
     assert not build_config(classify, "m", ModelOptions(max_queue_size=0)).dynamic_batching.HasField(

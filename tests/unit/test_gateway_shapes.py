@@ -41,3 +41,20 @@ def test_text_that_is_not_unicode_is_refused_by_name() -> None:
         with pytest.raises(InvalidInputError, match=r"messages\[0\]\.content is not valid Unicode"):
             client.chat([{"role": "user", "content": "\ud83d"}], model="gen")
     assert not server.calls, "nothing was sent"
+
+
+def test_a_busy_model_is_a_429_with_retry_after_and_a_context_overflow_a_400_or_413() -> None:
+    from tritonhf.errors import ContextLengthError, ServerBusyError
+    from tritonhf.serve.app import _error_for_path
+    from tritonhf.serve.errors import GatewayError
+
+    busy = GatewayError.of(ServerBusyError("Exceeds maximum queue size", "m"))
+    assert (busy.status, busy.kind, busy.code) == (429, "rate_limit_error", "model_overloaded")
+    response = _error_for_path("/v1/embeddings", busy)
+    assert response.status_code == 429 and response.headers["Retry-After"] == "1"
+    assert _error_for_path("/embed", busy).headers["Retry-After"] == "1"
+    too_long = ContextLengthError("input 'TEXT' is longer than the model's context length of 512 tokens", "m")
+    assert (GatewayError.of(too_long).status, GatewayError.of(too_long).code) == (400, "context_length_exceeded")
+    assert GatewayError.of_tei(too_long).status == 413 and GatewayError.of_tei(too_long).tei_body()["error_type"] == (
+        "Validation"
+    )

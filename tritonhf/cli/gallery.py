@@ -71,7 +71,7 @@ def add_command(
     instances: Annotated[int, typer.Option(help="Model instances (stub processes).")] = 1,
     max_queue_size: Annotated[
         int,
-        typer.Option(help="Requests Triton queues before refusing with UNAVAILABLE (-1: one full batch; 0: no "
+        typer.Option(help="Requests Triton queues before refusing with UNAVAILABLE (-1: four full batches; 0: no "
                      "bound). Generation models bound their own queue: --param max_waiting=N."),
     ] = -1,
     device: Annotated[str, typer.Option(help="auto | cpu | gpu")] = "auto",

@@ -48,7 +48,9 @@ class ModelOptions:
     instances: int = 1
     device: str = "auto"
     # Requests Triton queues for the model before it answers UNAVAILABLE ("Exceeds maximum queue size"):
-    # -1 is the default (one full batch), 0 no bound. Overload is refused fast, not queued without end.
+    # -1 is the default (four full batches), 0 no bound. A backstop against queueing without end: once
+    # Triton refuses, the requests it admits stall (tests/integration/test_overload.py), so the gateway's
+    # --max-concurrent-requests is where overload is refused in normal operation.
     max_queue_size: int = -1
     parameters: Mapping[str, str] = field(default_factory=dict)
     output_dims: Mapping[str, tuple[int, ...]] = field(default_factory=dict)  # e.g. EMBEDDING -> (384,)
@@ -62,6 +64,9 @@ class ModelOptions:
             raise GalleryError(f"--max-queue-size must be 0 (no bound) or more, not {self.max_queue_size}.")
         if self.device not in DEVICES:
             raise GalleryError(f"--device must be one of {', '.join(DEVICES)}, not {self.device!r}.")
+
+
+QUEUED_BATCHES = 4  # the default queue bound, in full batches
 
 
 def _tensor(spec: TensorSpec, message: Any, dims: tuple[int, ...] | None = None) -> None:
@@ -89,7 +94,7 @@ def build_config(task: Task, name: str, options: ModelOptions) -> mc.ModelConfig
     for spec in task.outputs:
         _tensor(spec, config.output.add(), options.output_dims.get(spec.name))
     config.dynamic_batching.SetInParent()
-    queue = config.max_batch_size if options.max_queue_size == -1 else options.max_queue_size
+    queue = QUEUED_BATCHES * config.max_batch_size if options.max_queue_size == -1 else options.max_queue_size
     if queue and not task.decoupled:  # decoupled templates keep their own queue (parameter max_waiting)
         config.dynamic_batching.default_queue_policy.max_queue_size = queue
     _add_instances(config, options)
