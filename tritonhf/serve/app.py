@@ -83,6 +83,11 @@ def create_app(
     async def gateway_error(request: Request, error: GatewayError) -> JSONResponse:
         return _error_response(request, error)
 
+    @app.exception_handler(openai.ClientGone)
+    async def client_gone(request: Request, error: openai.ClientGone) -> Response:
+        """The client left before its answer was ready; its Triton requests were cancelled (nobody reads this)."""
+        return Response(status_code=openai.CLIENT_GONE)
+
     @app.exception_handler(ClientError)
     async def client_error(request: Request, error: ClientError) -> JSONResponse:
         return _error_response(request, GatewayError.of(error))

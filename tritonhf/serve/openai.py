@@ -366,7 +366,9 @@ async def embeddings(body: EmbeddingBody, request: Request) -> JSONResponse:
     name = await model_for(client, body.model, ("feature-extraction",), "/v1/embeddings")
     await check_tokens(request, name, texts, truncate=body.truncate)
     try:  # as OpenAI: a text past the model's window is a 400 (context_length_exceeded), unless truncate
-        result = await client.embeddings(texts, model=name, normalize=True, truncate=body.truncate)
+        result = await unless_disconnected(
+            request, client.embeddings(texts, model=name, normalize=True, truncate=body.truncate)
+        )
     except ClientError as error:
         raise GatewayError.of(error, "input") from error
     data = []

@@ -4,9 +4,10 @@ TEI serves one model; here ``model`` may name one, else the single ready model o
 task is used (a clear error when there are none or several). Shapes follow TEI: /embed returns
 a list of vectors, /predict a list of {label, score} per input (all labels, best first; pairs
 as ``[[text, text_pair], ...]``), /rerank a list of {index, score[, text]} best first, /tokenize
-a list of tokens per input. As in TEI, ``truncate`` defaults to false: a text past the model's
-window is a 413, never cut unasked; with ``truncate: true`` it is cut and the
-``X-Truncated-Inputs`` header lists which inputs were (TEI's bodies have no room for it).
+a list of tokens per input. A client that disconnects cancels its Triton requests. As in TEI,
+``truncate`` defaults to false: a text past the model's window is a 413, never cut unasked;
+with ``truncate: true`` it is cut and the ``X-Truncated-Inputs`` header lists which inputs were
+(TEI's bodies have no room for it).
 """
 
 from __future__ import annotations
@@ -20,7 +21,15 @@ from fastapi.responses import JSONResponse
 from tritonhf._version import __version__
 from tritonhf.errors import ClientError
 from tritonhf.serve.errors import GatewayError, empty, refused
-from tritonhf.serve.openai import check_count, check_texts, check_tokens, client_of, model_for, tokenizers_of
+from tritonhf.serve.openai import (
+    check_count,
+    check_texts,
+    check_tokens,
+    client_of,
+    model_for,
+    tokenizers_of,
+    unless_disconnected,
+)
 from tritonhf.serve.schemas import TeiEmbedBody, TeiPredictBody, TeiRerankBody, TeiTokenizeBody
 from tritonhf.serve.tokenizers import tokens_of
 
@@ -53,7 +62,8 @@ async def embed(body: TeiEmbedBody, request: Request) -> JSONResponse:
     name = await model_for(client, body.model, ("feature-extraction",), "/embed")
     await check_tokens(request, name, texts, truncate=body.truncate)
     try:
-        result = await client.embeddings(texts, model=name, normalize=body.normalize, truncate=body.truncate)
+        embedding = client.embeddings(texts, model=name, normalize=body.normalize, truncate=body.truncate)
+        result = await unless_disconnected(request, embedding)
     except ClientError as error:
         raise GatewayError.of_tei(error, "inputs") from error
     # A response of its own, not through FastAPI's per-float response validation.
@@ -84,10 +94,12 @@ async def predict(body: TeiPredictBody, request: Request) -> JSONResponse:
     name = await model_for(client, body.model, ("text-classification",), "/predict")
     await check_tokens(request, name, texts, pairs, truncate=body.truncate)
     try:
-        if pairs is None:
-            ranked = await client.classify(texts, model=name, top_k=ALL_LABELS, truncate=body.truncate)
-        else:
-            ranked = await client.classify_pairs(list(zip(texts, pairs)), model=name, truncate=body.truncate)
+        work = (
+            client.classify(texts, model=name, top_k=ALL_LABELS, truncate=body.truncate)
+            if pairs is None
+            else client.classify_pairs(list(zip(texts, pairs)), model=name, truncate=body.truncate)
+        )
+        ranked = await unless_disconnected(request, work)
     except ClientError as error:
         raise GatewayError.of_tei(error, "inputs") from error
     answers = [[{"label": c.label, "score": c.score} for c in labels] for labels in ranked]
@@ -109,7 +121,8 @@ async def rerank(body: TeiRerankBody, request: Request) -> JSONResponse:
     name = await model_for(client, body.model, ("text-ranking",), "/rerank")
     await check_tokens(request, name, [body.query] * len(texts), texts, truncate=body.truncate)
     try:
-        ranked = await client.rerank(body.query, texts, model=name, truncate=body.truncate)
+        work = client.rerank(body.query, texts, model=name, truncate=body.truncate)
+        ranked = await unless_disconnected(request, work)
     except ClientError as error:
         raise GatewayError.of_tei(error, "texts") from error
     answer = [
