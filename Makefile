@@ -25,6 +25,7 @@ $(STAMP): pyproject.toml Makefile
 
 lint: setup
 	$(BIN)/python tools/check_large_files.py
+	$(BIN)/python tools/generate_aio.py --check
 	$(BIN)/ruff check tritonhf tests bench examples tools
 	$(BIN)/ruff check tritonhf/gallery/templates
 	$(BIN)/mypy

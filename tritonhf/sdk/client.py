@@ -2,8 +2,12 @@
 
 A thin I/O shell over ``_core``: each method asks the core for a ``Plan`` (what to send and
 how to read it), resolves the model, sends the chunks through its transport within one
-deadline, and returns the plan's result. ``AsyncClient`` is the same shell over async
-transports. Every failure is raised as a ``tritonhf.errors`` type (``_errors`` maps them).
+deadline, and returns the plan's result. Every failure is raised as a ``tritonhf.errors``
+type (``_errors`` maps them).
+
+This file is the one source of both clients: ``tools/generate_aio.py`` writes ``aio.py``
+(``AsyncClient``) from it by substitution (``make lint`` checks that it is current). What
+differs beyond ``async``/``await`` lives in ``_flavour`` / ``_aio_flavour``.
 
 Timeouts: ``timeout=`` bounds the whole call, retries and chunks included; for a stream it
 bounds the whole stream, and ``idle_timeout=`` (optional) the wait between two chunks.
@@ -11,9 +15,7 @@ bounds the whole stream, and ``idle_timeout=`` (optional) the wait between two c
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Literal, TypeVar, overload
 
@@ -21,6 +23,7 @@ import numpy as np
 
 from tritonhf.errors import ClientError, RequestTimeoutError
 from tritonhf.sdk import _core as core
+from tritonhf.sdk import _flavour as flavour
 from tritonhf.sdk._errors import translate
 from tritonhf.sdk._settings import DEFAULT_TIMEOUT, default_url, key_headers
 from tritonhf.sdk._transport import Endpoint, StreamHandle, Transport, connect
@@ -41,8 +44,8 @@ R = TypeVar("R")
 
 
 class TextStream(Iterator[str]):
-    """Generated text, chunk by chunk, as it arrives. Close it (or leave a ``with`` block, or
-    break out of the loop) to cancel the request on the server.
+    """Generated text, chunk by chunk, as it arrives. Closing it (or leaving its ``with`` block,
+    or, for the async stream, cancelling the task) cancels the request on the server.
 
     After the last chunk, ``usage`` holds the token counts and ``finish_reason`` says why it
     ended ("stop": end of text or a stop string; "length": ``max_tokens``), when the model sends them.
@@ -56,7 +59,6 @@ class TextStream(Iterator[str]):
         self._progress = core.StreamProgress()
         self._handle: StreamHandle | None = None
         self._closed = False
-        self._open()
 
     def _open(self) -> None:
         self._handle = self._client._call(
@@ -89,6 +91,9 @@ class TextStream(Iterator[str]):
                 raise core.never_answered(self.model, self._deadline)
             try:
                 response = self._handle.next(wait)
+            except flavour.CANCELLED:
+                self.close()
+                raise
             except Exception as exc:
                 error = self._error(exc, wait)
                 attempt += 1
@@ -97,7 +102,7 @@ class TextStream(Iterator[str]):
                 if delay is None:
                     self._closed = True
                     raise error from exc
-                time.sleep(delay)  # nothing was delivered yet: open the stream again
+                flavour.sleep(delay)  # nothing was delivered yet: open the stream again
                 self._open()
                 continue
             if response is None:
@@ -132,8 +137,8 @@ class TextStream(Iterator[str]):
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def __del__(self) -> None:
-        self.close()
+    def __del__(self) -> None:  # sync only
+        self.close()  # sync only
 
 
 class Client:
@@ -166,18 +171,20 @@ class Client:
             transport = connect(endpoint, key_headers(api_key), ca_file)
         self._transport = transport
         self.url = transport.endpoint.url
-        self._pool = ThreadPoolExecutor(max_workers=max(concurrency, 1), thread_name_prefix="tritonhf")
+        self._fan = flavour.FanOut(concurrency)
         self._directory = core.Directory()
 
     # ---------------------------------------------------------------- plumbing
 
-    def _call(self, model: str | None, action: Callable[[], T], deadline: core.Deadline) -> T:
+    def _call(self, model: str | None, action: flavour.Action[T], deadline: core.Deadline) -> T:
         """``action()``, with errors translated; transient failures (server restarting, model
         being repaired) retried with backoff while the deadline allows, then raised."""
         attempt = 0
         while True:
             try:
                 return action()
+            except flavour.CANCELLED:
+                raise
             except Exception as exc:
                 error = translate(exc, model, self.url)
                 self._directory.forget(model, error)
@@ -185,7 +192,7 @@ class Client:
                 delay = core.retry_delay(error, attempt, deadline)
                 if delay is None:
                     raise error from exc
-                time.sleep(delay)
+                flavour.sleep(delay)
 
     def _deadline(self, timeout: float | None) -> core.Deadline:
         return core.Deadline(timeout if timeout is not None else self.timeout, unreachable=self.unavailable_timeout)
@@ -235,17 +242,7 @@ class Client:
 
             return self._call(name, attempt, deadline)
 
-        slices = core.chunks(plan.rows, config.max_batch_size)
-        if len(slices) == 1:
-            parts = [send(slices[0])]  # one chunk: sent from this thread, no hand-over
-        else:
-            futures = [self._pool.submit(send, rows) for rows in slices]
-            try:
-                parts = [future.result() for future in futures]
-            except BaseException:
-                for future in futures:
-                    future.cancel()
-                raise
+        parts = self._fan.send_all(send, core.chunks(plan.rows, config.max_batch_size))
         return plan.decode(config, core.merge(parts, outputs))
 
     # ---------------------------------------------------------------- the server
@@ -270,7 +267,7 @@ class Client:
                 error = translate(exc, None, self.url)
             if deadline.remaining() < 0.2:
                 raise error
-            time.sleep(0.2)
+            flavour.sleep(0.2)
 
     def statistics(self, model: str = "", *, timeout: float | None = None) -> dict[str, Any]:
         """Triton's inference statistics (counts, queue and compute time, batch sizes)."""
@@ -662,7 +659,7 @@ class Client:
         timeout: float | None = None,
         idle_timeout: float | None = None,
     ) -> str | TextStream:
-        """Generated text for ``prompt``; with ``stream=True`` a ``TextStream`` of chunks as they arrive."""
+        """Generated text for ``prompt``; with ``stream=True`` a ``TextStream`` of the chunks."""
         inputs = core.generation_inputs(
             core.check_prompt(prompt), False, max_tokens, temperature, top_p, seed, stop, truncate
         )
@@ -734,15 +731,16 @@ class Client:
         deadline = self._deadline(timeout)
         name = self._resolve(tasks, core._check_model(model), deadline)
         chunks = TextStream(self, name, inputs, deadline, idle)
+        chunks._open()
         if stream:
             return chunks
         with chunks:
-            return "".join(chunks)
+            return "".join([chunk for chunk in chunks])
 
     # ---------------------------------------------------------------- lifetime
 
     def close(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._fan.close()
         self._transport.close()
 
     def __enter__(self) -> Client:
