@@ -331,6 +331,15 @@ def test_a_busy_model_is_retried_within_the_deadline_unless_the_caller_must_answ
         assert time.monotonic() - started < 0.1, "passed on at once (the gateway answers 429 with Retry-After)"
 
 
+def test_sampling_options_are_one_typed_set_and_a_typo_is_refused(client: Client) -> None:
+    from tritonhf import Sampling
+
+    options: Sampling = {"max_tokens": 3, "temperature": 0.0, "stop": ["zzz"]}
+    assert client.generate("hi", model="gen", **options) == client.generate("hi", model="gen", max_tokens=3)
+    with pytest.raises(InvalidInputError, match="unknown generation option.*max_token\\b"):
+        client.generate("hi", model="gen", max_token=3)  # type: ignore[call-arg]
+
+
 def test_bad_urls_are_invalid_input() -> None:
     for url in ("ftp://x:1", "http://x:notaport", "grpc://host:1/path"):
         with pytest.raises(InvalidInputError, match="URL"):

@@ -27,6 +27,7 @@ from tritonhf.sdk.results import (
     Usage,
     ZeroShotClassification,
 )
+from tritonhf.sdk.sampling import Sampling
 
 __all__ = [
     "API_KEY_HEADER",
@@ -40,6 +41,7 @@ __all__ = [
     "FillMask",
     "ModelInfo",
     "Ranked",
+    "Sampling",
     "TextStream",
     "Usage",
     "ZeroShotClassification",

@@ -40,6 +40,7 @@ from tritonhf.sdk.results import (
     Usage,
     ZeroShotClassification,
 )
+from tritonhf.sdk.sampling import OPTIONS as SAMPLING_OPTIONS
 from tritonhf.tasks import PARAM_TASK, TASKS, wire_datatype
 
 R = TypeVar("R")
@@ -657,38 +658,35 @@ def infer(model: str, values: Mapping[str, Any]) -> Plan[dict[str, Array]]:
 # ---------------------------------------------------------------------------- generation
 
 
-def generation_inputs(
-    text: str,
-    chat: bool,
-    max_tokens: int | None,
-    temperature: float | None,
-    top_p: float | None,
-    seed: int | None,
-    stop: Sequence[str] | None,
-    truncate: bool = False,
-) -> Tensors:
+def generation_inputs(text: str, chat: bool, sampling: Mapping[str, Any]) -> Tensors:
     """The text-generation template's tensors (Triton's generate extension names), one row.
 
-    ``truncate`` lets the server cut a prompt past the model's context (its start goes; the usage
-    says how many tokens); without it such a prompt is a ``ContextLengthError``."""
+    ``sampling`` holds the ``Sampling`` options; an unknown one is refused by name (a typo such
+    as ``max_token`` would otherwise be dropped silently). ``truncate`` lets the server cut a prompt
+    past the model's context (its start goes; the usage says how many tokens); without it such
+    a prompt is a ``ContextLengthError``.
+    """
+    unknown = sorted(set(sampling) - set(SAMPLING_OPTIONS))
+    if unknown:
+        raise InvalidInputError(
+            f"unknown generation option(s) {', '.join(unknown)}; the options are {', '.join(SAMPLING_OPTIONS)}."
+        )
     inputs = {"text_input": codecs.bytes_column([text])}
-    for key, value, datatype in (
-        ("max_tokens", max_tokens, "INT32"),
-        ("temperature", temperature, "FP32"),
-        ("top_p", top_p, "FP32"),
-        ("seed", seed, "INT64"),
-    ):
+    for key, datatype in (("max_tokens", "INT32"), ("temperature", "FP32"), ("top_p", "FP32"), ("seed", "INT64")):
+        value = sampling.get(key)
         if value is None:
             continue
         integral = datatype.startswith("INT")
         if isinstance(value, bool) or not isinstance(value, (int, float)) or (integral and not isinstance(value, int)):
             raise InvalidInputError(f"{key} must be {'an int' if integral else 'a number'}, not {value!r}.")
         inputs[key] = codecs.column(value, datatype, 1)
+    stop = sampling.get("stop")
     if stop:
         stops, _ = codecs.text_list(stop, "stop")
         inputs["stop"] = codecs.bytes_matrix([stops])
     if chat:
         inputs["chat"] = codecs.column(True, "BOOL", 1)
+    truncate = sampling.get("truncate", False)
     if not isinstance(truncate, bool):
         raise InvalidInputError(f"truncate must be True or False, not {truncate!r}.")
     if truncate:

@@ -15,6 +15,7 @@ from types import TracebackType
 from typing import Any, Literal, TypeVar, overload
 
 import numpy as np
+from typing_extensions import Unpack
 
 from tritonhf.errors import ClientError, RequestTimeoutError
 from tritonhf.sdk import _aio_flavour as flavour
@@ -34,6 +35,7 @@ from tritonhf.sdk.results import (
     Usage,
     ZeroShotClassification,
 )
+from tritonhf.sdk.sampling import Sampling
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -484,15 +486,10 @@ class AsyncClient:
         text: str,
         *,
         model: str | None = None,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-        top_p: float | None = None,
-        seed: int | None = None,
-        stop: Sequence[str] | None = None,
-        truncate: bool = False,
         stream: Literal[False] = False,
         timeout: float | None = None,
         idle_timeout: float | None = None,
+        **sampling: Unpack[Sampling],
     ) -> str: ...
     @overload
     async def summarize(
@@ -500,15 +497,10 @@ class AsyncClient:
         text: str,
         *,
         model: str | None = None,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-        top_p: float | None = None,
-        seed: int | None = None,
-        stop: Sequence[str] | None = None,
-        truncate: bool = False,
         stream: Literal[True],
         timeout: float | None = None,
         idle_timeout: float | None = None,
+        **sampling: Unpack[Sampling],
     ) -> AsyncTextStream: ...
 
     async def summarize(
@@ -516,20 +508,13 @@ class AsyncClient:
         text: str,
         *,
         model: str | None = None,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-        top_p: float | None = None,
-        seed: int | None = None,
-        stop: Sequence[str] | None = None,
-        truncate: bool = False,
         stream: bool = False,
         timeout: float | None = None,
         idle_timeout: float | None = None,
+        **sampling: Unpack[Sampling],
     ) -> str | AsyncTextStream:
         """A summary of ``text`` from a text2text model (T5, BART; its ``prefix`` parameter is applied)."""
-        inputs = core.generation_inputs(
-            core.check_prompt(text), False, max_tokens, temperature, top_p, seed, stop, truncate
-        )
+        inputs = core.generation_inputs(core.check_prompt(text), False, sampling)
         return await self._generation(inputs, model, stream, timeout, idle_timeout, ("text2text-generation",))
 
     @overload
@@ -538,15 +523,10 @@ class AsyncClient:
         text: str,
         *,
         model: str | None = None,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-        top_p: float | None = None,
-        seed: int | None = None,
-        stop: Sequence[str] | None = None,
-        truncate: bool = False,
         stream: Literal[False] = False,
         timeout: float | None = None,
         idle_timeout: float | None = None,
+        **sampling: Unpack[Sampling],
     ) -> str: ...
     @overload
     async def translate(
@@ -554,15 +534,10 @@ class AsyncClient:
         text: str,
         *,
         model: str | None = None,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-        top_p: float | None = None,
-        seed: int | None = None,
-        stop: Sequence[str] | None = None,
-        truncate: bool = False,
         stream: Literal[True],
         timeout: float | None = None,
         idle_timeout: float | None = None,
+        **sampling: Unpack[Sampling],
     ) -> AsyncTextStream: ...
 
     async def translate(
@@ -570,20 +545,13 @@ class AsyncClient:
         text: str,
         *,
         model: str | None = None,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-        top_p: float | None = None,
-        seed: int | None = None,
-        stop: Sequence[str] | None = None,
-        truncate: bool = False,
         stream: bool = False,
         timeout: float | None = None,
         idle_timeout: float | None = None,
+        **sampling: Unpack[Sampling],
     ) -> str | AsyncTextStream:
         """``text`` translated by a text2text model (Marian, T5 with a ``prefix`` parameter)."""
-        inputs = core.generation_inputs(
-            core.check_prompt(text), False, max_tokens, temperature, top_p, seed, stop, truncate
-        )
+        inputs = core.generation_inputs(core.check_prompt(text), False, sampling)
         return await self._generation(inputs, model, stream, timeout, idle_timeout, ("text2text-generation",))
 
     async def embeddings(
@@ -612,15 +580,10 @@ class AsyncClient:
         prompt: str,
         *,
         model: str | None = None,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-        top_p: float | None = None,
-        seed: int | None = None,
-        stop: Sequence[str] | None = None,
-        truncate: bool = False,
         stream: Literal[False] = False,
         timeout: float | None = None,
         idle_timeout: float | None = None,
+        **sampling: Unpack[Sampling],
     ) -> str: ...
     @overload
     async def generate(
@@ -628,15 +591,10 @@ class AsyncClient:
         prompt: str,
         *,
         model: str | None = None,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-        top_p: float | None = None,
-        seed: int | None = None,
-        stop: Sequence[str] | None = None,
-        truncate: bool = False,
         stream: Literal[True],
         timeout: float | None = None,
         idle_timeout: float | None = None,
+        **sampling: Unpack[Sampling],
     ) -> AsyncTextStream: ...
 
     async def generate(
@@ -644,20 +602,13 @@ class AsyncClient:
         prompt: str,
         *,
         model: str | None = None,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-        top_p: float | None = None,
-        seed: int | None = None,
-        stop: Sequence[str] | None = None,
-        truncate: bool = False,
         stream: bool = False,
         timeout: float | None = None,
         idle_timeout: float | None = None,
+        **sampling: Unpack[Sampling],
     ) -> str | AsyncTextStream:
         """Generated text for ``prompt``; with ``stream=True`` a ``AsyncTextStream`` of the chunks."""
-        inputs = core.generation_inputs(
-            core.check_prompt(prompt), False, max_tokens, temperature, top_p, seed, stop, truncate
-        )
+        inputs = core.generation_inputs(core.check_prompt(prompt), False, sampling)
         return await self._generation(inputs, model, stream, timeout, idle_timeout)
 
     @overload
@@ -666,15 +617,10 @@ class AsyncClient:
         messages: Sequence[Mapping[str, Any]],
         *,
         model: str | None = None,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-        top_p: float | None = None,
-        seed: int | None = None,
-        stop: Sequence[str] | None = None,
-        truncate: bool = False,
         stream: Literal[False] = False,
         timeout: float | None = None,
         idle_timeout: float | None = None,
+        **sampling: Unpack[Sampling],
     ) -> str: ...
     @overload
     async def chat(
@@ -682,15 +628,10 @@ class AsyncClient:
         messages: Sequence[Mapping[str, Any]],
         *,
         model: str | None = None,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-        top_p: float | None = None,
-        seed: int | None = None,
-        stop: Sequence[str] | None = None,
-        truncate: bool = False,
         stream: Literal[True],
         timeout: float | None = None,
         idle_timeout: float | None = None,
+        **sampling: Unpack[Sampling],
     ) -> AsyncTextStream: ...
 
     async def chat(
@@ -698,20 +639,13 @@ class AsyncClient:
         messages: Sequence[Mapping[str, Any]],
         *,
         model: str | None = None,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-        top_p: float | None = None,
-        seed: int | None = None,
-        stop: Sequence[str] | None = None,
-        truncate: bool = False,
         stream: bool = False,
         timeout: float | None = None,
         idle_timeout: float | None = None,
+        **sampling: Unpack[Sampling],
     ) -> str | AsyncTextStream:
         """The assistant's answer to chat ``messages`` ({"role", "content"} dicts) of an instruct model."""
-        inputs = core.generation_inputs(
-            core.chat_text(messages), True, max_tokens, temperature, top_p, seed, stop, truncate
-        )
+        inputs = core.generation_inputs(core.chat_text(messages), True, sampling)
         return await self._generation(inputs, model, stream, timeout, idle_timeout)
 
     async def _generation(

@@ -20,6 +20,7 @@ from types import TracebackType
 from typing import Any, Literal, TypeVar, overload
 
 import numpy as np
+from typing_extensions import Unpack
 
 from tritonhf.errors import ClientError, RequestTimeoutError
 from tritonhf.sdk import _core as core
@@ -38,6 +39,7 @@ from tritonhf.sdk.results import (
     Usage,
     ZeroShotClassification,
 )
+from tritonhf.sdk.sampling import Sampling
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -491,15 +493,10 @@ class Client:
         text: str,
         *,
         model: str | None = None,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-        top_p: float | None = None,
-        seed: int | None = None,
-        stop: Sequence[str] | None = None,
-        truncate: bool = False,
         stream: Literal[False] = False,
         timeout: float | None = None,
         idle_timeout: float | None = None,
+        **sampling: Unpack[Sampling],
     ) -> str: ...
     @overload
     def summarize(
@@ -507,15 +504,10 @@ class Client:
         text: str,
         *,
         model: str | None = None,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-        top_p: float | None = None,
-        seed: int | None = None,
-        stop: Sequence[str] | None = None,
-        truncate: bool = False,
         stream: Literal[True],
         timeout: float | None = None,
         idle_timeout: float | None = None,
+        **sampling: Unpack[Sampling],
     ) -> TextStream: ...
 
     def summarize(
@@ -523,20 +515,13 @@ class Client:
         text: str,
         *,
         model: str | None = None,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-        top_p: float | None = None,
-        seed: int | None = None,
-        stop: Sequence[str] | None = None,
-        truncate: bool = False,
         stream: bool = False,
         timeout: float | None = None,
         idle_timeout: float | None = None,
+        **sampling: Unpack[Sampling],
     ) -> str | TextStream:
         """A summary of ``text`` from a text2text model (T5, BART; its ``prefix`` parameter is applied)."""
-        inputs = core.generation_inputs(
-            core.check_prompt(text), False, max_tokens, temperature, top_p, seed, stop, truncate
-        )
+        inputs = core.generation_inputs(core.check_prompt(text), False, sampling)
         return self._generation(inputs, model, stream, timeout, idle_timeout, ("text2text-generation",))
 
     @overload
@@ -545,15 +530,10 @@ class Client:
         text: str,
         *,
         model: str | None = None,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-        top_p: float | None = None,
-        seed: int | None = None,
-        stop: Sequence[str] | None = None,
-        truncate: bool = False,
         stream: Literal[False] = False,
         timeout: float | None = None,
         idle_timeout: float | None = None,
+        **sampling: Unpack[Sampling],
     ) -> str: ...
     @overload
     def translate(
@@ -561,15 +541,10 @@ class Client:
         text: str,
         *,
         model: str | None = None,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-        top_p: float | None = None,
-        seed: int | None = None,
-        stop: Sequence[str] | None = None,
-        truncate: bool = False,
         stream: Literal[True],
         timeout: float | None = None,
         idle_timeout: float | None = None,
+        **sampling: Unpack[Sampling],
     ) -> TextStream: ...
 
     def translate(
@@ -577,20 +552,13 @@ class Client:
         text: str,
         *,
         model: str | None = None,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-        top_p: float | None = None,
-        seed: int | None = None,
-        stop: Sequence[str] | None = None,
-        truncate: bool = False,
         stream: bool = False,
         timeout: float | None = None,
         idle_timeout: float | None = None,
+        **sampling: Unpack[Sampling],
     ) -> str | TextStream:
         """``text`` translated by a text2text model (Marian, T5 with a ``prefix`` parameter)."""
-        inputs = core.generation_inputs(
-            core.check_prompt(text), False, max_tokens, temperature, top_p, seed, stop, truncate
-        )
+        inputs = core.generation_inputs(core.check_prompt(text), False, sampling)
         return self._generation(inputs, model, stream, timeout, idle_timeout, ("text2text-generation",))
 
     def embeddings(
@@ -617,15 +585,10 @@ class Client:
         prompt: str,
         *,
         model: str | None = None,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-        top_p: float | None = None,
-        seed: int | None = None,
-        stop: Sequence[str] | None = None,
-        truncate: bool = False,
         stream: Literal[False] = False,
         timeout: float | None = None,
         idle_timeout: float | None = None,
+        **sampling: Unpack[Sampling],
     ) -> str: ...
     @overload
     def generate(
@@ -633,15 +596,10 @@ class Client:
         prompt: str,
         *,
         model: str | None = None,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-        top_p: float | None = None,
-        seed: int | None = None,
-        stop: Sequence[str] | None = None,
-        truncate: bool = False,
         stream: Literal[True],
         timeout: float | None = None,
         idle_timeout: float | None = None,
+        **sampling: Unpack[Sampling],
     ) -> TextStream: ...
 
     def generate(
@@ -649,20 +607,13 @@ class Client:
         prompt: str,
         *,
         model: str | None = None,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-        top_p: float | None = None,
-        seed: int | None = None,
-        stop: Sequence[str] | None = None,
-        truncate: bool = False,
         stream: bool = False,
         timeout: float | None = None,
         idle_timeout: float | None = None,
+        **sampling: Unpack[Sampling],
     ) -> str | TextStream:
         """Generated text for ``prompt``; with ``stream=True`` a ``TextStream`` of the chunks."""
-        inputs = core.generation_inputs(
-            core.check_prompt(prompt), False, max_tokens, temperature, top_p, seed, stop, truncate
-        )
+        inputs = core.generation_inputs(core.check_prompt(prompt), False, sampling)
         return self._generation(inputs, model, stream, timeout, idle_timeout)
 
     @overload
@@ -671,15 +622,10 @@ class Client:
         messages: Sequence[Mapping[str, Any]],
         *,
         model: str | None = None,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-        top_p: float | None = None,
-        seed: int | None = None,
-        stop: Sequence[str] | None = None,
-        truncate: bool = False,
         stream: Literal[False] = False,
         timeout: float | None = None,
         idle_timeout: float | None = None,
+        **sampling: Unpack[Sampling],
     ) -> str: ...
     @overload
     def chat(
@@ -687,15 +633,10 @@ class Client:
         messages: Sequence[Mapping[str, Any]],
         *,
         model: str | None = None,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-        top_p: float | None = None,
-        seed: int | None = None,
-        stop: Sequence[str] | None = None,
-        truncate: bool = False,
         stream: Literal[True],
         timeout: float | None = None,
         idle_timeout: float | None = None,
+        **sampling: Unpack[Sampling],
     ) -> TextStream: ...
 
     def chat(
@@ -703,20 +644,13 @@ class Client:
         messages: Sequence[Mapping[str, Any]],
         *,
         model: str | None = None,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-        top_p: float | None = None,
-        seed: int | None = None,
-        stop: Sequence[str] | None = None,
-        truncate: bool = False,
         stream: bool = False,
         timeout: float | None = None,
         idle_timeout: float | None = None,
+        **sampling: Unpack[Sampling],
     ) -> str | TextStream:
         """The assistant's answer to chat ``messages`` ({"role", "content"} dicts) of an instruct model."""
-        inputs = core.generation_inputs(
-            core.chat_text(messages), True, max_tokens, temperature, top_p, seed, stop, truncate
-        )
+        inputs = core.generation_inputs(core.chat_text(messages), True, sampling)
         return self._generation(inputs, model, stream, timeout, idle_timeout)
 
     def _generation(

@@ -1,0 +1,27 @@
+"""How a generation is sampled: one typed set of options for every generation method (vLLM's
+``SamplingParams`` as a ``TypedDict``, so the methods take them as keywords, checked by mypy).
+
+    client.generate("Once upon a time", max_tokens=64, temperature=0.7, seed=1)
+    options: Sampling = {"max_tokens": 64, "stop": ["\\n\\n"]}
+    client.chat(messages, **options)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from typing_extensions import TypedDict
+
+
+class Sampling(TypedDict, total=False):
+    """Generation options; each is optional, the model's defaults apply where one is not given."""
+
+    max_tokens: int | None  # at most this many new tokens (the model's parameter when not given)
+    temperature: float | None  # 0: greedy (the default); higher: more varied
+    top_p: float | None  # nucleus sampling: the smallest set of tokens whose probability reaches it
+    seed: int | None  # the same seed, prompt and options give the same text, whatever else runs
+    stop: Sequence[str] | None  # the text ends before the first of these strings
+    truncate: bool  # a prompt past the context has its start cut (and the usage says so) instead of a 400
+
+
+OPTIONS = tuple(Sampling.__annotations__)
