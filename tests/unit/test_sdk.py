@@ -336,7 +336,7 @@ def test_sampling_options_are_one_typed_set_and_a_typo_is_refused(client: Client
 
     options: Sampling = {"max_tokens": 3, "temperature": 0.0, "stop": ["zzz"]}
     assert client.generate("hi", model="gen", **options) == client.generate("hi", model="gen", max_tokens=3)
-    with pytest.raises(InvalidInputError, match="unknown generation option.*max_token\\b"):
+    with pytest.raises(InvalidInputError, match=r"unknown generation option.*max_token\b"):
         client.generate("hi", model="gen", max_token=3)  # type: ignore[call-arg]
 
 
