@@ -26,6 +26,7 @@ $(STAMP): pyproject.toml Makefile
 lint: setup
 	$(BIN)/python tools/check_large_files.py
 	$(BIN)/python tools/generate_aio.py --check
+	$(BIN)/python tools/check_templates.py
 	$(BIN)/ruff check tritonhf tests bench examples tools
 	$(BIN)/ruff check tritonhf/gallery/templates
 	$(BIN)/mypy

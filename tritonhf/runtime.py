@@ -28,10 +28,10 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -55,6 +55,8 @@ PARAM_ONNX_INPUTS = "tritonhf.onnx_inputs"  # comma-separated: input_ids,attenti
 PARAM_ONNX_OUTPUT = "tritonhf.onnx_output"  # logits | last_hidden_state
 PARAM_ONNX_FILE = "tritonhf.onnx_file"  # model.onnx, or model.int8.onnx with --quantize int8
 PARAM_PART_OF = "tritonhf.part_of"  # written into the part: the model it belongs to
+K = TypeVar("K", bound=Hashable)  # a row's key: its index, or (row, document) for pairs
+
 # Token-budget batching: at most this many padded tokens per forward pass (rows sorted by length).
 PARAM_MAX_BATCH_TOKENS = "max_batch_tokens"
 DEFAULT_MAX_BATCH_TOKENS = 8192
@@ -625,7 +627,7 @@ def pad(tokenizer: Any, windows: Sequence[dict[str, list[Any]]], device_name: st
     return tensors
 
 
-def budget_groups(lengths: dict[int, int], budget: int, max_rows: int = 0) -> list[list[int]]:
+def budget_groups(lengths: Mapping[K, int], budget: int, max_rows: int = 0) -> list[list[K]]:
     """Rows grouped for forward passes: sorted by length, split where padding costs more than a pass.
 
     A group costs one pass plus rows x its longest row in padded tokens. Sorting first means a
@@ -649,7 +651,7 @@ def budget_groups(lengths: dict[int, int], budget: int, max_rows: int = 0) -> li
             cost = best[first] + PASS_COST_TOKENS + size * longest
             if cost < best[end]:
                 best[end], start[end] = cost, first
-    groups: list[list[int]] = []
+    groups: list[list[K]] = []
     end = len(rows)
     while end > 0:
         groups.append(rows[start[end] : end])

@@ -53,7 +53,7 @@ class TritonPythonModel:
             if self.mask_id not in encoded.features[row][0]["input_ids"]:
                 batch.fail_row(row, f"the {self.mask} token is beyond the {self.max_length} tokens this model reads.")
         rows = batch.live_rows()
-        found = {}
+        found: dict = {}
         for group in runtime.budget_groups({row: encoded.length(row) for row in rows}, self.budget):
             found.update(zip(group, self.probabilities([encoded.features[row][0] for row in group]), strict=True))
 

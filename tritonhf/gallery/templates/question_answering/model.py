@@ -82,7 +82,7 @@ class TritonPythonModel:
             )
         windows = [(row, i) for row in batch.live_rows() for i in range(len(encoded.features[row]))]
         lengths = {p: len(encoded.features[row][i]["input_ids"]) for p, (row, i) in enumerate(windows)}
-        found = {}
+        found: dict = {}
         for group in runtime.budget_groups(lengths, self.budget):
             features = [encoded.features[windows[p][0]][windows[p][1]] for p in group]
             for p, logits in zip(group, self.logits(features), strict=True):
@@ -92,7 +92,7 @@ class TritonPythonModel:
         def answer(span):
             answers = []
             for row in span:
-                best = {}
+                best: dict = {}
                 for score, start, end in found.get(row, []):  # the same span seen by two windows counts once
                     best[(start, end)] = max(score, best.get((start, end), 0.0))
                 ranked = sorted(best.items(), key=lambda item: (-item[1], item[0]))[: top_k[row]]

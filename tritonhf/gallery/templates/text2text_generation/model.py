@@ -66,7 +66,7 @@ class TritonPythonModel:
             self.start_id = self.model.config.decoder_start_token_id
         eos = config.eos_token_id
         self.eos_ids = set(eos if isinstance(eos, list) else [eos]) - {None}
-        self.waiting = collections.deque()
+        self.waiting: collections.deque = collections.deque()
         self.lock = threading.Lock()
         self.wake = threading.Event()
         self.stopping = False

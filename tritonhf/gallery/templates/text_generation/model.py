@@ -59,6 +59,7 @@ import json
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
 import triton_python_backend_utils as pb_utils
@@ -152,10 +153,12 @@ class TritonPythonModel:
             self.context = runtime.max_length(self.tokenizer, self.model.config, default=2048)
             eos = self.model.generation_config.eos_token_id
             self.eos_ids = set(eos if isinstance(eos, list) else [eos]) - {None}
-        self.waiting = collections.deque()
+        self.waiting: collections.deque = collections.deque()
         self.lock = threading.Lock()
         self.wake = threading.Event()
-        self.running, self.admitting, self.cache, self.mask = [], [], None, None
+        self.running, self.admitting = [], []
+        self.cache: Any = None  # the running batch's key/value cache (transformers engine) and its mask
+        self.mask: Any = None
         # Warm-up: a short prompt (it also tells whether caches can be merged), then a 64-token one, so that
         # the first real request does not pay OpenVINO's one-off preparation of longer prefills.
         hello = self.tokenizer("Hello")["input_ids"] or [self.pad_id]
@@ -384,6 +387,7 @@ class TritonPythonModel:
         if self.cache is None:
             self.running, self.cache, self.mask = list(admitted), cache, mask
             return
+        assert self.mask is not None  # a cache comes with its mask
         width = max(self.mask.shape[1], mask.shape[1])
         for old, new in zip(self.cache.layers, cache.layers):
             old.keys = torch.cat([left_pad(old.keys, width), left_pad(new.keys, width)])

@@ -48,7 +48,9 @@ class TritonPythonModel:
             if not documents[row]:
                 batch.fail_row(row, "input 'DOCUMENTS' is missing or empty: send at least one document per query.")
         truncate = batch.option("TRUNCATE", True)
-        pairs = [((row, j), batch.texts[row], doc) for row in batch.live_rows() for j, doc in enumerate(documents[row])]
+        pairs = [
+            ((row, j), batch.texts[row], doc) for row in batch.live_rows() for j, doc in enumerate(documents[row] or [])
+        ]
         encoded = runtime.encode(self.tokenizer, pairs, self.max_length, lambda key: bool(truncate[key[0]]))
         for row, _ in encoded.too_long:
             batch.fail_row(row, runtime.too_long_message(self.max_length, "DOCUMENTS"))
@@ -58,7 +60,7 @@ class TritonPythonModel:
             )
         live = set(batch.live_rows())
         keys = [key for key, _, _ in pairs if key[0] in live and key in encoded.features]
-        scores = {}
+        scores: dict = {}
         for group in runtime.budget_groups({key: encoded.length(key) for key in keys}, self.budget):
             scores.update(zip(group, self.relevance([encoded.features[key][0] for key in group]), strict=True))
 

@@ -89,7 +89,7 @@ class TritonPythonModel:
         )
         windows = [(row, index) for row in batch.live_rows() for index in range(len(encoded.features[row]))]
         lengths = {p: len(encoded.features[row][index]["input_ids"]) for p, (row, index) in enumerate(windows)}
-        logits = {}
+        logits: dict = {}
         for group in runtime.budget_groups(lengths, self.budget):
             features = [encoded.features[windows[p][0]][windows[p][1]] for p in group]
             logits.update(zip((windows[p] for p in group), self.logits(features), strict=True))

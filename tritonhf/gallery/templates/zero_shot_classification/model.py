@@ -72,7 +72,7 @@ class TritonPythonModel:
         truncate = batch.option("TRUNCATE", True)
         encoded = runtime.encode_rows(self.tokenizer, batch, self.max_length, truncate)
         rows = batch.live_rows()
-        vectors = {}
+        vectors: dict = {}
         for group in runtime.budget_groups({row: encoded.length(row) for row in rows}, self.budget):
             vectors.update(zip(group, self.embed([encoded.features[row][0] for row in group]), strict=True))
 
