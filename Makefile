@@ -27,6 +27,7 @@ lint: setup
 	$(BIN)/python tools/check_large_files.py
 	$(BIN)/python tools/generate_aio.py --check
 	$(BIN)/python tools/check_templates.py
+	$(BIN)/python tools/cli_reference.py --check
 	$(BIN)/ruff check tritonhf tests bench examples tools
 	$(BIN)/ruff check tritonhf/gallery/templates
 	$(BIN)/mypy

@@ -5,7 +5,7 @@
 
 It builds a model repository of three models (MiniLM embeddings and SmolLM2 chat from the
 weights `make setup` installs, plus a cross-encoder when you give one), starts Triton, splits
-this project's README into short passages, embeds them, retrieves the closest by cosine
+this project's guide (docs/guide.md) into short passages, embeds them, retrieves the closest by cosine
 similarity, reranks them, and streams an answer from the chat model given the best passages,
 then names the passage it was given first.
 
@@ -29,7 +29,7 @@ from tritonhf.bootstrap.install import bootstrap
 from tritonhf.bootstrap.layout import Workspace
 from tritonhf.gallery.repository import AddRequest, ensure_model
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+GUIDE = Path(__file__).resolve().parent.parent / "docs" / "guide.md"
 EMBED, CHAT, RERANK = "rag-embed", "rag-chat", "rag-rerank"
 PASSAGE_WORDS = 90  # MiniLM reads 256 tokens; short passages are embedded whole
 
@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("question", nargs="?", default="How do I stop the server?")
     parser.add_argument("--workspace", default="triton_workspace", help="where the server and models live")
-    parser.add_argument("--documents", type=Path, default=README, help="a markdown file to answer from")
+    parser.add_argument("--documents", type=Path, default=GUIDE, help="a markdown file to answer from")
     parser.add_argument("--reranker", help="a cross-encoder (hub id or folder) for the rerank step")
     parser.add_argument("--top-k", type=int, default=3)
     parser.add_argument("--max-tokens", type=int, default=64)

@@ -110,7 +110,7 @@ _LABEL = TensorSpec("LABEL", "TYPE_STRING", (1,), doc="the best label")
 _SCORE = TensorSpec("SCORE", "TYPE_FP32", (1,), doc="its score")
 _LABELS = TensorSpec("LABELS", "TYPE_STRING", (-1,), doc="labels, best first")
 _SCORES = TensorSpec("SCORES", "TYPE_FP32", (-1,), doc="their scores")
-# The long-input policy (README "Long inputs"): cut to the model's limit by default and say so;
+# The long-input policy (docs/guide.md, "Long inputs"): cut to the model's limit by default and say so;
 # TRUNCATE=false makes a too-long text a 400 naming the limit instead.
 _TRUNCATE = TensorSpec("TRUNCATE", "TYPE_BOOL", (1,), optional=True, doc="cut a too-long text (default true)")
 # Outputs marked optional may be missing from models added by older versions; clients check the config.

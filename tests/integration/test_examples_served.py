@@ -80,9 +80,9 @@ def test_rag_rerank_step_follows_the_cross_encoder(served: Server) -> None:
     assert reranked == expected
 
 
-def test_rag_passages_of_the_readme() -> None:
+def test_rag_passages_of_the_guide() -> None:
     rag = _rag()
-    corpus = rag.passages((EXAMPLES.parent / "README.md").read_text())
+    corpus = rag.passages((EXAMPLES.parent / "docs" / "guide.md").read_text())
     assert len(corpus) >= 10 and all(p.section and p.text for p in corpus)
     # A passage holds whole paragraphs and stays near the limit (only a single long paragraph exceeds it).
     assert all(len(p.text.split()) <= rag.PASSAGE_WORDS or "\n\n" not in p.text for p in corpus)

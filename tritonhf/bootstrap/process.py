@@ -5,7 +5,7 @@ and what ``tritonhf up``/``status`` call; ``stop_workspace`` is ``tritonhf down`
 server records itself in ``run/server.json`` (owner-only) so that a later command finds it.
 Logs always go to ``logs/server.log``.
 
-Where the services listen (the security model, README "Security"):
+Where the services listen (the security model, docs/operations.md "Security"):
 
 * By default every service binds to 127.0.0.1: only this machine reaches it, and every
   local user can use every API, as with any loopback service.

@@ -13,7 +13,7 @@ class Classification:
     """A label and its score (a probability for single-label models).
 
     ``truncated`` is True when the text was longer than the model takes and only its
-    beginning was judged (see README, "Long inputs").
+    beginning was judged (see docs/guide.md, "Long inputs").
     """
 
     label: str

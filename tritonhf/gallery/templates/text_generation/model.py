@@ -33,7 +33,7 @@ neighbours; it has no stop strings and no hook for Triton's request cancellation
 scheduler keeps one generator per request and uses plain ``DynamicCache`` tensors (any
 causal LM whose cache layers are dynamic; others run one sequence at a time).
 
-Limits (README, "Long inputs"): the model's context C (``max_position_embeddings``). A
+Limits (docs/guide.md, "Long inputs"): the model's context C (``max_position_embeddings``). A
 prompt of P tokens with ``max_tokens`` M: P + M > C is refused (400, "context length")
 unless the request sends ``truncate=true``; then the prompt keeps its last C - M tokens and
 the last response says how many went (``prompt_tokens_cut``). Nothing is cut silently. M
