@@ -30,16 +30,23 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 from tritonhf.bootstrap.admin import Admin, ModelStatus
+from tritonhf.bootstrap.command import (
+    EXPOSABLE,
+    MODEL_CONTROL_MODES,
+    Installation,
+    ServerConfig,
+    Tls,
+    restriction,
+)
 from tritonhf.bootstrap.diagnose import Diagnosis, diagnose
 from tritonhf.bootstrap.environment import StubEnvironment
 from tritonhf.bootstrap.layout import Workspace
-from tritonhf.bootstrap.network import LOOPBACK, is_exposed, local_for, triton_address
+from tritonhf.bootstrap.network import LOOPBACK, local_for
 from tritonhf.bootstrap.ports import ensure_free, free_port, parse_port
 from tritonhf.bootstrap.shm import new_prefix, remove_shm_regions
 from tritonhf.bootstrap.spawn import Identity, identity_of, spawn
@@ -54,30 +61,11 @@ from tritonhf.errors import (
     StubEnvironmentError,
 )
 
-MODEL_CONTROL_MODES = ("none", "explicit", "poll")
-EXPOSABLE = ("grpc", "http")
-ADMIN_APIS = "model-repository,shared-memory,statistics,trace,logging"
-_RESTRICTION_HEADER = "tritonhf-admin"
 # After a model is reported failed, wait this long for the server to exit by itself
 # (it does with --exit-on-error) before stopping it ourselves.
 _FAILURE_GRACE_S = 10.0
 
 __all__ = ["EXPOSABLE", "MODEL_CONTROL_MODES", "ModelStatus", "Server", "ServerState", "Tls", "stop_workspace"]
-
-
-@dataclass(frozen=True)
-class Tls:
-    """TLS for the exposed gRPC endpoint: the server's certificate and key, and optionally a CA
-    whose client certificates it requires (mutual TLS)."""
-
-    cert: Path
-    key: Path
-    ca: Path | None = None
-
-    def check(self) -> None:
-        for path in (self.cert, self.key, self.ca):
-            if path is not None and not path.is_file():
-                raise BootstrapError(f"TLS file {path} does not exist.")
 
 
 class Server:
@@ -114,12 +102,7 @@ class Server:
         gateway_arguments: Sequence[str] = (),
     ) -> None:
         self.workspace = workspace if isinstance(workspace, Workspace) else Workspace.at(workspace)
-        if model_control not in MODEL_CONTROL_MODES:
-            raise ValueError(f"model_control must be one of {', '.join(MODEL_CONTROL_MODES)}, not {model_control!r}.")
-        if expose not in EXPOSABLE:
-            raise ValueError(f"expose must be one of {', '.join(EXPOSABLE)}, not {expose!r}.")
-        if tls is not None and expose != "grpc":
-            raise ValueError("TLS is for the gRPC endpoint (Triton's HTTP server has none): use expose='grpc'.")
+        ServerConfig("", host, expose, expose_metrics, model_control, log_verbose, exit_timeout, tls)  # checks
         self.host = host
         self.expose = expose
         self.expose_metrics = expose_metrics
@@ -173,9 +156,16 @@ class Server:
         server.repository = state.repository
         return server
 
+    def config(self) -> ServerConfig:
+        """What this server is to run as, as data (command.py turns it into the command line)."""
+        return ServerConfig(
+            self.repository, self.host, self.expose, self.expose_metrics, self.model_control, self.log_verbose,
+            self.exit_timeout, self.tls,
+        )  # fmt: skip
+
     @property
     def exposed(self) -> bool:
-        return is_exposed(self.host)
+        return self.config().exposed
 
     def _refuse_if_running(self) -> None:
         state = ServerState.load(self.workspace.state_file)
@@ -191,64 +181,23 @@ class Server:
     # ----------------------------------------------------------------- starting
 
     def addresses(self) -> dict[str, str]:
-        """Where each service listens: all on ``host`` when it is loopback; else the exposed protocol on
-        ``host`` and the rest on loopback (metrics too, unless ``expose_metrics``)."""
-        if not self.exposed:
-            return dict.fromkeys(("http", "grpc", "metrics"), self.host)
-        local = local_for(self.host)
-        addresses = dict.fromkeys(("http", "grpc", "metrics"), local)
-        addresses[self.expose] = self.host
-        if self.expose_metrics:
-            addresses["metrics"] = self.host
-        return addresses
+        """Where each service listens (``ServerConfig.addresses``)."""
+        return self.config().addresses()
 
     @property
     def admin_protocol(self) -> str:
-        return "grpc" if self.exposed and self.expose == "http" else "http"
+        return self.config().admin_protocol
 
-    def command(self, ports: dict[str, int], shm_prefix: str, addresses: dict[str, str]) -> list[str]:
+    def command(self, ports: dict[str, int], shm_prefix: str) -> list[str]:
         """The tritonserver command line, without the per-launch restriction (added by ``_launch``)."""
         workspace = self.workspace
-        command = [
-            str(workspace.binary),
-            f"--model-repository={self.repository}",
-            f"--backend-directory={workspace.backends_dir}",
-            f"--cache-directory={workspace.server_dir / 'caches'}",
-            f"--model-control-mode={self.model_control}",
-            f"--log-verbose={self.log_verbose}",
-            f"--exit-timeout-secs={self.exit_timeout}",
-            f"--backend-config=python,shm-region-prefix-name={shm_prefix}",
-        ]
-        for service in ("http", "grpc", "metrics"):
-            command.append(f"--{service}-address={triton_address(addresses[service], service)}")
-            command.append(f"--{service}-port={ports[service]}")
-        if self.tls is not None:
-            command += [
-                "--grpc-use-ssl=true",
-                f"--grpc-server-cert={self.tls.cert}",
-                f"--grpc-server-key={self.tls.key}",
-            ]
-            if self.tls.ca is not None:
-                command += ["--grpc-use-ssl-mutual=true", f"--grpc-root-cert={self.tls.ca}"]
-        if self.model_control == "explicit":
-            command.append("--load-model=*")
-        if self.model_control == "poll":
-            command.append("--repository-poll-secs=5")
-        return command
-
-    def _restriction(self, state: ServerState) -> list[str]:
-        """Beyond loopback: close every admin API of the exposed protocol with a value nobody keeps."""
-        if not is_exposed(state.host):
-            return []
-        sealed = f"{_RESTRICTION_HEADER}={secrets.token_urlsafe(32)}"
-        exposed = "grpc" if state.admin_protocol == "http" else "http"
-        flag = "--grpc-restricted-protocol" if exposed == "grpc" else "--http-restricted-api"
-        return [f"{flag}={ADMIN_APIS}:{sealed}"]
+        installation = Installation(workspace.binary, workspace.backends_dir, workspace.server_dir / "caches")
+        return self.config().argv(installation, ports, shm_prefix)
 
     def _launch(self, state: ServerState, append_log: bool) -> None:
         environment = self.environment or StubEnvironment.for_workspace(self.workspace)
         self._process = spawn(
-            state.command + self._restriction(state),
+            state.command + restriction(state.host, state.admin_protocol, secrets.token_urlsafe(32)),
             Path(state.log),
             environment.server_env(self.workspace.lib_dir),
             self.workspace.root,
@@ -326,7 +275,7 @@ class Server:
             repository=self.repository,
             model_control=self.model_control,
             started_at=time.time(),
-            command=self.command(ports, shm_prefix, addresses),
+            command=self.command(ports, shm_prefix),
         )
         self._launch(self.state, append_log=False)
         try:

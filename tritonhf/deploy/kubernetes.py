@@ -32,6 +32,7 @@ from typing import Any
 
 import yaml
 
+from tritonhf.bootstrap.command import ADMIN_APIS
 from tritonhf.deploy import gateway
 from tritonhf.deploy.storage import S3Location
 from tritonhf.errors import DeployError
@@ -39,7 +40,6 @@ from tritonhf.sdk import API_KEY_HEADER
 
 TRITON_IMAGE = "nvcr.io/nvidia/tritonserver:24.10-py3"  # Triton 2.51, the version the wheel carries
 QUEUE_METRIC = "tritonhf_queue_us_per_request"
-ADMIN_APIS = "model-repository,shared-memory,statistics,trace,logging"
 
 
 @dataclass(frozen=True)
