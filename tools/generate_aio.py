@@ -40,9 +40,9 @@ LINES = {
         "from collections.abc import AsyncIterator, Mapping, Sequence"
     ),
     "from tritonhf.sdk import _flavour as flavour": "from tritonhf.sdk import _aio_flavour as flavour",
-    "from tritonhf.sdk._transport import Endpoint, StreamHandle, Transport, connect": (
-        "from tritonhf.sdk._aio_transport import AsyncStreamHandle, AsyncTransport, connect_async\n"
-        "from tritonhf.sdk._transport import Endpoint"
+    "from tritonhf._wire.transport import Endpoint, StreamHandle, Transport, connect": (
+        "from tritonhf._wire.aio_transport import AsyncStreamHandle, AsyncTransport, connect_async\n"
+        "from tritonhf._wire.transport import Endpoint"
     ),
 }
 

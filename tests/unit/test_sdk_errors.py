@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from tritonhf._wire.transport import StatusError
 from tritonhf.errors import (
     ClientError,
     ContextLengthError,
@@ -18,7 +19,6 @@ from tritonhf.errors import (
     ServerUnavailableError,
 )
 from tritonhf.sdk._errors import error_for, translate
-from tritonhf.sdk._transport import StatusError
 
 # (gRPC status, HTTP status, message) as Triton 2.51 answered them (see tests/integration for the live check).
 RECORDED: list[tuple[str, int, str, type[ClientError]]] = [

@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from tritonhf.sdk._core import ModelConfig
-from tritonhf.sdk._transport import Endpoint, Transport, connect
+from tritonhf._wire.config import ModelConfig
+from tritonhf._wire.transport import Endpoint, Transport, connect
 from tritonhf.sdk.codecs import DATATYPES
 
 _PROBE_ROWS = 1

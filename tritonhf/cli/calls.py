@@ -195,8 +195,8 @@ def load_command(
     A model pushed to object storage after the servers started appears this way (or by itself
     within a poll when the servers run with --model-control poll).
     """
+    from tritonhf._wire.settings import default_url
     from tritonhf.bootstrap.admin import Admin
-    from tritonhf.sdk._settings import default_url
 
     failed = []
     for address in url or [default_url()]:
@@ -239,6 +239,7 @@ def bench_command(
     A text-generation model gets concurrent greedy streams arriving over --spread seconds:
     aggregate tokens/s, time to first token and time between chunks (p50/p95).
     """
+    from tritonhf._wire.settings import default_url
     from tritonhf.bench import (
         DEFAULT_PROMPTS,
         DEFAULT_TEXTS,
@@ -248,7 +249,6 @@ def bench_command(
         write_json,
         write_plot,
     )
-    from tritonhf.sdk._settings import default_url
 
     levels = [int(level) for level in concurrency.split(",") if level.strip()]
     base = url or default_url()

@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable
 from typing import Concatenate, ParamSpec, TypeVar
 
-from tritonhf.sdk._transport import API_KEY_HEADER
+from tritonhf._wire.transport import API_KEY_HEADER
 from tritonhf.sdk.aio import AsyncClient, AsyncTextStream
 from tritonhf.sdk.client import Client, TextStream
 from tritonhf.sdk.results import (

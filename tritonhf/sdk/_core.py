@@ -12,11 +12,12 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 import numpy as np
 
+from tritonhf._wire.config import ModelConfig
 from tritonhf.errors import (
     AmbiguousModelError,
     ClientError,
@@ -41,7 +42,7 @@ from tritonhf.sdk.results import (
     ZeroShotClassification,
 )
 from tritonhf.sdk.sampling import OPTIONS as SAMPLING_OPTIONS
-from tritonhf.tasks import PARAM_TASK, TASKS, wire_datatype
+from tritonhf.tasks import TASKS
 
 R = TypeVar("R")
 Array = np.ndarray[Any, Any]
@@ -108,43 +109,6 @@ def retry_delay(error: ClientError, attempt: int, deadline: Deadline) -> float |
 
 
 # ---------------------------------------------------------------------------- models and configs
-
-
-@dataclass(frozen=True)
-class ModelConfig:
-    """What the SDK needs of a model's config, read from either protocol's JSON."""
-
-    name: str
-    max_batch_size: int = 0
-    inputs: Mapping[str, tuple[str, tuple[int, ...]]] = field(default_factory=dict)  # name -> (datatype, dims)
-    outputs: Mapping[str, tuple[int, ...]] = field(default_factory=dict)  # name -> dims
-    task: str | None = None
-    decoupled: bool = False
-
-    @classmethod
-    def parse(cls, raw: Mapping[str, Any]) -> ModelConfig:
-        """HTTP's config JSON, or gRPC's (``{"config": {...}}``, 64-bit numbers as strings)."""
-        config = raw.get("config", raw) if isinstance(raw.get("config"), Mapping) else raw
-        inputs = {
-            str(item["name"]): (
-                wire_datatype(str(item.get("data_type", "TYPE_STRING"))),
-                tuple(int(dim) for dim in item.get("dims", [])),
-            )
-            for item in config.get("input", [])
-        }
-        outputs = {
-            str(item["name"]): tuple(int(dim) for dim in item.get("dims", [])) for item in config.get("output", [])
-        }
-        task = config.get("parameters", {}).get(PARAM_TASK, {}).get("string_value")
-        policy = config.get("model_transaction_policy", {})
-        return cls(
-            name=str(config.get("name", "")),
-            max_batch_size=int(config.get("max_batch_size", 0) or 0),
-            inputs=inputs,
-            outputs=outputs,
-            task=str(task) if task else None,
-            decoupled=bool(policy.get("decoupled", False)),
-        )
 
 
 def model_infos(index: Sequence[Mapping[str, Any]], configs: Mapping[str, ModelConfig]) -> list[ModelInfo]:

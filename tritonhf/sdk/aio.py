@@ -17,13 +17,14 @@ from typing import Any, Literal, TypeVar, overload
 import numpy as np
 from typing_extensions import Unpack
 
+from tritonhf._wire.aio_transport import AsyncStreamHandle, AsyncTransport, connect_async
+from tritonhf._wire.config import ModelConfig
+from tritonhf._wire.settings import DEFAULT_TIMEOUT, default_url, key_headers
+from tritonhf._wire.transport import Endpoint
 from tritonhf.errors import ClientError, RequestTimeoutError
 from tritonhf.sdk import _aio_flavour as flavour
 from tritonhf.sdk import _core as core
-from tritonhf.sdk._aio_transport import AsyncStreamHandle, AsyncTransport, connect_async
 from tritonhf.sdk._errors import translate
-from tritonhf.sdk._settings import DEFAULT_TIMEOUT, default_url, key_headers
-from tritonhf.sdk._transport import Endpoint
 from tritonhf.sdk.results import (
     Answer,
     Classification,
@@ -192,13 +193,13 @@ class AsyncClient:
     def _deadline(self, timeout: float | None) -> core.Deadline:
         return core.Deadline(timeout if timeout is not None else self.timeout, unreachable=self.unavailable_timeout)
 
-    async def _config(self, name: str, deadline: core.Deadline) -> core.ModelConfig:
+    async def _config(self, name: str, deadline: core.Deadline) -> ModelConfig:
         config = self._directory.config(name)
         if config is None:
             raw = await self._call(name, lambda: self._transport.model_config(name, deadline.remaining()), deadline)
-            config = core.ModelConfig.parse(raw)
+            config = ModelConfig.parse(raw)
             if not config.name:
-                config = core.ModelConfig(name, config.max_batch_size, config.inputs, config.outputs, config.task)
+                config = ModelConfig(name, config.max_batch_size, config.inputs, config.outputs, config.task)
             self._directory.store_config(config)
         return config
 

@@ -22,12 +22,13 @@ from typing import Any, Literal, TypeVar, overload
 import numpy as np
 from typing_extensions import Unpack
 
+from tritonhf._wire.config import ModelConfig
+from tritonhf._wire.settings import DEFAULT_TIMEOUT, default_url, key_headers
+from tritonhf._wire.transport import Endpoint, StreamHandle, Transport, connect
 from tritonhf.errors import ClientError, RequestTimeoutError
 from tritonhf.sdk import _core as core
 from tritonhf.sdk import _flavour as flavour
 from tritonhf.sdk._errors import translate
-from tritonhf.sdk._settings import DEFAULT_TIMEOUT, default_url, key_headers
-from tritonhf.sdk._transport import Endpoint, StreamHandle, Transport, connect
 from tritonhf.sdk.results import (
     Answer,
     Classification,
@@ -199,13 +200,13 @@ class Client:
     def _deadline(self, timeout: float | None) -> core.Deadline:
         return core.Deadline(timeout if timeout is not None else self.timeout, unreachable=self.unavailable_timeout)
 
-    def _config(self, name: str, deadline: core.Deadline) -> core.ModelConfig:
+    def _config(self, name: str, deadline: core.Deadline) -> ModelConfig:
         config = self._directory.config(name)
         if config is None:
             raw = self._call(name, lambda: self._transport.model_config(name, deadline.remaining()), deadline)
-            config = core.ModelConfig.parse(raw)
+            config = ModelConfig.parse(raw)
             if not config.name:
-                config = core.ModelConfig(name, config.max_batch_size, config.inputs, config.outputs, config.task)
+                config = ModelConfig(name, config.max_batch_size, config.inputs, config.outputs, config.task)
             self._directory.store_config(config)
         return config
 

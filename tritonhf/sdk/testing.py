@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from tritonhf.sdk._transport import Endpoint, StatusError, Tensors
+from tritonhf._wire.transport import Endpoint, StatusError, Tensors
 from tritonhf.tasks import PARAM_TASK, get_task
 
 Handler = Callable[[Tensors], Mapping[str, Any]]

@@ -27,7 +27,7 @@ def gateway_url(workspace: Workspace) -> str:
     """The Triton endpoint for the gateway: gRPC (one connection pool, streaming), unless it uses TLS."""
     state = ServerState.load(workspace.state_file)
     if state is None:
-        from tritonhf.sdk._settings import default_url
+        from tritonhf._wire.settings import default_url
 
         return default_url()
     return state.local_url if state.tls else state.grpc_url

@@ -21,7 +21,7 @@ import urllib.parse
 from collections.abc import AsyncIterator, Awaitable, Mapping
 from typing import Any, Protocol, TypeVar
 
-from tritonhf.sdk._transport import (
+from tritonhf._wire.transport import (
     Endpoint,
     StatusError,
     Tensors,

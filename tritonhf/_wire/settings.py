@@ -6,7 +6,7 @@ import json
 import os
 from pathlib import Path
 
-from tritonhf.sdk._transport import API_KEY_HEADER
+from tritonhf._wire.transport import API_KEY_HEADER
 
 URL_ENV = "TRITONHF_URL"
 API_KEY_ENV = "TRITONHF_API_KEY"
