@@ -16,7 +16,7 @@ import pytest
 import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
-from tritonhf import Client, InvalidInputError, ModelNotFoundError
+from tritonhf import Client, ContextLengthError, InvalidInputError, ModelNotFoundError
 from tritonhf.bootstrap import Server
 
 pytestmark = pytest.mark.integration
@@ -52,7 +52,12 @@ def test_odd_texts_get_answers_from_every_template(served: Server) -> None:
         for text, entities in zip(ODD_TEXTS, client.ner(ODD_TEXTS, model="ner")):
             for entity in entities:
                 assert 0 <= entity.start < entity.end <= len(text)  # character offsets into *this* text
-        assert isinstance(client.generate("movie " * 20_000, model="writer", max_tokens=3), str)
+        with pytest.raises(ContextLengthError, match="truncate=true"):  # nothing is cut unasked
+            client.generate("movie " * 20_000, model="writer", max_tokens=3)
+        stream = client.generate("movie " * 20_000, model="writer", max_tokens=3, truncate=True, stream=True)
+        with stream:
+            assert isinstance("".join(stream), str)
+        assert stream.usage is not None and stream.usage.prompt_tokens_cut > 99_000, "the cut is said"
         assert isinstance(client.generate("", model="writer", max_tokens=3), str)
 
 
