@@ -24,13 +24,13 @@ from rich.console import Console
 
 from tritonhf._progress import Progress
 from tritonhf.bench import server_view
+from tritonhf.bootstrap.gateway import require_gateway_packages
 from tritonhf.bootstrap.install import bootstrap
 from tritonhf.bootstrap.layout import Workspace
 from tritonhf.bootstrap.process import Server
 from tritonhf.errors import ModelSourceError, ServerStartError
 from tritonhf.gallery.repository import AddRequest, ensure_model
 from tritonhf.sdk.client import Client
-from tritonhf.serve.launch import require_gateway_packages
 
 SENTENCES = [
     "This movie is absolutely wonderful",

@@ -25,11 +25,11 @@ import pytest
 
 from tritonhf import Client
 from tritonhf.bootstrap import Server, Workspace
+from tritonhf.bootstrap.gateway import start_gateway
 from tritonhf.bootstrap.ports import free_port
 from tritonhf.bootstrap.state import ServerState, ensure_api_key
 from tritonhf.demo import offline_models
 from tritonhf.gallery import AddRequest, add_model
-from tritonhf.serve.launch import start_gateway
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 CHAT = [{"role": "user", "content": "Say hello in five words."}]

@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
+from tritonhf._wire.codecs import DATATYPES
 from tritonhf._wire.config import ModelConfig
 from tritonhf._wire.transport import Endpoint, Transport, connect
-from tritonhf.sdk.codecs import DATATYPES
 
 _PROBE_ROWS = 1
 

@@ -45,9 +45,11 @@ from tritonhf.bootstrap.command import (
 )
 from tritonhf.bootstrap.diagnose import Diagnosis, diagnose
 from tritonhf.bootstrap.environment import StubEnvironment
+from tritonhf.bootstrap.gateway import start_gateway
 from tritonhf.bootstrap.layout import Workspace
 from tritonhf.bootstrap.network import LOOPBACK, local_for
 from tritonhf.bootstrap.ports import ensure_free, free_port, parse_port
+from tritonhf.bootstrap.s3 import check as check_s3
 from tritonhf.bootstrap.shm import new_prefix, remove_shm_regions
 from tritonhf.bootstrap.spawn import Identity, identity_of, spawn
 from tritonhf.bootstrap.state import ServerState
@@ -246,9 +248,7 @@ class Server:
         self.environment = environment
         workspace.create_folders()
         if self.repository.startswith("s3://"):
-            from tritonhf.deploy.storage import check
-
-            check(self.repository)  # Triton blames credentials for every S3 failure: name the real cause first
+            check_s3(self.repository)  # Triton blames credentials for every S3 failure: name the real cause first
         elif "://" not in self.repository:
             Path(self.repository).mkdir(parents=True, exist_ok=True)
         addresses = self.addresses()
@@ -348,8 +348,6 @@ class Server:
 
     def start_gateway(self) -> None:
         """The OpenAI/TEI gateway beside the server (its own process, recorded in the state file)."""
-        from tritonhf.serve.launch import start_gateway
-
         state = self._require_state()
         environment = dict(os.environ)
         identity = start_gateway(

@@ -17,6 +17,7 @@ from typing import Any, Generic, TypeVar
 
 import numpy as np
 
+from tritonhf._wire import codecs
 from tritonhf._wire.config import ModelConfig
 from tritonhf.errors import (
     AmbiguousModelError,
@@ -29,7 +30,6 @@ from tritonhf.errors import (
     ServerBusyError,
     ServerUnavailableError,
 )
-from tritonhf.sdk import codecs
 from tritonhf.sdk.results import (
     Answer,
     Classification,

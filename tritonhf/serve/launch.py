@@ -1,4 +1,6 @@
-"""Where the gateway points, which key it requires, and how `tritonhf up` runs it beside Triton.
+"""Where the gateway points, which key and repository it uses, and running it in this process.
+
+``tritonhf up`` starts it as a process of its own (``bootstrap/gateway.py``), which runs this.
 
 The key never travels on a command line: ``--api-key-file``, ``$TRITONHF_GATEWAY_KEY``, or (when
 bound beyond loopback without either) the workspace's ``run/api-key``, created owner-only.
@@ -7,17 +9,12 @@ bound beyond loopback without either) the workspace's ``run/api-key``, created o
 from __future__ import annotations
 
 import os
-import sys
-import time
-import urllib.request
-from collections.abc import Sequence
 from pathlib import Path
 
+from tritonhf.bootstrap.gateway import require_gateway_packages
 from tritonhf.bootstrap.layout import Workspace
-from tritonhf.bootstrap.network import is_exposed, url_host
-from tritonhf.bootstrap.spawn import Identity, identity_of, spawn
+from tritonhf.bootstrap.network import is_exposed
 from tritonhf.bootstrap.state import ServerState, ensure_api_key
-from tritonhf.errors import ServerStartError
 from tritonhf.serve.limits import Limits
 
 KEY_ENV = "TRITONHF_GATEWAY_KEY"
@@ -48,18 +45,6 @@ def gateway_key(workspace: Workspace, host: str, key_file: Path | None = None) -
     return ensure_api_key(workspace) if is_exposed(host) else None
 
 
-def require_gateway_packages() -> None:
-    """FastAPI and uvicorn are an extra (``tritonhf[serve]``): say so before anything starts."""
-    import importlib.util
-
-    missing = [name for name in ("fastapi", "uvicorn") if importlib.util.find_spec(name) is None]
-    if missing:
-        raise ServerStartError(
-            f"The OpenAI gateway needs {' and '.join(missing)}: pip install 'tritonhf[serve]'"
-            " (or leave out --openai-port)."
-        )
-
-
 def run_gateway(
     url: str, host: str, port: int, key: str | None, limits: Limits | None = None, repository: Path | None = None
 ) -> None:
@@ -67,34 +52,3 @@ def run_gateway(
     from tritonhf.serve.app import run
 
     run(url, host, port, key, limits, repository)
-
-
-def start_gateway(
-    workspace: Workspace,
-    host: str,
-    port: int,
-    die_with_parent: bool,
-    env: dict[str, str],
-    arguments: Sequence[str] = (),
-) -> Identity:
-    """`python -m tritonhf.serve WORKSPACE` beside the server (``arguments``: its limits); returns once
-    /health answers."""
-    require_gateway_packages()
-    command = [
-        sys.executable, "-m", "tritonhf.serve", str(workspace.root), "--host", host, "--port", str(port), *arguments
-    ]  # fmt: skip
-    process = spawn(command, workspace.logs_dir / "gateway.log", env, workspace.root, die_with_parent, append=True)
-    identity = identity_of(process)
-    deadline = time.monotonic() + 60
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            break
-        try:
-            with opener.open(f"http://{url_host(host)}:{port}/health", timeout=2) as response:
-                if response.status == 200:
-                    return identity
-        except OSError:
-            time.sleep(0.2)
-    identity.stop(5)
-    raise ServerStartError(f"The OpenAI gateway did not start; see {workspace.logs_dir / 'gateway.log'}.")

@@ -23,8 +23,9 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from fastapi.sse import format_sse_event
 
+from tritonhf._wire import codecs
 from tritonhf.errors import ClientError
-from tritonhf.sdk import AsyncClient, AsyncTextStream, codecs
+from tritonhf.sdk import AsyncClient, AsyncTextStream
 from tritonhf.serve.errors import GatewayError, empty, refused
 from tritonhf.serve.schemas import ChatBody, CompletionBody, EmbeddingBody, GenerationBody
 from tritonhf.serve.tokenizers import Tokenizers, byte_bound, count
