@@ -28,7 +28,7 @@ lint: setup
 	$(BIN)/python tools/generate_aio.py --check
 	$(BIN)/python tools/check_templates.py
 	$(BIN)/python tools/cli_reference.py --check
-	$(BIN)/ruff check tritonhf tests bench examples tools
+	$(BIN)/ruff check tritonhf tests harness bench examples tools
 	$(BIN)/ruff check tritonhf/gallery/templates
 	$(BIN)/mypy
 
@@ -39,7 +39,7 @@ haproxy:
 		echo "haproxy is missing (not root): the scale-out rehearsal will be skipped"
 
 test: setup lint haproxy
-	$(BIN)/python -m pytest tests
+	$(BIN)/python -m pytest tests --durations=10
 
 # Object storage (moto's S3 server) + two replicas + haproxy + manifests, on loopback.
 scale-test: setup haproxy

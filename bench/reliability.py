@@ -6,7 +6,7 @@ Scenarios (loopback only, bounded in count and time, about 5 minutes on 2 cores)
   bad-input    bad requests (non-UTF-8, missing input, bad TOP_K) interleaved with good ones
   stub-kill    kill -9 of the classifier's stub under load; time until it answers again
   server-kill  kill -9 of tritonserver under load; time until the supervisor has it back
-  invariance   the batch-invariance harness (tests/invariance.py) on the real all-MiniLM-L6-v2,
+  invariance   the batch-invariance harness (harness/invariance.py) on the real all-MiniLM-L6-v2,
                embeddings and zero-shot, over HTTP and gRPC: 200 mixed requests each, texts up
                to 3x the model's 256 tokens, every row against itself alone and transformers
 
@@ -33,10 +33,9 @@ import numpy as np
 import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "tests"))
-import tiny_models
-from invariance import Oracle, check, make_cases
-
+sys.path.insert(0, str(Path(__file__).parents[1]))  # the repository root: the shared harness package
+from harness import tiny_models
+from harness.invariance import Oracle, check, make_cases
 from tritonhf import Client, ClientError, Server
 from tritonhf.bootstrap import Workspace, bootstrap
 from tritonhf.bootstrap.stubs import stubs_of

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import tiny_models  # beside this file, on pytest's pythonpath (pyproject.toml)
 
+from harness import tiny_models  # the repository root is on pytest's pythonpath (pyproject.toml)
 from tritonhf.bootstrap import Workspace, bootstrap
 
 

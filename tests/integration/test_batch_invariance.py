@@ -1,6 +1,6 @@
 """Each input's answer does not depend on what it was batched with: every template, both protocols.
 
-A seeded random mix of requests per template (see tests/invariance.py) is sent from 16
+A seeded random mix of requests per template (see harness/invariance.py) is sent from 16
 threads at once, so Triton batches them; every row's answer is compared with the same row
 sent alone and with transformers run in-process on that row. The test also checks that
 batching really happened (Triton ran fewer executions than it received requests).
@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from invariance import Case, Oracle, Row, check, make_cases
 
+from harness.invariance import Case, Oracle, Row, check, make_cases
 from tritonhf import Client, InvalidInputError
 from tritonhf.bootstrap import Server
 from tritonhf.gallery.config import parameters_of, parse_config
@@ -140,7 +140,7 @@ def test_long_text_policy_truncate_or_refuse(served: Server) -> None:
 
 @pytest.mark.parametrize("protocol", ["http", "grpc"])
 def test_generation_each_stream_equals_itself_alone(served: Server, tiny: dict[str, Path], protocol: str) -> None:
-    from invariance import GenerationOracle, check_generation, make_prompts
+    from harness.invariance import GenerationOracle, check_generation, make_prompts
 
     url = served.http_url if protocol == "http" else served.grpc_url
     oracle = GenerationOracle(tiny["generator"])
@@ -152,7 +152,7 @@ def test_generation_each_stream_equals_itself_alone(served: Server, tiny: dict[s
 
 @pytest.mark.parametrize("protocol", ["http", "grpc"])
 def test_text2text_each_stream_equals_itself_alone(served: Server, tiny: dict[str, Path], protocol: str) -> None:
-    from invariance import Seq2SeqOracle, check_generation, make_prompts
+    from harness.invariance import Seq2SeqOracle, check_generation, make_prompts
 
     url = served.http_url if protocol == "http" else served.grpc_url
     oracle = Seq2SeqOracle(tiny["seq2seq"])

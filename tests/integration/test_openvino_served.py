@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from invariance import GenerationOracle, check_generation, make_prompts
 
+from harness.invariance import GenerationOracle, check_generation, make_prompts
 from tritonhf import Client
 from tritonhf.bootstrap import Server, Workspace
 from tritonhf.gallery import AddRequest, add_model

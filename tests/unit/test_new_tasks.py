@@ -10,7 +10,6 @@ import fake_pb_utils as pb
 import numpy as np
 import pytest
 import torch
-from invariance import qa_spans
 from template_harness import instantiate
 from transformers import (
     AutoModelForMaskedLM,
@@ -20,6 +19,7 @@ from transformers import (
     AutoTokenizer,
 )
 
+from harness.invariance import qa_spans
 from tritonhf.gallery import AddRequest, add_model
 
 texts = pb.texts

@@ -26,7 +26,6 @@ import numpy as np
 import torch
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
-from tiny_models import WORDS
 from transformers import (
     AutoModel,
     AutoModelForMaskedLM,
@@ -37,6 +36,8 @@ from transformers import (
     pipeline,
 )
 from tritonclient.utils import InferenceServerException
+
+from harness.tiny_models import WORDS
 
 # Absolute tolerance per task: scores and vectors differ by float rounding between batch shapes.
 TOLERANCE = {
