@@ -68,13 +68,16 @@ class Tokenizers:
         return self._loaded[model]
 
     def _load(self, model: str) -> Tokenizer | None:
-        location = self.location(model)
+        if self.repository is None or "/" in model or model.startswith(".") or not (self.repository / model).is_dir():
+            return None
+        parameters = self._parameters(model)  # read once: where the weights are, and whether to trust their code
+        location = self.location(model, parameters)
         if location is None:
             return None
         try:
             from transformers import AutoTokenizer
 
-            trust = self._parameters(model).get(PARAM_TRUST_REMOTE_CODE, "false") == "true"
+            trust = parameters.get(PARAM_TRUST_REMOTE_CODE, "false") == "true"
             tokenizer = cast(Tokenizer, AutoTokenizer.from_pretrained(location, trust_remote_code=trust))
         except Exception:  # a GGUF-only folder, an unreachable hub id: no tokenizer, said by the caller
             return None
@@ -87,18 +90,16 @@ class Tokenizers:
         config = self.repository / model / "config.pbtxt"
         return parameters_of(parse_config(config.read_text(), str(config))) if config.is_file() else {}
 
-    def location(self, model: str) -> str | None:
+    def location(self, model: str, parameters: dict[str, str]) -> str | None:
         """Where the model's tokenizer is: as the template finds its weights (runtime.weights_location)."""
-        if self.repository is None or not (self.repository / model).is_dir() or "/" in model or model.startswith("."):
-            return None
+        assert self.repository is not None
         versions = sorted((int(p.name) for p in (self.repository / model).iterdir() if p.name.isdigit()), reverse=True)
-        weights = self._parameters(model).get(PARAM_WEIGHTS, VENDORED_WEIGHTS_DIR)
+        weights = parameters.get(PARAM_WEIGHTS, VENDORED_WEIGHTS_DIR)
         for version in versions:
             folder = self.repository / model / str(version) / weights
             if folder.exists():
                 return str(folder)
         return weights if weights != VENDORED_WEIGHTS_DIR else None
-
 
 async def count(tokenizer: Tokenizer, texts: Sequence[str], pairs: Sequence[str] | None = None) -> int:
     """Tokens of ``texts`` (with their ``pairs``) as the model reads them, special tokens included."""
