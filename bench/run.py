@@ -38,7 +38,7 @@ from transformers import AutoModel, AutoModelForCausalLM, AutoModelForSequenceCl
 
 from tritonhf import Client, Server
 from tritonhf.bench import DEFAULT_PROMPTS, StreamsResult, run_bench, run_streams
-from tritonhf.bootstrap import Workspace, bootstrap
+from tritonhf.bootstrap import Gateway, Stack, Workspace, bootstrap
 from tritonhf.bootstrap.sources import cache_dir
 from tritonhf.errors import GalleryError
 from tritonhf.gallery import AddRequest, add_model
@@ -629,10 +629,9 @@ def main() -> None:
     print(
         f"# tritonhf bench ({os.cpu_count()} cores, torch {torch.__version__}, {REQUESTS_PER_LEVEL} requests per level)"
     )
-    server = Server(
-        workspace, http_port="auto", grpc_port="auto", metrics_port="auto", openai_port="auto", startup_timeout=300
-    )
-    with server, Client(server.grpc_url, concurrency=20, timeout=120) as client:  # nested: server starts first
+    server = Server(workspace, http_port="auto", grpc_port="auto", metrics_port="auto", startup_timeout=300)
+    stack = Stack(server, gateway=Gateway(), supervise=False)
+    with stack, Client(server.grpc_url, concurrency=20, timeout=120) as client:  # nested: server starts first
         tokenizer = AutoTokenizer.from_pretrained(minilm)
         outside_client = prepare_perf_analyzer(server)
         onnx = {"default": repo / "embed/1/weights/model.onnx"}
@@ -662,7 +661,7 @@ def main() -> None:
             {"default": repo / "classify/1/weights/model.onnx"},
             embeddings=False,
         )
-        lines += gateway_section(server.grpc_url, server.gateway_url, "embed", "smollm2", TEXTS, rounds=ROUNDS,
+        lines += gateway_section(server.grpc_url, stack.gateway_url, "embed", "smollm2", TEXTS, rounds=ROUNDS,
                                  gateway_pid=server.state.gateway_pid if server.state else None)  # fmt: skip
         lines += generation_section(client, smollm)
     print("\n".join(lines))

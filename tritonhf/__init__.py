@@ -7,6 +7,7 @@ with Server("triton_workspace") as server, Client(server.http_url) as client:
 
 from tritonhf._version import __version__
 from tritonhf.bootstrap.process import Server
+from tritonhf.bootstrap.stack import Gateway, Stack
 from tritonhf.errors import (
     AmbiguousModelError,
     ClientError,
@@ -58,6 +59,7 @@ __all__ = [
     "Entity",
     "FillMask",
     "GalleryError",
+    "Gateway",
     "InferenceError",
     "InvalidInputError",
     "ModelInfo",
@@ -73,6 +75,7 @@ __all__ = [
     "ServerError",
     "ServerStartError",
     "ServerUnavailableError",
+    "Stack",
     "StorageError",
     "TextStream",
     "TritonHFError",

@@ -28,6 +28,7 @@ from tritonhf.bootstrap.gateway import require_gateway_packages
 from tritonhf.bootstrap.install import bootstrap
 from tritonhf.bootstrap.layout import Workspace
 from tritonhf.bootstrap.process import Server
+from tritonhf.bootstrap.stack import Gateway, Stack
 from tritonhf.errors import ModelSourceError, ServerStartError
 from tritonhf.gallery.repository import AddRequest, ensure_model
 from tritonhf.sdk.client import Client
@@ -122,24 +123,24 @@ class Demo:
             metrics_port="auto",
             startup_timeout=300,
             die_with_parent=not keep_running,
-            openai_port="auto" if gateway else None,
         )
-        self.timed("tritonserver and the OpenAI gateway started, models loaded", server.start)
+        stack = Stack(server, gateway=Gateway() if gateway else None)
+        self.timed("tritonserver and the OpenAI gateway started, models loaded", stack.start)
         try:
             for status in server.models():
                 self.console.print(f"  {status.name:<16} {status.state}")
             with Client(server.grpc_url, timeout=120) as client:
                 self.requests(client)
             if gateway:
-                self.openai_api(server.gateway_url)
+                self.openai_api(stack.gateway_url)
         except BaseException:
-            server.stop()
+            stack.stop()
             raise
         if keep_running:
-            self.how_to_query(server)
+            self.how_to_query(stack)
         else:
             self.section("6. Stop the server")
-            self.timed("server stopped, shared memory cleaned", server.stop)
+            self.timed("server stopped, shared memory cleaned", stack.stop)
         self.console.print(f"\n[bold green]Demo finished in {time.monotonic() - started:.1f} s.[/]")
 
     def add(self, model: DemoModel) -> None:
@@ -279,23 +280,24 @@ class Demo:
     def _plain(self, text: str) -> None:
         self.console.print(text, soft_wrap=True, markup=False)  # commands to copy: never wrapped
 
-    def how_to_query(self, server: Server) -> None:
+    def how_to_query(self, stack: Stack) -> None:
+        http_url = stack.server.http_url
         self.section("The server keeps running")
         self._plain(
-            f"  curl -s {server.http_url}/v2/models/sentiment/infer -d "
+            f"  curl -s {http_url}/v2/models/sentiment/infer -d "
             '\'{"inputs":[{"name":"TEXT","shape":[1,1],"datatype":"BYTES","data":["I love it"]}]}\''
         )
         self._plain(
-            f"  curl -N {server.http_url}/v2/models/smollm2-chat/generate_stream -d "
+            f"  curl -N {http_url}/v2/models/smollm2-chat/generate_stream -d "
             '\'{"text_input":"Hello","max_tokens":20}\''
         )
         self._plain(
-            f"  python -c \"from tritonhf import Client; print(Client('{server.http_url}').classify('I love it'))\""
+            f"  python -c \"from tritonhf import Client; print(Client('{http_url}').classify('I love it'))\""
         )
-        if server.gateway_url:
+        if stack.gateway_url:
             self._plain(
-                f"  curl -s {server.gateway_url}/chat/completions -H 'Content-Type: application/json' -d "
+                f"  curl -s {stack.gateway_url}/chat/completions -H 'Content-Type: application/json' -d "
                 '\'{"model":"smollm2-chat","messages":[{"role":"user","content":"Hi"}]}\''
             )
-            self._plain(f'  OpenAI(base_url="{server.gateway_url}", api_key="unused")')
+            self._plain(f'  OpenAI(base_url="{stack.gateway_url}", api_key="unused")')
         self._plain(f"  stop it with: tritonhf down --workspace {self.workspace.root}")

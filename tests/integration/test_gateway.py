@@ -24,7 +24,7 @@ import openai
 import pytest
 
 from tritonhf import Client
-from tritonhf.bootstrap import Server, Workspace
+from tritonhf.bootstrap import Gateway, Server, Stack, Workspace
 from tritonhf.bootstrap.gateway import start_gateway
 from tritonhf.bootstrap.ports import free_port
 from tritonhf.bootstrap.state import ServerState, ensure_api_key
@@ -36,7 +36,7 @@ CHAT = [{"role": "user", "content": "Say hello in five words."}]
 
 
 @pytest.fixture(scope="module")
-def gateway(make_workspace: Callable[[str], Workspace], tiny: dict[str, Path]) -> Iterator[Server]:
+def gateway(make_workspace: Callable[[str], Workspace], tiny: dict[str, Path]) -> Iterator[Stack]:
     workspace = make_workspace("gateway")
     repo = workspace.model_repository
     sources = {m.name: m for m in offline_models()}
@@ -44,25 +44,24 @@ def gateway(make_workspace: Callable[[str], Workspace], tiny: dict[str, Path]) -
     add_model(AddRequest("text-generation", sources["smollm2-chat"].source, repo, name="smollm2"))
     add_model(AddRequest("text-classification", str(tiny["classifier"]), repo, name="sentiment"))
     add_model(AddRequest("rerank", str(tiny["cross-encoder"]), repo, name="reranker"))
-    server = Server(workspace, http_port="auto", grpc_port="auto", metrics_port="auto", openai_port="auto",
-                    startup_timeout=300)  # fmt: skip
-    with server:
-        yield server
+    server = Server(workspace, http_port="auto", grpc_port="auto", metrics_port="auto", startup_timeout=300)
+    with Stack(server, gateway=Gateway()) as stack:
+        yield stack
 
 
-def _base(server: Server) -> str:
+def _base(server: Stack) -> str:
     assert server.state is not None
     return server.state.gateway_url
 
 
-def test_openai_sync_client_chat_completions_and_embeddings(gateway: Server) -> None:
+def test_openai_sync_client_chat_completions_and_embeddings(gateway: Stack) -> None:
     client = openai.OpenAI(base_url=_base(gateway), api_key="unused-on-loopback")
     ids = {model.id: getattr(model, "task", None) for model in client.models.list()}
     assert ids["smollm2"] == "text-generation" and ids["minilm"] == "feature-extraction"
     answer = client.chat.completions.create(model="smollm2", messages=CHAT, max_tokens=12, temperature=0)
     assert answer.choices[0].message.content and answer.choices[0].finish_reason in ("stop", "length")
     assert answer.usage is not None and answer.usage.prompt_tokens > 5 and 0 < answer.usage.completion_tokens <= 12
-    with Client(gateway.grpc_url) as sdk:
+    with Client(gateway.server.grpc_url) as sdk:
         direct = sdk.chat(CHAT, model="smollm2", max_tokens=12, temperature=0)
     assert answer.choices[0].message.content == direct, "the gateway adds nothing to the text"
     chunks = client.chat.completions.create(model="smollm2", messages=CHAT, max_tokens=12, temperature=0, stream=True,
@@ -81,7 +80,7 @@ def test_openai_sync_client_chat_completions_and_embeddings(gateway: Server) -> 
     floats = client.embeddings.create(model="minilm", input=["a cat", "a kitten"])
     packed = client.embeddings.create(model="minilm", input="a cat", encoding_format="base64")
     vector = np.array(floats.data[0].embedding, dtype=np.float32)
-    with Client(gateway.grpc_url) as sdk:
+    with Client(gateway.server.grpc_url) as sdk:
         np.testing.assert_allclose(vector, sdk.embed("a cat", model="minilm", normalize=True)[0], atol=1e-5)
     raw = packed.data[0].embedding
     decoded = np.frombuffer(base64.b64decode(raw), dtype="<f4") if isinstance(raw, str) else np.array(raw)
@@ -89,7 +88,7 @@ def test_openai_sync_client_chat_completions_and_embeddings(gateway: Server) -> 
     assert floats.usage.prompt_tokens > 0 and len(vector) == 384
 
 
-def test_openai_errors_are_openai_shaped(gateway: Server) -> None:
+def test_openai_errors_are_openai_shaped(gateway: Stack) -> None:
     client = openai.OpenAI(base_url=_base(gateway), api_key="x", max_retries=0)
     with pytest.raises(openai.NotFoundError, match="does not exist"):
         client.chat.completions.create(model="nope", messages=CHAT)
@@ -104,7 +103,7 @@ def test_openai_errors_are_openai_shaped(gateway: Server) -> None:
         client.chat.completions.create(model="minilm", messages=CHAT)
 
 
-def test_openai_async_client_streams(gateway: Server) -> None:
+def test_openai_async_client_streams(gateway: Stack) -> None:
     async def main() -> str:
         client = openai.AsyncOpenAI(base_url=_base(gateway), api_key="x")
         stream = await client.chat.completions.create(model="smollm2", messages=CHAT, max_tokens=8, temperature=0,
@@ -113,7 +112,7 @@ def test_openai_async_client_streams(gateway: Server) -> None:
         await client.close()
         return "".join(parts)
 
-    with Client(gateway.grpc_url) as sdk:
+    with Client(gateway.server.grpc_url) as sdk:
         assert asyncio.run(main()) == sdk.chat(CHAT, model="smollm2", max_tokens=8, temperature=0)
 
 
@@ -123,7 +122,7 @@ def _cancelled(server: Server) -> float:
     return float(match.group(1)) if match else 0.0
 
 
-def test_a_client_that_disconnects_mid_stream_cancels_the_generation(gateway: Server) -> None:
+def test_a_client_that_disconnects_mid_stream_cancels_the_generation(gateway: Stack) -> None:
     before = _cancelled(gateway)
     host, port = gateway.state.gateway_host, gateway.state.gateway_port  # type: ignore[union-attr]
     body = json.dumps({"model": "smollm2", "messages": CHAT, "max_tokens": 120, "stream": True}).encode()
@@ -142,7 +141,7 @@ def test_a_client_that_disconnects_mid_stream_cancels_the_generation(gateway: Se
     assert _cancelled(gateway) == before + 1, "the Triton request was cancelled when the client went away"
 
 
-def test_a_client_that_leaves_a_non_streamed_answer_cancels_the_generation(gateway: Server) -> None:
+def test_a_client_that_leaves_a_non_streamed_answer_cancels_the_generation(gateway: Stack) -> None:
     """No stream to close: the gateway watches the connection and cancels the Triton request when it drops."""
     before = _cancelled(gateway)
     host, port = gateway.state.gateway_host, gateway.state.gateway_port  # type: ignore[union-attr]
@@ -168,7 +167,7 @@ def test_a_client_that_leaves_a_non_streamed_answer_cancels_the_generation(gatew
     assert _cancelled(gateway) == expected, "every generation of a client that left was cancelled"
 
 
-def test_openai_shapes_nulls_unicode_models_and_usage(gateway: Server) -> None:
+def test_openai_shapes_nulls_unicode_models_and_usage(gateway: Stack) -> None:
     base = _base(gateway)
     client = openai.OpenAI(base_url=base, api_key="x", max_retries=0)
     nulls = {"model": "smollm2", "messages": CHAT, "max_tokens": 4, "temperature": None, "top_p": None, "n": None,
@@ -221,7 +220,7 @@ def _curl(url: str, body: dict[str, object], key: str | None = None) -> tuple[in
     return int(status), json.loads(text)
 
 
-def test_tei_routes_with_curl(gateway: Server) -> None:
+def test_tei_routes_with_curl(gateway: Stack) -> None:
     root = _base(gateway).removesuffix("/v1")
     status, vectors = _curl(f"{root}/embed", {"inputs": ["a cat", "a dog"], "model": "minilm"})
     assert status == 200 and len(vectors) == 2 and len(vectors[0]) == 384  # type: ignore[arg-type]
@@ -237,7 +236,7 @@ def test_tei_routes_with_curl(gateway: Server) -> None:
         assert response.status == 200
 
 
-def test_beyond_loopback_the_gateway_requires_the_key(gateway: Server) -> None:
+def test_beyond_loopback_the_gateway_requires_the_key(gateway: Stack) -> None:
     workspace = gateway.workspace
     key = ensure_api_key(workspace)
     port = free_port("127.0.0.2")
@@ -300,7 +299,7 @@ def _post(url: str, body: object) -> tuple[int, dict[str, str], object]:
 LONG = "the movie was good and " * 120  # ~600 tokens: past MiniLM's and the tiny classifier's windows
 
 
-def test_nothing_is_cut_unasked_and_a_cut_is_said(gateway: Server) -> None:
+def test_nothing_is_cut_unasked_and_a_cut_is_said(gateway: Stack) -> None:
     from tritonhf import ContextLengthError
 
     root = _base(gateway).removesuffix("/v1")
@@ -326,15 +325,15 @@ def test_nothing_is_cut_unasked_and_a_cut_is_said(gateway: Server) -> None:
     with pytest.raises(openai.BadRequestError) as refused:
         client.completions.create(model="smollm2", prompt="word " * 9000, max_tokens=4)
     assert refused.value.code == "context_length_exceeded"
-    with Client(gateway.grpc_url) as sdk, pytest.raises(ContextLengthError, match="truncate=true"):
+    with Client(gateway.server.grpc_url) as sdk, pytest.raises(ContextLengthError, match="truncate=true"):
         sdk.generate("word " * 9000, model="smollm2", max_tokens=4)
 
 
-def test_tei_pairs_tokenize_info_limits_empties_and_metrics(gateway: Server) -> None:
+def test_tei_pairs_tokenize_info_limits_empties_and_metrics(gateway: Stack) -> None:
     root = _base(gateway).removesuffix("/v1")
     pairs = [["a great film", "it was fun"], ["dull", "very boring"]]
     status, _, ranked = _post(f"{root}/predict", {"inputs": pairs, "model": "sentiment"})
-    with Client(gateway.grpc_url) as sdk:
+    with Client(gateway.server.grpc_url) as sdk:
         direct = sdk.classify_pairs([(a, b) for a, b in pairs], model="sentiment")
         single = sdk.classify("a great film", model="sentiment", top_k=3)
     assert status == 200 and [[c["label"] for c in row] for row in ranked] == [[c.label for c in row] for row in direct]  # type: ignore[union-attr]

@@ -29,7 +29,7 @@ import numpy as np
 import pytest
 
 from tritonhf import AsyncClient, ServerBusyError
-from tritonhf.bootstrap import Server, Workspace
+from tritonhf.bootstrap import Gateway, Server, Stack, Workspace
 from tritonhf.serve.limits import Limits
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -38,13 +38,12 @@ SECONDS = 20.0
 
 
 @pytest.fixture(scope="module")
-def gateway(make_workspace: Callable[[str], Workspace]) -> Iterator[Server]:
+def gateway(make_workspace: Callable[[str], Workspace]) -> Iterator[Stack]:
     workspace = make_workspace("overload")
     shutil.copytree(DATA / "slow_embedder", workspace.model_repository / "slow_embedder")
-    server = Server(workspace, http_port="auto", grpc_port="auto", metrics_port="auto", openai_port="auto",
-                    startup_timeout=120, gateway_arguments=Limits(max_concurrent_requests=2).argv())  # fmt: skip
-    with server:
-        yield server
+    server = Server(workspace, http_port="auto", grpc_port="auto", metrics_port="auto", startup_timeout=120)
+    with Stack(server, gateway=Gateway(arguments=Limits(max_concurrent_requests=2).argv())) as stack:
+        yield stack
 
 
 def _expected(text: str) -> np.ndarray:
@@ -118,7 +117,7 @@ async def _run(url: str) -> dict[str, object]:
     return {"alone": alone, "capacity": capacity, "rate": rate, "results": results}
 
 
-def test_twice_the_capacity_is_refused_fast_and_the_admitted_stay_fast(gateway: Server) -> None:
+def test_twice_the_capacity_is_refused_fast_and_the_admitted_stay_fast(gateway: Stack) -> None:
     assert gateway.state is not None
     url = f"{gateway.state.gateway_url}/embeddings"
     gateway_pid, stub_pid = gateway.state.gateway_pid, _stub_pid()
@@ -149,13 +148,13 @@ def test_twice_the_capacity_is_refused_fast_and_the_admitted_stay_fast(gateway: 
     assert after[0] - before[0] < 25 and after[1] - before[1] < 25, f"memory flat: {summary}"
 
 
-def test_a_full_triton_queue_is_a_busy_error_at_once(gateway: Server) -> None:
+def test_a_full_triton_queue_is_a_busy_error_at_once(gateway: Stack) -> None:
     assert gateway.state is not None
 
     async def burst() -> tuple[list[object], list[object]]:
         import aiohttp
 
-        async with AsyncClient(gateway.grpc_url, unavailable_timeout=1.5, concurrency=64) as client:
+        async with AsyncClient(gateway.server.grpc_url, unavailable_timeout=1.5, concurrency=64) as client:
             direct = await asyncio.gather(
                 *(client.embed(f"burst {i}", model="slow_embedder") for i in range(16)), return_exceptions=True
             )

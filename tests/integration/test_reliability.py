@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tritonhf import Client, ClientError
-from tritonhf.bootstrap import Server, Workspace
+from tritonhf.bootstrap import Server, Stack, Workspace
 from tritonhf.bootstrap.stubs import stubs_of
 from tritonhf.bootstrap.supervisor import Counters, supervisor_file
 from tritonhf.gallery import AddRequest, ModelOptions, add_model
@@ -31,8 +31,8 @@ def supervised(workspace: Workspace, tiny: dict[str, Path]) -> Iterator[Server]:
             options=ModelOptions(max_batch_size=8),
         )
     )
-    with Server(workspace, http_port="auto", grpc_port="auto", metrics_port="auto") as server:
-        yield server
+    with Stack(Server(workspace, http_port="auto", grpc_port="auto", metrics_port="auto")) as stack:
+        yield stack.server
 
 
 def _stub_pid(server: Server) -> int:

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from tritonhf import Client, ClientError
-from tritonhf.bootstrap import Server, Workspace
+from tritonhf.bootstrap import Server, Stack, Workspace
 from tritonhf.bootstrap.environment import StubEnvironment
 from tritonhf.bootstrap.ports import free_port
 from tritonhf.bootstrap.stubs import stubs_of
@@ -131,7 +131,7 @@ def test_two_replicas_from_s3_behind_haproxy_survive_a_kill(
     assert push(repo, s3) == ["clf"] and check(s3) == ["clf"]
     replicas = [
         Server(make_workspace(f"replica{i}"), repository=s3, http_port="auto", grpc_port="auto",
-               metrics_port="auto", supervise=False, startup_timeout=120)
+               metrics_port="auto", startup_timeout=120)
         for i in range(2)
     ]  # fmt: skip
     for replica in replicas:
@@ -229,8 +229,8 @@ def test_pull_and_clear_errors_for_bad_locations(
         ("s3://127.0.0.1:9000/models/repo", "not an S3 repository URL"),
     ):
         with pytest.raises(StorageError, match=cause):
-            Server(make_workspace("bad-s3"), repository=url, http_port="auto", grpc_port="auto",
-                   metrics_port="auto").start()  # fmt: skip
+            Stack(Server(make_workspace("bad-s3"), repository=url, http_port="auto", grpc_port="auto",
+                         metrics_port="auto")).start()  # fmt: skip
 
 
 def test_the_pod_probe_passes_on_a_healthy_server_and_fails_on_a_dead_stub(
@@ -239,7 +239,7 @@ def test_the_pod_probe_passes_on_a_healthy_server_and_fails_on_a_dead_stub(
     workspace = make_workspace("probed")
     add_model(AddRequest("text-classification", str(tiny["classifier"]), workspace.model_repository, name="clf"))
     add_model(AddRequest("text-generation", str(tiny["generator"]), workspace.model_repository, name="gen"))
-    with Server(workspace, http_port="auto", grpc_port="auto", metrics_port="auto", supervise=False) as server:
+    with Server(workspace, http_port="auto", grpc_port="auto", metrics_port="auto") as server:
         assert probe.main(["probe", server.http_url]) == 0, "every model answers one row"
         assert server.is_ready()
         (stub,) = [s for s in stubs_of(server.state.shm_prefix) if s.instance.startswith("clf_")]  # type: ignore[union-attr]

@@ -138,7 +138,7 @@ def test_cli_up_status_down(workspace: Workspace) -> None:
 
 def test_stale_state_from_a_killed_server_is_cleaned_on_next_up(workspace: Workspace) -> None:
     shutil.copytree(DATA / "echo", workspace.model_repository / "echo")
-    first = _auto(workspace, supervise=False)  # a crashed earlier run: nobody restarts it
+    first = _auto(workspace)  # a crashed earlier run, without a supervisor: nobody restarts it
     first.start()
     prefix = first.state.shm_prefix if first.state else ""
     os.kill(first.pid, 9)

@@ -94,3 +94,21 @@ def test_a_native_part_is_probed_not_counted_as_a_missing_stub(tmp_path: Path, m
     broken = FakeServer(workspace, probe_error="connection reset")
     Supervisor(broken, Policy(probe_interval=0.0)).check_once()  # type: ignore[arg-type]
     assert broken.reloaded == ["emb__onnx"]
+
+
+def test_a_stack_from_its_state_file_keeps_its_gateway_and_limits(tmp_path: Path) -> None:
+    from tritonhf.bootstrap.stack import Gateway, Stack
+    from tritonhf.bootstrap.state import ServerState
+
+    workspace = Workspace.at(tmp_path / "ws")
+    workspace.create_folders()
+    state = ServerState(pid=1, started=1, binary="/bin/true", host="127.0.0.1", http_address="127.0.0.1",
+                        grpc_address="127.0.0.1", metrics_address="127.0.0.1", http_port=1, grpc_port=2,
+                        metrics_port=3, admin_protocol="http", tls=False, shm_prefix="x", log="l", repository="r",
+                        model_control="explicit", started_at=0.0, command=[])  # fmt: skip
+    state.gateway_host, state.gateway_port, state.gateway_args = "127.0.0.1", 9123, ["--max-concurrent-requests", "2"]
+    state.save(workspace.state_file)
+    stack = Stack.from_state(workspace)
+    assert stack.gateway == Gateway("127.0.0.1", 9123, ("--max-concurrent-requests", "2"))
+    assert stack.gateway_url == "http://127.0.0.1:9123/v1"
+    assert not stack.supervise, "the daemon is the supervisor: it does not start another"

@@ -6,16 +6,19 @@ from tritonhf.bootstrap.install import BootstrapResult, bootstrap
 from tritonhf.bootstrap.layout import Manifest, Workspace
 from tritonhf.bootstrap.process import ModelStatus, Server, ServerState
 from tritonhf.bootstrap.sources import DirSource, PipWheelSource, TarballSource, WheelSource, choose_source
+from tritonhf.bootstrap.stack import Gateway, Stack
 
 __all__ = [
     "BootstrapResult",
     "Diagnosis",
     "DirSource",
+    "Gateway",
     "Manifest",
     "ModelStatus",
     "PipWheelSource",
     "Server",
     "ServerState",
+    "Stack",
     "StubEnvironment",
     "TarballSource",
     "WheelSource",

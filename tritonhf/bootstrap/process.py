@@ -23,13 +23,10 @@ Where the services listen (the security model, docs/operations.md "Security"):
 from __future__ import annotations
 
 import contextlib
-import os
 import secrets
 import subprocess
-import sys
-import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -45,16 +42,14 @@ from tritonhf.bootstrap.command import (
 )
 from tritonhf.bootstrap.diagnose import Diagnosis, diagnose
 from tritonhf.bootstrap.environment import StubEnvironment
-from tritonhf.bootstrap.gateway import start_gateway
 from tritonhf.bootstrap.layout import Workspace
 from tritonhf.bootstrap.network import LOOPBACK, local_for
 from tritonhf.bootstrap.ports import ensure_free, free_port, parse_port
-from tritonhf.bootstrap.s3 import check as check_s3
 from tritonhf.bootstrap.shm import new_prefix, remove_shm_regions
-from tritonhf.bootstrap.spawn import Identity, identity_of, spawn
+from tritonhf.bootstrap.spawn import identity_of, spawn
 from tritonhf.bootstrap.state import ServerState
 from tritonhf.bootstrap.stubs import kill_stubs
-from tritonhf.bootstrap.supervisor import Counters, Supervisor, supervisor_file
+from tritonhf.bootstrap.teardown import stop_workspace
 from tritonhf.errors import (
     BootstrapError,
     ServerAlreadyRunningError,
@@ -67,7 +62,7 @@ from tritonhf.errors import (
 # (it does with --exit-on-error) before stopping it ourselves.
 _FAILURE_GRACE_S = 10.0
 
-__all__ = ["EXPOSABLE", "MODEL_CONTROL_MODES", "ModelStatus", "Server", "ServerState", "Tls", "stop_workspace"]
+__all__ = ["EXPOSABLE", "MODEL_CONTROL_MODES", "ModelStatus", "Server", "ServerState", "Tls"]
 
 
 class Server:
@@ -76,8 +71,8 @@ class Server:
     Ports are numbers or ``"auto"`` (a free port). ``die_with_parent`` (the default for the
     Python API) makes the server exit when this Python process does, whichever thread
     started it; ``tritonhf up`` turns it off. Models load in ``explicit`` model-control mode
-    by default (all of them at start), which lets the supervisor (``supervise=True``) unload
-    and load a model whose stub died.
+    by default (all of them at start), which lets a supervisor unload and load a model whose
+    stub died. The process only: ``Stack`` adds the gateway, the supervisor and the S3 check.
     """
 
     def __init__(
@@ -97,11 +92,7 @@ class Server:
         exit_timeout: int = 10,
         die_with_parent: bool = True,
         environment: StubEnvironment | None = None,
-        supervise: bool = True,
         tls: Tls | None = None,
-        openai_port: int | str | None = None,
-        openai_host: str = LOOPBACK,
-        gateway_arguments: Sequence[str] = (),
     ) -> None:
         self.workspace = workspace if isinstance(workspace, Workspace) else Workspace.at(workspace)
         ServerConfig("", host, expose, expose_metrics, model_control, log_verbose, exit_timeout, tls)  # checks
@@ -120,18 +111,11 @@ class Server:
         self.exit_timeout = exit_timeout
         self.die_with_parent = die_with_parent
         self.environment = environment
-        self.supervise = supervise
         self.tls = tls
-        self._openai_port = parse_port(openai_port, "openai") if openai_port is not None else None
-        self.openai = openai_port is not None
-        self.openai_host = openai_host
-        self.gateway_arguments = list(gateway_arguments)  # the gateway's limits (serve.limits.Limits.argv())
         self.state: ServerState | None = None
         self._process: subprocess.Popen[bytes] | None = None
         self._configs: dict[str, dict[str, Any]] = {}
         self._admin: Admin | None = None
-        self._supervisor: Supervisor | None = None
-        self._supervisor_thread: threading.Thread | None = None
 
     # ----------------------------------------------------------------- finding a server
 
@@ -247,9 +231,7 @@ class Server:
             raise StubEnvironmentError("The Python backend cannot run here:\n- " + "\n- ".join(problems))
         self.environment = environment
         workspace.create_folders()
-        if self.repository.startswith("s3://"):
-            check_s3(self.repository)  # Triton blames credentials for every S3 failure: name the real cause first
-        elif "://" not in self.repository:
+        if "://" not in self.repository:
             Path(self.repository).mkdir(parents=True, exist_ok=True)
         addresses = self.addresses()
         ports = self._resolve_ports(addresses)
@@ -280,13 +262,6 @@ class Server:
         self._launch(self.state, append_log=False)
         try:
             self._wait_ready(on_progress)
-            if self.openai:
-                port = self._openai_port or free_port(local_for(self.openai_host))
-                self.state.gateway_host, self.state.gateway_port = self.openai_host, port
-                self.state.gateway_args = self.gateway_arguments  # kept, so a restart keeps the limits
-                self.start_gateway()
-            if self.supervise:
-                self._start_supervisor()
         except BaseException:
             self.stop()
             raise
@@ -343,64 +318,6 @@ class Server:
         self._launch(state, append_log=True)
         self._wait_ready(None)
         return state
-
-    # ----------------------------------------------------------------- the OpenAI gateway
-
-    def start_gateway(self) -> None:
-        """The OpenAI/TEI gateway beside the server (its own process, recorded in the state file)."""
-        state = self._require_state()
-        environment = dict(os.environ)
-        identity = start_gateway(
-            self.workspace, state.gateway_host, state.gateway_port, self.die_with_parent, environment,
-            state.gateway_args,
-        )  # fmt: skip
-        state.gateway_pid, state.gateway_started, state.gateway_executable = (
-            identity.pid,
-            identity.started,
-            identity.executable,
-        )
-        state.save(self.workspace.state_file)
-
-    def gateway_alive(self) -> bool | None:
-        """None when no gateway was asked for; else whether it still runs."""
-        gateway = self._require_state().gateway
-        return None if gateway is None else gateway.alive()
-
-    # ----------------------------------------------------------------- supervision
-
-    def _start_supervisor(self) -> None:
-        if not self.die_with_parent:
-            # `tritonhf up`: this process exits, so the supervisor is a detached process of its own.
-            with (self.workspace.logs_dir / "supervisor.log").open("ab") as log:
-                daemon = subprocess.Popen(
-                    [sys.executable, "-m", "tritonhf.bootstrap.daemon", str(self.workspace.root)],
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                )
-            # Return only once it has registered: a `down` right after `up` must find it.
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline and daemon.poll() is None:
-                counters = Counters.load(supervisor_file(self.workspace))
-                if counters is not None and counters.pid == daemon.pid:
-                    return
-                time.sleep(0.05)
-            raise ServerStartError(
-                f"The supervisor did not start (see {self.workspace.logs_dir / 'supervisor.log'}); "
-                "start with --no-supervise to run without it."
-            )
-        self._supervisor = Supervisor(self)
-        self._supervisor_thread = threading.Thread(target=self._supervisor.run, name="tritonhf-supervisor", daemon=True)
-        self._supervisor_thread.start()
-
-    def _stop_supervisor(self) -> None:
-        if self._supervisor is not None:
-            self._supervisor.stopped.set()
-            if self._supervisor_thread is not None and self._supervisor_thread is not threading.current_thread():
-                self._supervisor_thread.join(timeout=10)
-            self._supervisor = None
-        stop_supervisor_process(self.workspace)
 
     # ----------------------------------------------------------------- observing
 
@@ -483,11 +400,6 @@ class Server:
         return self._require_state().metrics_url
 
     @property
-    def gateway_url(self) -> str:
-        """The OpenAI-compatible base URL (``http://HOST:PORT/v1``); empty without a gateway."""
-        return self._require_state().gateway_url
-
-    @property
     def local_url(self) -> str:
         """Where tools on this machine reach the server: its unrestricted loopback endpoint."""
         return self._require_state().admin_url
@@ -499,13 +411,10 @@ class Server:
     # ----------------------------------------------------------------- stopping
 
     def stop(self, grace: float = 30.0) -> None:
-        """Stop the supervisor, then the server (SIGTERM, SIGKILL after ``grace`` s), its stubs and shm."""
+        """Stop the server (SIGTERM, SIGKILL after ``grace`` s), its stubs and shm."""
         state = self.state
         if state is None:
             return
-        self._stop_supervisor()
-        if state.gateway is not None:
-            state.gateway.stop(10)
         if self._admin is not None:  # an open keep-alive connection holds Triton's exit for its exit timeout
             self._admin.close()
             self._admin = None
@@ -545,40 +454,3 @@ class Server:
     ) -> None:
         self.stop()
 
-
-def stop_supervisor_process(workspace: Workspace, grace: float = 10.0) -> bool:
-    """Stop the detached supervisor of ``workspace`` (if it is still the process that wrote its file)."""
-    counters = Counters.load(supervisor_file(workspace))
-    stopped = False
-    if counters is not None and counters.pid != os.getpid():
-        identity = counters.identity
-        if identity.alive():
-            identity.stop(grace)
-            stopped = True
-    supervisor_file(workspace).unlink(missing_ok=True)
-    return stopped
-
-
-def stop_workspace(workspace: Workspace, grace: float = 30.0) -> bool:
-    """Stop everything ``tritonhf up`` started in ``workspace``, whatever state it is in.
-
-    The supervisor goes first (so nothing is relaunched behind our back), then the server the
-    state file names *now* (the supervisor may have just restarted it), its stubs (found by
-    their shm prefix, even when the server was SIGKILLed) and its shared memory. A pid whose
-    start time or executable no longer match is another process now and is not signalled.
-    Returns whether anything was found to stop.
-    """
-    found = stop_supervisor_process(workspace)
-    state = ServerState.load(workspace.state_file)
-    if state is not None:
-        if state.gateway is not None and state.gateway.alive():
-            found = True
-            state.gateway.stop(10)
-        identity: Identity = state.identity
-        if identity.alive():
-            found = True
-            identity.stop(grace)
-        found = kill_stubs(state.shm_prefix) > 0 or found
-        remove_shm_regions(state.shm_prefix)
-        workspace.state_file.unlink(missing_ok=True)
-    return found

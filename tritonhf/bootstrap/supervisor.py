@@ -49,10 +49,13 @@ def _size(path: Path) -> int:
 
 
 class ServerHandle(Protocol):
-    """What the supervisor needs of the server it watches."""
+    """What the supervisor needs of what it watches (a ``Stack``: the server and its gateway)."""
 
-    workspace: Workspace
-    state: ServerState | None
+    @property
+    def workspace(self) -> Workspace: ...
+
+    @property
+    def state(self) -> ServerState | None: ...
 
     def exit_code(self) -> int | None: ...
 

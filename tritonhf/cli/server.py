@@ -15,8 +15,9 @@ from tritonhf.bootstrap.doctor import run_checks
 from tritonhf.bootstrap.install import bootstrap
 from tritonhf.bootstrap.layout import Workspace
 from tritonhf.bootstrap.network import LOOPBACK
-from tritonhf.bootstrap.process import MODEL_CONTROL_MODES, Server, Tls, stop_workspace
+from tritonhf.bootstrap.process import MODEL_CONTROL_MODES, Server, Tls
 from tritonhf.bootstrap.sources import choose_source
+from tritonhf.bootstrap.stack import Gateway, Stack, stop_workspace
 from tritonhf.bootstrap.stubs import alive_per_model, stubs_of
 from tritonhf.bootstrap.supervisor import Counters, supervisor_file
 from tritonhf.cli import _limits
@@ -134,13 +135,10 @@ def up_command(
         log_verbose=log_verbose,
         startup_timeout=timeout,
         die_with_parent=False,
-        supervise=supervise,
-        openai_port=openai_port,
-        openai_host=openai_host,
-        gateway_arguments=Limits(
-            payload_limit, max_client_batch_size, max_concurrent_requests, max_batch_tokens
-        ).argv(),
     )
+    limits = Limits(payload_limit, max_client_batch_size, max_concurrent_requests, max_batch_tokens)
+    gateway = Gateway(openai_host, openai_port, tuple(limits.argv())) if openai_port is not None else None
+    stack = Stack(server, gateway=gateway, supervise=supervise)
     if server.exposed:
         plain = expose == "http" or tls is None
         err_console.print(
@@ -157,7 +155,7 @@ def up_command(
         )
     started = time.monotonic()
     with console.status("Starting tritonserver and loading models ..."):
-        state = server.start()
+        state = stack.start()
     console.print(f"[green]✓[/] tritonserver ready in {time.monotonic() - started:.1f} s (pid {state.pid})")
     _endpoints(server)
     _models_table(server.models())
