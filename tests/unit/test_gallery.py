@@ -11,7 +11,8 @@ from typer.testing import CliRunner
 from tritonhf.cli.main import app
 from tritonhf.errors import InvalidNameError, ModelExistsError, ModelSourceError, UnknownTaskError
 from tritonhf.gallery import AddRequest, add_model, list_models, parse_config, remove_model, validate_repository
-from tritonhf.gallery.repository import check_name, parse_params
+from tritonhf.gallery.add import parse_params
+from tritonhf.gallery.naming import check_name
 from tritonhf.tasks import TASKS
 
 runner = CliRunner()

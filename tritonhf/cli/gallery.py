@@ -10,16 +10,10 @@ from rich.syntax import Syntax
 
 from tritonhf.bootstrap.layout import Workspace
 from tritonhf.cli._console import RichProgress, console, err_console, friendly_errors, table
+from tritonhf.gallery.add import ONNX_PART_SUFFIX, AddRequest, add_model, parse_params, template_source
 from tritonhf.gallery.config import ModelOptions, build_config, config_to_text
-from tritonhf.gallery.repository import (
-    ONNX_PART_SUFFIX,
-    AddRequest,
-    add_model,
-    parse_params,
-    remove_model,
-    template_source,
-    validate_repository,
-)
+from tritonhf.gallery.listing import remove_model
+from tritonhf.gallery.validate import validate_repository
 from tritonhf.tasks import TASKS, TensorSpec, get_task
 
 app = typer.Typer(help="Ready model.py + config.pbtxt templates for HuggingFace tasks.", no_args_is_help=True)

@@ -1,4 +1,4 @@
-"""A model repository on disk: add, remove, list and validate models.
+"""Add a model to a repository: template, config, weights (and their ONNX / OpenVINO forms).
 
     REPOSITORY/NAME/config.pbtxt       built from the task's signature (gallery.config)
     REPOSITORY/NAME/1/model.py         the task's template, copied unchanged
@@ -11,6 +11,7 @@
 A model is built in a hidden folder beside the repository and renamed into place when
 complete, so an interrupted ``add`` (Ctrl-C, full disk, failed download) leaves the
 repository as it was.
+Listing and removing live in ``listing.py``, checking in ``validate.py``, names in ``naming.py``.
 """
 
 from __future__ import annotations
@@ -23,8 +24,6 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from tritonclient.grpc import model_config_pb2 as mc
-
 from tritonhf._progress import Progress, SilentProgress
 from tritonhf._version import __version__
 from tritonhf.bootstrap.layout import Workspace
@@ -35,10 +34,11 @@ from tritonhf.gallery.config import (
     build_config,
     build_onnx_part_config,
     config_to_text,
-    parameters_of,
     parse_config,
     part_config_to_text,
 )
+from tritonhf.gallery.listing import parameters_of_folder, remove_model
+from tritonhf.gallery.naming import check_name, default_name
 from tritonhf.tasks import (
     PARAM_BACKEND,
     PARAM_DEVICE,
@@ -47,20 +47,17 @@ from tritonhf.tasks import (
     PARAM_ONNX_INPUTS,
     PARAM_ONNX_MODEL,
     PARAM_ONNX_OUTPUT,
-    PARAM_PART_OF,
     PARAM_SOURCE,
     PARAM_TASK,
     PARAM_TRUST_REMOTE_CODE,
     PARAM_VERSION,
     PARAM_WEIGHTS,
     RUNTIME_FILE,
-    TASKS,
     VENDORED_WEIGHTS_DIR,
     Task,
     get_task,
 )
 
-NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 PARAM_KEY = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 VERSION = "1"
 BACKENDS = ("auto", "pytorch", "onnx")  # auto: ONNX Runtime for encoder tasks when the export checks out
@@ -71,23 +68,6 @@ PARAM_BACKEND_REASON = "tritonhf.backend_reason"
 # installed beside the repository has that backend.
 ONNX_RUNTIMES = ("auto", "native", "python")
 ONNX_PART_SUFFIX = "__onnx"
-
-
-def check_name(name: str) -> str:
-    """A model name that is safe as a folder and a URL part; letters, digits, ``_ - .``."""
-    if not NAME.match(name) or name in (".", ".."):
-        raise InvalidNameError(
-            f"Model name {name!r} is not allowed: use letters, digits, '_', '-' and '.', not starting "
-            "with '.' or '-', at most 128 characters (for example 'sentiment' or 'minilm-embed')."
-        )
-    return name
-
-
-def default_name(source: str) -> str:
-    """A model name from a source: the last part of a hub id or path, made safe."""
-    stem = Path(source.rstrip("/")).name.removesuffix(".gguf") or "model"
-    cleaned = re.sub(r"[^A-Za-z0-9_.-]+", "-", stem).strip("-.").lower()
-    return cleaned[:128] or "model"
 
 
 def parse_params(pairs: list[str]) -> dict[str, str]:
@@ -441,183 +421,6 @@ def _notes(params: Mapping[str, str]) -> list[str]:
     return notes
 
 
-def remove_model(repository: Path, name: str) -> Path:
-    """Remove model ``name`` and, for a native ONNX model, its ``NAME__onnx`` part."""
-    check_name(name)
-    target = repository.absolute() / name
-    if not (target / "config.pbtxt").is_file():
-        raise GalleryError(
-            f"No model named {name!r} in {repository}. See `tritonhf gallery validate --repository {repository}`."
-        )
-    params = _parameters_of_folder(target)
-    if PARAM_PART_OF in params:
-        owner = params[PARAM_PART_OF]
-        raise GalleryError(f"{name!r} is the ONNX part of model {owner!r}: remove {owner!r}, and it goes with it.")
-    folders = [target]
-    part = params.get(PARAM_ONNX_MODEL)
-    if part and NAME.match(part) and (repository.absolute() / part).is_dir():
-        folders.append(repository.absolute() / part)
-    # Rename first: the model leaves the repository at once, even if deleting its files is slow.
-    trash = Path(tempfile.mkdtemp(prefix=f".{name}.removed-", dir=repository.absolute().parent))
-    for folder in folders:
-        folder.replace(trash / folder.name)
-    shutil.rmtree(trash, ignore_errors=True)
-    return target
-
-
-def _parameters_of_folder(folder: Path) -> dict[str, str]:
-    try:
-        return parameters_of(parse_config((folder / "config.pbtxt").read_text()))
-    except (OSError, GalleryError):
-        return {}
-
-
-@dataclass(frozen=True)
-class ModelEntry:
-    name: str
-    task: str
-    source: str
-    max_batch_size: int
-
-
-def list_models(repository: Path) -> list[ModelEntry]:
-    entries = []
-    for folder in sorted(p for p in repository.iterdir() if p.is_dir() and not p.name.startswith(".")):
-        try:
-            config = parse_config((folder / "config.pbtxt").read_text())
-        except (OSError, GalleryError):
-            continue
-        params = parameters_of(config)
-        if PARAM_PART_OF in params:
-            continue  # listed through the model it belongs to
-        entries.append(
-            ModelEntry(folder.name, params.get(PARAM_TASK, "?"), params.get(PARAM_SOURCE, "?"), config.max_batch_size)
-        )
-    return entries
-
-
-@dataclass(frozen=True)
-class Problem:
-    model: str
-    message: str
-    fix: str
-
-    def __str__(self) -> str:
-        return f"{self.model}: {self.message}\n  fix: {self.fix}"
-
-
-def validate_repository(repository: Path) -> list[Problem]:
-    """Every problem of every model in ``repository``, found without starting a server."""
-    if not repository.is_dir():
-        return [Problem(str(repository), "the repository folder does not exist", "Run `tritonhf bootstrap`.")]
-    problems: list[Problem] = []
-    for folder in sorted(p for p in repository.iterdir() if p.is_dir() and not p.name.startswith(".")):
-        problems.extend(validate_model(folder))
-    return problems
-
-
-def validate_model(folder: Path) -> list[Problem]:
-    name = folder.name
-    if not NAME.match(name):
-        return [Problem(name, "the folder name has characters Triton model names should not", "Rename the folder.")]
-    config_path = folder / "config.pbtxt"
-    if not config_path.is_file():
-        return [Problem(name, "no config.pbtxt", "Add one, or re-add the model with `tritonhf gallery add`.")]
-    try:
-        config = parse_config(config_path.read_text(), where=f"{name}/config.pbtxt")
-    except GalleryError as exc:
-        return [Problem(name, str(exc), "Correct that line (field names are Triton's ModelConfig).")]
-    problems = []
-    if config.name and config.name != name:
-        problems.append(Problem(name, f"config name {config.name!r} differs from the folder name", "Make them equal."))
-    versions = [p for p in folder.iterdir() if p.is_dir() and p.name.isdigit()]
-    if not versions:
-        problems.append(Problem(name, "no version folder (e.g. 1/)", f"Create {name}/1/ holding model.py."))
-    for version in versions:
-        if config.backend == "python" and not (version / "model.py").is_file():
-            problems.append(Problem(name, f"{version.name}/model.py is missing", "Put the model's model.py there."))
-    params = parameters_of(config)
-    problems.extend(_check_onnx_part(folder, params, versions))
-    task_name = params.get(PARAM_TASK)
-    if task_name is None:
-        return problems  # not a gallery model: only Triton's own rules apply
-    if task_name not in TASKS:
-        problems.append(Problem(name, f"unknown task {task_name!r}", f"Use one of: {', '.join(TASKS)}."))
-        return problems
-    problems.extend(_check_tensors(name, config, TASKS[task_name]))
-    weights = params.get(PARAM_WEIGHTS, "")
-    for version in versions:
-        vendored = version / weights
-        if weights == VENDORED_WEIGHTS_DIR and not (vendored / "config.json").is_file():
-            problems.append(Problem(name, f"vendored weights missing in {version.name}/{weights}", "Re-add the model."))
-    return problems
-
-
-def _check_onnx_part(folder: Path, params: dict[str, str], versions: list[Path]) -> list[Problem]:
-    """A native ONNX model and its part must both be there, the part with its model.onnx."""
-    name, repository = folder.name, folder.parent
-    if PARAM_PART_OF in params:
-        owner = params[PARAM_PART_OF]
-        problems = [
-            Problem(name, f"{version.name}/{onnx_export.ONNX_FILE} is missing", f"Re-add model {owner!r}.")
-            for version in versions
-            if not (version / onnx_export.ONNX_FILE).is_file()
-        ]
-        if not (repository / owner / "config.pbtxt").is_file():
-            problems.append(
-                Problem(name, f"it is the ONNX part of model {owner!r}, which is missing", "Remove this folder.")
-            )
-        return problems
-    part = params.get(PARAM_ONNX_MODEL)
-    if part and not (repository / part / "config.pbtxt").is_file():
-        return [
-            Problem(
-                name,
-                f"its ONNX part {part!r} is missing",
-                f"Re-add the model: `tritonhf gallery remove {name}`, then add it.",
-            )
-        ]
-    return []
-
-
-def _check_tensors(name: str, config: mc.ModelConfig, task: Task) -> list[Problem]:
-    problems = []
-    for kind, specs, tensors in (("input", task.inputs, config.input), ("output", task.outputs, config.output)):
-        have = {tensor.name: tensor for tensor in tensors}
-        for spec in specs:
-            tensor = have.get(spec.name)
-            if tensor is None:
-                if not spec.optional:
-                    problems.append(
-                        Problem(
-                            name,
-                            f"{kind} {spec.name!r} of the {task.name} template is missing "
-                            f"(the config has {', '.join(have) or 'none'})",
-                            f"Rename it back to {spec.name!r}; model.py and clients use that name.",
-                        )
-                    )
-                continue
-            if mc.DataType.Name(tensor.data_type) != spec.data_type:
-                problems.append(
-                    Problem(
-                        name,
-                        f"{kind} {spec.name!r} is {mc.DataType.Name(tensor.data_type)}, the template expects "
-                        f"{spec.data_type}",
-                        f"Set data_type: {spec.data_type}.",
-                    )
-                )
-        unknown = sorted(set(have) - {spec.name for spec in specs})
-        if unknown:
-            problems.append(
-                Problem(
-                    name,
-                    f"{kind}(s) {', '.join(unknown)} are not part of the {task.name} template",
-                    "Remove them or rename them back to the template's names.",
-                )
-            )
-    return problems
-
-
 def ensure_model(request: AddRequest, progress: Progress | None = None) -> Path | None:
     """Add the model unless the repository already holds it from the same task and source.
 
@@ -628,7 +431,7 @@ def ensure_model(request: AddRequest, progress: Progress | None = None) -> Path 
     name = check_name(request.name or default_name(request.source))
     existing = request.repository.absolute() / name
     if (existing / "config.pbtxt").is_file():
-        params = _parameters_of_folder(existing)
+        params = parameters_of_folder(existing)
         if (params.get(PARAM_TASK), params.get(PARAM_SOURCE)) == (get_task(request.task).name, request.source):
             return None
         remove_model(request.repository, name)
