@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tritonhf import Client
-from tritonhf.sdk import _core as core
+from tritonhf.sdk import _policy as policy
 from tritonhf.sdk.testing import FakeServer, MemoryTransport
 from tritonhf.tasks import TASKS, TensorSpec
 
@@ -54,8 +54,8 @@ def test_chunks_merge_as_one_answer(task: str, spec: TensorSpec, data: st.DataOb
     ragged = spec.dims and spec.dims[-1] == -1
     widths = data.draw(st.lists(st.integers(1, 9), min_size=count, max_size=count)) if ragged else [1] * count
     rows = _rows(spec, widths, seed=count * 100 + chunk)
-    parts = [{spec.name: _batch(spec, rows[s])} for s in core.chunks(count, chunk)]
-    merged = core.merge(parts, [spec.name])[spec.name]
+    parts = [{spec.name: _batch(spec, rows[s])} for s in policy.chunks(count, chunk)]
+    merged = policy.merge(parts, [spec.name])[spec.name]
     np.testing.assert_array_equal(merged, _batch(spec, rows))
 
 

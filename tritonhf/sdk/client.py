@@ -1,8 +1,9 @@
 """``Client``: one typed method per gallery task, over HTTP or gRPC, blocking.
 
-A thin I/O shell over ``_core``: each method asks the core for a ``Plan`` (what to send and
-how to read it), resolves the model, sends the chunks through its transport within one
-deadline, and returns the plan's result. Every failure is raised as a ``tritonhf.errors``
+A thin I/O shell over the pure core: each method asks ``_plans`` for a ``Plan`` (what to
+send and how to read it), resolves the model and sends the chunks through its transport
+within one deadline (``_policy``), and returns the plan's result; streams read through
+``_generation``. Every failure is raised as a ``tritonhf.errors``
 type (``_errors`` maps them).
 
 This file is the one source of both clients: ``tools/generate_aio.py`` writes ``aio.py``
@@ -26,8 +27,10 @@ from tritonhf._wire.config import ModelConfig
 from tritonhf._wire.settings import DEFAULT_TIMEOUT, default_url, key_headers
 from tritonhf._wire.transport import Endpoint, StreamHandle, Transport, connect
 from tritonhf.errors import ClientError, RequestTimeoutError
-from tritonhf.sdk import _core as core
 from tritonhf.sdk import _flavour as flavour
+from tritonhf.sdk import _generation as generation
+from tritonhf.sdk import _plans as plans
+from tritonhf.sdk import _policy as policy
 from tritonhf.sdk._errors import translate
 from tritonhf.sdk.results import (
     Answer,
@@ -55,11 +58,11 @@ class TextStream(Iterator[str]):
     """
 
     def __init__(
-        self, client: Client, model: str, inputs: core.Tensors, deadline: core.Deadline, idle_timeout: float | None
+        self, client: Client, model: str, inputs: policy.Tensors, deadline: policy.Deadline, idle_timeout: float | None
     ) -> None:
         self._client, self.model, self._inputs = client, model, inputs
         self._deadline, self._idle = deadline, idle_timeout
-        self._progress = core.StreamProgress()
+        self._progress = generation.StreamProgress()
         self._handle: StreamHandle | None = None
         self._closed = False
 
@@ -91,7 +94,7 @@ class TextStream(Iterator[str]):
             wait = self._wait()
             if wait <= 0:
                 self.close()
-                raise core.never_answered(self.model, self._deadline)
+                raise policy.never_answered(self.model, self._deadline)
             try:
                 response = self._handle.next(wait)
             except flavour.CANCELLED:
@@ -100,7 +103,7 @@ class TextStream(Iterator[str]):
             except Exception as exc:
                 error = self._error(exc, wait)
                 attempt += 1
-                delay = core.retry_delay(error, attempt, self._deadline) if not self._progress.chunks else None
+                delay = policy.retry_delay(error, attempt, self._deadline) if not self._progress.chunks else None
                 self._handle.close()
                 if delay is None:
                     self._closed = True
@@ -122,7 +125,7 @@ class TextStream(Iterator[str]):
                 f"Model '{self.model}' sent nothing for {self._idle:g} s (idle_timeout).", self.model
             )
         if isinstance(exc, TimeoutError):
-            return core.never_answered(self.model, self._deadline)
+            return policy.never_answered(self.model, self._deadline)
         error = translate(exc, self.model, self._client.url)
         self._client._directory.forget(self.model, error)
         return self._progress.stream_error(error, self.model)
@@ -175,11 +178,11 @@ class Client:
         self._transport = transport
         self.url = transport.endpoint.url
         self._fan = flavour.FanOut(concurrency)
-        self._directory = core.Directory()
+        self._directory = policy.Directory()
 
     # ---------------------------------------------------------------- plumbing
 
-    def _call(self, model: str | None, action: flavour.Action[T], deadline: core.Deadline) -> T:
+    def _call(self, model: str | None, action: flavour.Action[T], deadline: policy.Deadline) -> T:
         """``action()``, with errors translated; transient failures (server restarting, model
         being repaired) retried with backoff while the deadline allows, then raised."""
         attempt = 0
@@ -192,15 +195,15 @@ class Client:
                 error = translate(exc, model, self.url)
                 self._directory.forget(model, error)
                 attempt += 1
-                delay = core.retry_delay(error, attempt, deadline)
+                delay = policy.retry_delay(error, attempt, deadline)
                 if delay is None:
                     raise error from exc
                 flavour.sleep(delay)
 
-    def _deadline(self, timeout: float | None) -> core.Deadline:
-        return core.Deadline(timeout if timeout is not None else self.timeout, unreachable=self.unavailable_timeout)
+    def _deadline(self, timeout: float | None) -> policy.Deadline:
+        return policy.Deadline(timeout if timeout is not None else self.timeout, unreachable=self.unavailable_timeout)
 
-    def _config(self, name: str, deadline: core.Deadline) -> ModelConfig:
+    def _config(self, name: str, deadline: policy.Deadline) -> ModelConfig:
         config = self._directory.config(name)
         if config is None:
             raw = self._call(name, lambda: self._transport.model_config(name, deadline.remaining()), deadline)
@@ -210,20 +213,20 @@ class Client:
             self._directory.store_config(config)
         return config
 
-    def _models(self, deadline: core.Deadline) -> list[ModelInfo]:
+    def _models(self, deadline: policy.Deadline) -> list[ModelInfo]:
         models = self._directory.models()
         if models is None:
             index = self._call(None, lambda: self._transport.repository_index(deadline.remaining()), deadline)
             ready = [str(entry.get("name", "")) for entry in index if entry.get("state") == "READY"]
             configs = {name: self._config(name, deadline) for name in ready}
-            models = core.model_infos(index, configs)
+            models = policy.model_infos(index, configs)
             self._directory.store_models(models)
         return models
 
-    def _resolve(self, tasks: Sequence[str], model: str | None, deadline: core.Deadline) -> str:
-        return model if model is not None else core.choose_model(self._models(deadline), tasks, self.url)
+    def _resolve(self, tasks: Sequence[str], model: str | None, deadline: policy.Deadline) -> str:
+        return model if model is not None else policy.choose_model(self._models(deadline), tasks, self.url)
 
-    def _run(self, plan: core.Plan[R], timeout: float | None) -> R:
+    def _run(self, plan: plans.Plan[R], timeout: float | None) -> R:
         deadline = self._deadline(timeout)
         if plan.rows == 0 and not plan.needs_model_for_empty:
             return plan.empty(None)
@@ -233,20 +236,20 @@ class Client:
             return plan.empty(config)
         outputs = plan.outputs(config)
 
-        def send(rows: slice) -> core.Tensors:
-            def attempt() -> core.Tensors:
+        def send(rows: slice) -> policy.Tensors:
+            def attempt() -> policy.Tensors:
                 # Read again on a retry: a model re-added meanwhile may take smaller batches.
                 current = self._config(name, deadline)
                 sent = [
                     self._transport.infer(name, plan.build(current, piece), outputs, deadline.remaining())
-                    for piece in core.split(rows, current.max_batch_size)
+                    for piece in policy.split(rows, current.max_batch_size)
                 ]
-                return core.merge(sent, outputs)
+                return policy.merge(sent, outputs)
 
             return self._call(name, attempt, deadline)
 
-        parts = self._fan.send_all(send, core.chunks(plan.rows, config.max_batch_size))
-        return plan.decode(config, core.merge(parts, outputs))
+        parts = self._fan.send_all(send, policy.chunks(plan.rows, config.max_batch_size))
+        return plan.decode(config, policy.merge(parts, outputs))
 
     # ---------------------------------------------------------------- the server
 
@@ -256,7 +259,7 @@ class Client:
 
     def resolve_model(self, tasks: Sequence[str], model: str | None = None) -> str:
         """``model`` itself, or the single ready model of the first of ``tasks`` that has any."""
-        return self._resolve(tasks, core._check_model(model), self._deadline(None))
+        return self._resolve(tasks, plans._check_model(model), self._deadline(None))
 
     def wait_ready(self, timeout: float = 60.0) -> None:
         """Block until the server reports ready; ``ServerUnavailableError`` after ``timeout``."""
@@ -330,7 +333,7 @@ class Client:
         A text longer than the model takes is judged by its beginning (``truncated=True`` in
         the result); ``truncate=False`` refuses it instead (``InvalidInputError``).
         """
-        return self._run(core.classify(texts, model, top_k, truncate), timeout)  # type: ignore[no-any-return]
+        return self._run(plans.classify(texts, model, top_k, truncate), timeout)
 
     def classify_pairs(
         self,
@@ -343,7 +346,7 @@ class Client:
     ) -> list[list[Classification]]:
         """Each (text, text_pair) classified together, every label best first (or the ``top_k`` best):
         natural-language inference, cross-encoders. What TEI's /predict does with pairs."""
-        return self._run(core.classify_pairs(pairs, model, top_k, truncate), timeout)
+        return self._run(plans.classify_pairs(pairs, model, top_k, truncate), timeout)
 
     @overload
     def zero_shot(  # type: ignore[overload-overlap]  # a str is also a Sequence[str]
@@ -376,7 +379,7 @@ class Client:
         timeout: float | None = None,
     ) -> ZeroShotClassification | list[ZeroShotClassification]:
         """Candidate labels ranked per text; ``labels`` overrides the model's default labels."""
-        return self._run(core.zero_shot(texts, labels, model, truncate), timeout)  # type: ignore[no-any-return]
+        return self._run(plans.zero_shot(texts, labels, model, truncate), timeout)
 
     @overload
     def ner(  # type: ignore[overload-overlap]  # a str is also a Sequence[str]
@@ -401,7 +404,7 @@ class Client:
         timeout: float | None = None,
     ) -> list[Entity] | list[list[Entity]]:
         """Named entities per text, with character offsets into that text (long texts read whole)."""
-        return self._run(core.ner(texts, model, aggregation), timeout)  # type: ignore[no-any-return]
+        return self._run(plans.ner(texts, model, aggregation), timeout)
 
     def embed(
         self,
@@ -413,7 +416,7 @@ class Client:
         timeout: float | None = None,
     ) -> np.ndarray[Any, np.dtype[np.float32]]:
         """One float32 vector per text: an array of shape (n, dim) (n = 1 for a single str)."""
-        return self._run(core.embed(texts, model, normalize, truncate), timeout)
+        return self._run(plans.embed(texts, model, normalize, truncate), timeout)
 
     def rerank(
         self,
@@ -429,7 +432,7 @@ class Client:
 
         Any number of documents: they go out ``max_batch_size`` at a time, concurrently, and are merged in order.
         """
-        return self._run(core.rerank(query, documents, model, top_n, truncate), timeout)
+        return self._run(plans.rerank(query, documents, model, top_n, truncate), timeout)
 
     @overload
     def answer(
@@ -453,7 +456,7 @@ class Client:
 
         A context longer than the model reads is read in overlapping windows; offsets are into ``context``.
         """
-        return self._run(core.answer(question, context, model, top_k), timeout)  # type: ignore[no-any-return]
+        return self._run(plans.answer(question, context, model, top_k), timeout)
 
     @overload
     def fill_mask(  # type: ignore[overload-overlap]  # a str is also a Sequence[str]
@@ -486,7 +489,7 @@ class Client:
         timeout: float | None = None,
     ) -> list[FillMask] | list[list[FillMask]]:
         """The ``top_k`` candidates for the one mask token of each text (the model's, e.g. [MASK]), best first."""
-        return self._run(core.fill_mask(texts, model, top_k, truncate), timeout)  # type: ignore[no-any-return]
+        return self._run(plans.fill_mask(texts, model, top_k, truncate), timeout)
 
     @overload
     def summarize(
@@ -522,7 +525,7 @@ class Client:
         **sampling: Unpack[Sampling],
     ) -> str | TextStream:
         """A summary of ``text`` from a text2text model (T5, BART; its ``prefix`` parameter is applied)."""
-        inputs = core.generation_inputs(core.check_prompt(text), False, sampling)
+        inputs = generation.generation_inputs(plans.check_prompt(text), False, sampling)
         return self._generation(inputs, model, stream, timeout, idle_timeout, ("text2text-generation",))
 
     @overload
@@ -559,7 +562,7 @@ class Client:
         **sampling: Unpack[Sampling],
     ) -> str | TextStream:
         """``text`` translated by a text2text model (Marian, T5 with a ``prefix`` parameter)."""
-        inputs = core.generation_inputs(core.check_prompt(text), False, sampling)
+        inputs = generation.generation_inputs(plans.check_prompt(text), False, sampling)
         return self._generation(inputs, model, stream, timeout, idle_timeout, ("text2text-generation",))
 
     def embeddings(
@@ -572,11 +575,11 @@ class Client:
         timeout: float | None = None,
     ) -> Embeddings:
         """Like ``embed``, with how many tokens each text took and which were cut (OpenAI-style usage)."""
-        return self._run(core.embeddings(texts, model, normalize, truncate), timeout)
+        return self._run(plans.embeddings(texts, model, normalize, truncate), timeout)
 
     def infer(self, model: str, /, *, timeout: float | None = None, **inputs: Any) -> dict[str, np.ndarray[Any, Any]]:
         """Run any model: inputs by name as Python values or arrays; outputs as arrays (BYTES -> str)."""
-        return self._run(core.infer(model, inputs), timeout)
+        return self._run(plans.infer(model, inputs), timeout)
 
     # ---------------------------------------------------------------- generation
 
@@ -614,7 +617,7 @@ class Client:
         **sampling: Unpack[Sampling],
     ) -> str | TextStream:
         """Generated text for ``prompt``; with ``stream=True`` a ``TextStream`` of the chunks."""
-        inputs = core.generation_inputs(core.check_prompt(prompt), False, sampling)
+        inputs = generation.generation_inputs(plans.check_prompt(prompt), False, sampling)
         return self._generation(inputs, model, stream, timeout, idle_timeout)
 
     @overload
@@ -651,12 +654,12 @@ class Client:
         **sampling: Unpack[Sampling],
     ) -> str | TextStream:
         """The assistant's answer to chat ``messages`` ({"role", "content"} dicts) of an instruct model."""
-        inputs = core.generation_inputs(core.chat_text(messages), True, sampling)
+        inputs = generation.generation_inputs(generation.chat_text(messages), True, sampling)
         return self._generation(inputs, model, stream, timeout, idle_timeout)
 
     def _generation(
         self,
-        inputs: core.Tensors,
+        inputs: policy.Tensors,
         model: str | None,
         stream: bool,
         timeout: float | None,
@@ -664,7 +667,7 @@ class Client:
         tasks: Sequence[str] = ("text-generation", "text2text-generation"),
     ) -> str | TextStream:
         deadline = self._deadline(timeout)
-        name = self._resolve(tasks, core._check_model(model), deadline)
+        name = self._resolve(tasks, plans._check_model(model), deadline)
         chunks = TextStream(self, name, inputs, deadline, idle)
         chunks._open()
         if stream:

@@ -1,16 +1,13 @@
-"""The pure part of the SDK: what to send, how to split it, how to read the answer.
+"""What each task call sends and how its answer reads: one ``Plan`` per ``Client`` method.
 
-No I/O happens here. ``Client`` and ``AsyncClient`` are thin shells that take a ``Plan``
-from one of the task functions below, resolve the model, send each chunk through their
-transport (sync or async) within one ``Deadline``, and hand the merged outputs back to
-the plan's ``decode``. Everything that decides *what* a call means lives in this module,
-once, for both shells; the unit tests exercise it through the in-memory transport.
+A plan is pure data and functions (no I/O): the shells resolve its model, send each chunk
+that ``build`` makes, merge the outputs and hand them to ``decode``. The return type of each
+plan is the union its method's overloads narrow (one text -> one result, a list -> a list).
 """
 
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -20,215 +17,21 @@ import numpy as np
 from tritonhf._wire import codecs
 from tritonhf._wire.config import ModelConfig
 from tritonhf.errors import (
-    AmbiguousModelError,
-    ClientError,
     InferenceError,
     InvalidInputError,
-    ModelNotFoundError,
-    ModelNotReadyError,
-    RequestTimeoutError,
-    ServerBusyError,
-    ServerUnavailableError,
 )
+from tritonhf.sdk._policy import Array, Tensors
 from tritonhf.sdk.results import (
     Answer,
     Classification,
     Embeddings,
     Entity,
     FillMask,
-    ModelInfo,
     Ranked,
-    Usage,
     ZeroShotClassification,
 )
-from tritonhf.sdk.sampling import OPTIONS as SAMPLING_OPTIONS
-from tritonhf.tasks import TASKS
 
 R = TypeVar("R")
-Array = np.ndarray[Any, Any]
-Tensors = dict[str, Array]
-
-# Worth retrying within a call's deadline: the server restarting, a model being loaded or repaired.
-TRANSIENT: tuple[type[ClientError], ...] = (ServerUnavailableError, ModelNotReadyError)
-DIRECTORY_TTL_S = 5.0  # how long a model list / config is trusted without asking again
-
-
-# ---------------------------------------------------------------------------- time
-
-
-class Deadline:
-    """One deadline for a whole call: retries, chunks and streams all spend from it."""
-
-    def __init__(
-        self, seconds: float, clock: Callable[[], float] = time.monotonic, unreachable: float | None = None
-    ) -> None:
-        """``unreachable``: seconds an unreachable server is retried within the call (None: until the deadline)."""
-        if seconds <= 0:
-            raise InvalidInputError(f"timeout must be a positive number of seconds, not {seconds!r}.")
-        if unreachable is not None and unreachable < 0:
-            raise InvalidInputError(f"unavailable_timeout must be >= 0 seconds, not {unreachable!r}.")
-        self.seconds = seconds
-        self.unreachable = unreachable
-        self._clock = clock
-        self._start = clock()
-        self._end = self._start + seconds
-
-    def remaining(self) -> float:
-        return max(self._end - self._clock(), 0.0)
-
-    def elapsed(self) -> float:
-        return self._clock() - self._start
-
-    def expired(self) -> bool:
-        return self.remaining() <= 0.0
-
-    def timeout_error(self, model: str | None, what: str = "answer") -> RequestTimeoutError:
-        where = f"Model '{model}'" if model else "The server"
-        return RequestTimeoutError(
-            f"{where} did not {what} within the call's timeout of {self.seconds:g} s. Raise timeout= or send less.",
-            model,
-        )
-
-
-def backoff(attempt: int) -> float:
-    """Seconds to wait before retry ``attempt`` (1, 2, ...): 0.1, 0.2, 0.4 ... at most 2."""
-    return float(min(0.1 * 2 ** max(attempt - 1, 0), 2.0))
-
-
-def retry_delay(error: ClientError, attempt: int, deadline: Deadline) -> float | None:
-    """How long to wait before trying again after ``error``, or None to raise it now."""
-    if not isinstance(error, TRANSIENT):
-        return None
-    delay = backoff(attempt)
-    if isinstance(error, ServerBusyError) and deadline.unreachable is not None:
-        return None  # a caller that must answer fast (the gateway) passes the refusal on at once: its 429
-    if isinstance(error, ServerUnavailableError) and deadline.unreachable is not None:
-        # A caller that must answer fast (the gateway's 503) gives up on an unreachable server early.
-        return delay if deadline.elapsed() + delay <= deadline.unreachable else None
-    return delay if deadline.remaining() > delay else None
-
-
-# ---------------------------------------------------------------------------- models and configs
-
-
-def model_infos(index: Sequence[Mapping[str, Any]], configs: Mapping[str, ModelConfig]) -> list[ModelInfo]:
-    """The repository index as ``ModelInfo``s; ready models get their task and batch size from ``configs``."""
-    found = []
-    for entry in index:
-        name, state = str(entry.get("name", "")), str(entry.get("state", "UNKNOWN"))
-        config = configs.get(name)
-        found.append(
-            ModelInfo(
-                name,
-                str(entry.get("version", "")),
-                state,
-                config.task if config else None,
-                config.max_batch_size if config else 0,
-                str(entry.get("reason", "")),
-            )
-        )
-    return found
-
-
-def choose_model(models: Sequence[ModelInfo], tasks: Sequence[str], url: str) -> str:
-    """The single ready model of the first task in ``tasks`` that has any; a clear error otherwise."""
-    ready = [info for info in models if info.ready]
-    for task in tasks:
-        candidates = [info.name for info in ready if info.task == task]
-        if len(candidates) == 1:
-            return candidates[0]
-        if len(candidates) > 1:
-            raise AmbiguousModelError(
-                f"Several ready {task} models: {', '.join(candidates)}. Pass model=NAME to choose one."
-            )
-    others = ", ".join(f"{i.name} ({i.task or 'no task'})" for i in ready) or "none"
-    raise AmbiguousModelError(
-        f"No ready {' or '.join(tasks)} model on {url}. Ready models: {others}. Add one with "
-        f"`tritonhf gallery add {tasks[0]} --model ...`, or pass model=NAME."
-    )
-
-
-class Directory:
-    """Model lists and configs, trusted for ``ttl`` seconds, forgotten at once when a call says stale.
-
-    ``model=None`` costs one repository index request per ``ttl`` (not per call); a model that
-    answers not-found or not-ready is dropped, so a re-added model's new config is read again.
-    """
-
-    def __init__(self, ttl: float = DIRECTORY_TTL_S, clock: Callable[[], float] = time.monotonic) -> None:
-        self.ttl = ttl
-        self._clock = clock
-        self._models: tuple[float, list[ModelInfo]] | None = None
-        self._configs: dict[str, tuple[float, ModelConfig]] = {}
-
-    def _fresh(self, stamp: float) -> bool:
-        return self._clock() - stamp < self.ttl
-
-    def models(self) -> list[ModelInfo] | None:
-        if self._models is not None and self._fresh(self._models[0]):
-            return self._models[1]
-        return None
-
-    def store_models(self, models: list[ModelInfo]) -> None:
-        self._models = (self._clock(), models)
-
-    def config(self, name: str) -> ModelConfig | None:
-        entry = self._configs.get(name)
-        return entry[1] if entry is not None and self._fresh(entry[0]) else None
-
-    def store_config(self, config: ModelConfig) -> None:
-        self._configs[config.name] = (self._clock(), config)
-
-    def forget(self, name: str | None, error: ClientError) -> None:
-        """After ``error`` from model ``name``: drop what may be stale (a busy model's config is not)."""
-        if isinstance(error, ServerBusyError):
-            return
-        if isinstance(error, (ModelNotFoundError, ModelNotReadyError, InvalidInputError, ServerUnavailableError)):
-            self._models = None
-            if name is not None:
-                self._configs.pop(name, None)
-
-
-# ---------------------------------------------------------------------------- plans
-
-
-def chunks(rows: int, max_batch_size: int) -> list[slice]:
-    """Rows split into slices of at most ``max_batch_size`` (one slice when the model does not batch)."""
-    return split(slice(0, rows), max_batch_size)
-
-
-def split(rows: slice, max_batch_size: int) -> list[slice]:
-    """``rows`` split into slices of at most ``max_batch_size`` rows."""
-    count = rows.stop - rows.start
-    size = max_batch_size if max_batch_size > 0 else max(count, 1)
-    return [slice(start, min(start + size, rows.stop)) for start in range(rows.start, rows.stop, size)]
-
-
-# Output padding that readers tell from data (tasks.TensorSpec.pad): ORDER's -1, say.
-_PADS = {spec.name: spec.pad for task in TASKS.values() for spec in task.outputs if spec.pad is not None}
-
-
-def merge(parts: Sequence[Tensors], names: Sequence[str]) -> Tensors:
-    """The chunks' outputs concatenated along the batch axis, in chunk order.
-
-    Chunks may return matrices of different widths (LABELS or a reranker's ORDER padded per
-    chunk): they are padded to the widest before joining, with the value the task's contract
-    gives that output (``TensorSpec.pad``: -1 for ORDER), else empty strings or 0.
-    """
-    if len(parts) == 1:
-        return dict(parts[0])
-    merged = {}
-    for name in names:
-        arrays = [part[name] for part in parts]
-        if arrays[0].ndim == 2 and len({array.shape[1] for array in arrays}) > 1:
-            width = max(array.shape[1] for array in arrays)
-            fill: Any = b"" if arrays[0].dtype == np.object_ else _PADS.get(name, 0)
-            arrays = [
-                np.concatenate([array, np.full((len(array), width - array.shape[1]), fill, array.dtype)], axis=1)
-                for array in arrays
-            ]
-        merged[name] = np.concatenate(arrays)
-    return merged
 
 
 @dataclass(frozen=True)
@@ -243,6 +46,13 @@ class Plan(Generic[R]):
     decode: Callable[[ModelConfig, Tensors], R]
     empty: Callable[[ModelConfig | None], R]  # the answer for zero rows (no request is sent)
     needs_model_for_empty: bool = False
+
+
+def check_prompt(prompt: object, name: str = "prompt") -> str:
+    if not isinstance(prompt, str):
+        raise InvalidInputError(f"{name} must be a str, not {type(prompt).__name__}.")
+    codecs.check_unicode(prompt, name)
+    return prompt
 
 
 def _check_model(model: str | None) -> str | None:
@@ -287,7 +97,10 @@ def _ranked(labels: Array, scores: Array, truncated: bool, limit: int | None) ->
     return [Classification(label, score, truncated) for label, score in pairs[:limit]]
 
 
-def classify(texts: str | Sequence[str], model: str | None, top_k: int | None, truncate: bool) -> Plan[Any]:
+Classified = Classification | list[Classification] | list[list[Classification]]
+
+
+def classify(texts: str | Sequence[str], model: str | None, top_k: int | None, truncate: bool) -> Plan[Classified]:
     """``Client.classify``: the best label per text, or the ``top_k`` best."""
     items, single = codecs.text_list(texts)
     _check_model(model)
@@ -305,19 +118,19 @@ def classify(texts: str | Sequence[str], model: str | None, top_k: int | None, t
     def outputs(config: ModelConfig) -> list[str]:
         return _with_truncated(config, ["LABEL", "SCORE"] if top_k is None else ["LABELS", "SCORES"])
 
-    def decode(config: ModelConfig, result: Tensors) -> Any:
+    def decode(config: ModelConfig, result: Tensors) -> Classified:
         truncated = _truncated(config, result, len(items))
         if top_k is None:
             labels, scores = codecs.decode(result["LABEL"])[:, 0], result["SCORE"][:, 0]
-            found: list[Any] = [
+            best = [
                 Classification(str(label), float(score), cut) for label, score, cut in zip(labels, scores, truncated)
             ]
-        else:
-            found = [
-                _ranked(labels, scores, cut, top_k)
-                for labels, scores, cut in zip(codecs.decode(result["LABELS"]), result["SCORES"], truncated)
-            ]
-        return found[0] if single else found
+            return best[0] if single else best
+        ranked = [
+            _ranked(labels, scores, cut, top_k)
+            for labels, scores, cut in zip(codecs.decode(result["LABELS"]), result["SCORES"], truncated)
+        ]
+        return ranked[0] if single else ranked
 
     return Plan(
         ("text-classification", "zero-shot-classification"), model, len(items), build, outputs, decode, lambda _: []
@@ -372,7 +185,9 @@ def classify_pairs(
     )
 
 
-def zero_shot(texts: str | Sequence[str], labels: Sequence[str] | None, model: str | None, truncate: bool) -> Plan[Any]:
+def zero_shot(
+    texts: str | Sequence[str], labels: Sequence[str] | None, model: str | None, truncate: bool
+) -> Plan[ZeroShotClassification | list[ZeroShotClassification]]:
     """``Client.zero_shot``: each text's candidate labels ranked (``labels`` for every text, or the model's)."""
     items, single = codecs.text_list(texts)
     _check_model(model)
@@ -390,7 +205,7 @@ def zero_shot(texts: str | Sequence[str], labels: Sequence[str] | None, model: s
             inputs["CANDIDATE_LABELS"] = codecs.bytes_matrix([candidates] * count)
         return inputs
 
-    def decode(config: ModelConfig, result: Tensors) -> Any:
+    def decode(config: ModelConfig, result: Tensors) -> ZeroShotClassification | list[ZeroShotClassification]:
         truncated = _truncated(config, result, len(items))
         found = []
         for ranked, scores, cut in zip(codecs.decode(result["LABELS"]), result["SCORES"], truncated):
@@ -412,7 +227,9 @@ def zero_shot(texts: str | Sequence[str], labels: Sequence[str] | None, model: s
 AGGREGATIONS = ("none", "simple", "first", "average", "max")
 
 
-def ner(texts: str | Sequence[str], model: str | None, aggregation: str | None) -> Plan[Any]:
+def ner(
+    texts: str | Sequence[str], model: str | None, aggregation: str | None
+) -> Plan[list[Entity] | list[list[Entity]]]:
     """``Client.ner``: entities per text with character offsets; long texts are read whole (windows)."""
     items, single = codecs.text_list(texts)
     _check_model(model)
@@ -425,7 +242,7 @@ def ner(texts: str | Sequence[str], model: str | None, aggregation: str | None) 
             inputs["AGGREGATION"] = codecs.bytes_column([aggregation] * (rows.stop - rows.start))
         return inputs
 
-    def decode(config: ModelConfig, result: Tensors) -> Any:
+    def decode(config: ModelConfig, result: Tensors) -> list[Entity] | list[list[Entity]]:
         found = [[Entity(**entity) for entity in json.loads(text)] for text in codecs.decode(result["ENTITIES"])[:, 0]]
         return found[0] if single else found
 
@@ -532,7 +349,7 @@ def rerank(
     return Plan(("text-ranking",), model, len(docs), build, outputs, decode, lambda _: [])
 
 
-def answer(question: str, context: str, model: str | None, top_k: int | None) -> Plan[Any]:
+def answer(question: str, context: str, model: str | None, top_k: int | None) -> Plan[Answer | list[Answer]]:
     """``Client.answer``: the best span of ``context`` (or the ``top_k`` best) answering ``question``."""
     check_prompt(question, "question")
     if not isinstance(context, str):
@@ -549,7 +366,7 @@ def answer(question: str, context: str, model: str | None, top_k: int | None) ->
             inputs["TOP_K"] = codecs.column(top_k, "INT32", 1)
         return inputs
 
-    def decode(config: ModelConfig, result: Tensors) -> Any:
+    def decode(config: ModelConfig, result: Tensors) -> Answer | list[Answer]:
         found = [
             Answer(str(text), float(score), int(start), int(end))
             for text, score, start, end in zip(
@@ -568,7 +385,9 @@ def answer(question: str, context: str, model: str | None, top_k: int | None) ->
     )
 
 
-def fill_mask(texts: str | Sequence[str], model: str | None, top_k: int, truncate: bool) -> Plan[Any]:
+def fill_mask(
+    texts: str | Sequence[str], model: str | None, top_k: int, truncate: bool
+) -> Plan[list[FillMask] | list[list[FillMask]]]:
     """``Client.fill_mask``: candidates for each text's one mask token, best first."""
     items, single = codecs.text_list(texts)
     _check_model(model)
@@ -581,7 +400,7 @@ def fill_mask(texts: str | Sequence[str], model: str | None, top_k: int, truncat
         inputs = {"TEXT": codecs.bytes_column(items[rows]), "TOP_K": codecs.column(top_k, "INT32", count)}
         return {**inputs, **_truncate_inputs(config, truncate, count)}
 
-    def decode(config: ModelConfig, result: Tensors) -> Any:
+    def decode(config: ModelConfig, result: Tensors) -> list[FillMask] | list[list[FillMask]]:
         found = [
             [FillMask(str(token), float(score)) for token, score in zip(tokens, scores) if str(token)]
             for tokens, scores in zip(codecs.decode(result["TOKENS"]), result["SCORES"])
@@ -618,101 +437,3 @@ def infer(model: str, values: Mapping[str, Any]) -> Plan[dict[str, Array]]:
         lambda _: {},
     )
 
-
-# ---------------------------------------------------------------------------- generation
-
-
-def generation_inputs(text: str, chat: bool, sampling: Mapping[str, Any]) -> Tensors:
-    """The text-generation template's tensors (Triton's generate extension names), one row.
-
-    ``sampling`` holds the ``Sampling`` options; an unknown one is refused by name (a typo such
-    as ``max_token`` would otherwise be dropped silently). ``truncate`` lets the server cut a prompt
-    past the model's context (its start goes; the usage says how many tokens); without it such
-    a prompt is a ``ContextLengthError``.
-    """
-    unknown = sorted(set(sampling) - set(SAMPLING_OPTIONS))
-    if unknown:
-        raise InvalidInputError(
-            f"unknown generation option(s) {', '.join(unknown)}; the options are {', '.join(SAMPLING_OPTIONS)}."
-        )
-    inputs = {"text_input": codecs.bytes_column([text])}
-    for key, datatype in (("max_tokens", "INT32"), ("temperature", "FP32"), ("top_p", "FP32"), ("seed", "INT64")):
-        value = sampling.get(key)
-        if value is None:
-            continue
-        integral = datatype.startswith("INT")
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or (integral and not isinstance(value, int)):
-            raise InvalidInputError(f"{key} must be {'an int' if integral else 'a number'}, not {value!r}.")
-        inputs[key] = codecs.column(value, datatype, 1)
-    stop = sampling.get("stop")
-    if stop:
-        stops, _ = codecs.text_list(stop, "stop")
-        inputs["stop"] = codecs.bytes_matrix([stops])
-    if chat:
-        inputs["chat"] = codecs.column(True, "BOOL", 1)
-    truncate = sampling.get("truncate", False)
-    if not isinstance(truncate, bool):
-        raise InvalidInputError(f"truncate must be True or False, not {truncate!r}.")
-    if truncate:
-        inputs["truncate"] = codecs.column(True, "BOOL", 1)
-    return inputs
-
-
-def chat_text(messages: Sequence[Mapping[str, Any]]) -> str:
-    """Chat messages as the JSON the template reads with chat=true."""
-    if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
-        raise InvalidInputError('messages must be a list of {"role": ..., "content": ...} dicts.')
-    for index, message in enumerate(messages):
-        if not isinstance(message, Mapping) or not isinstance(message.get("content"), str):
-            raise InvalidInputError(f'messages[{index}] must be a {{"role": ..., "content": str}} dict.')
-        codecs.check_unicode(message["content"], f"messages[{index}].content")
-    return json.dumps([dict(message) for message in messages])
-
-
-def check_prompt(prompt: object, name: str = "prompt") -> str:
-    if not isinstance(prompt, str):
-        raise InvalidInputError(f"{name} must be a str, not {type(prompt).__name__}.")
-    codecs.check_unicode(prompt, name)
-    return prompt
-
-
-def _scalar(value: Any) -> Any:
-    array = np.asarray(value)
-    item = array.reshape(-1)[0] if array.size else None
-    if isinstance(item, bytes):
-        return item.decode("utf-8", "replace")
-    return item.item() if isinstance(item, np.generic) else item
-
-
-@dataclass
-class StreamProgress:
-    """What a generation stream has delivered so far: chunks, and at its end the usage and why it ended."""
-
-    chunks: int = 0
-    finish_reason: str | None = None
-    usage: Usage | None = None
-
-    def read(self, response: Mapping[str, Any]) -> str:
-        """The text of one streamed response (possibly ""); records usage and finish reason when present."""
-        text = _scalar(response["text_output"]) if "text_output" in response else ""
-        if "finish_reason" in response:
-            self.finish_reason = str(_scalar(response["finish_reason"]) or "") or None
-        if "prompt_tokens" in response and "completion_tokens" in response:
-            cut = int(_scalar(response["prompt_tokens_cut"])) if "prompt_tokens_cut" in response else 0
-            self.usage = Usage(
-                int(_scalar(response["prompt_tokens"])), int(_scalar(response["completion_tokens"])), cut
-            )
-        text = str(text or "")
-        if text:
-            self.chunks += 1
-        return text
-
-    def stream_error(self, error: ClientError, model: str) -> ClientError:
-        """An error inside a stream: after the first chunk it is the model failing, whatever its text."""
-        if self.chunks and isinstance(error, (InvalidInputError, ModelNotFoundError)):
-            return InferenceError(f"Model '{model}' failed after {self.chunks} chunk(s): {error.message}", model)
-        return error
-
-
-def never_answered(model: str, deadline: Deadline) -> ClientError:
-    return deadline.timeout_error(model, "finish the stream")

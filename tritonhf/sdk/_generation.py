@@ -1,0 +1,111 @@
+"""Generation calls, free of I/O: the template's tensors from a prompt and ``Sampling``
+options, chat messages as the JSON the template reads, and what a stream has delivered."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tritonhf._wire import codecs
+from tritonhf.errors import (
+    ClientError,
+    InferenceError,
+    InvalidInputError,
+    ModelNotFoundError,
+)
+from tritonhf.sdk._policy import Tensors
+from tritonhf.sdk.results import (
+    Usage,
+)
+from tritonhf.sdk.sampling import OPTIONS as SAMPLING_OPTIONS
+
+
+def generation_inputs(text: str, chat: bool, sampling: Mapping[str, Any]) -> Tensors:
+    """The text-generation template's tensors (Triton's generate extension names), one row.
+
+    ``sampling`` holds the ``Sampling`` options; an unknown one is refused by name (a typo such
+    as ``max_token`` would otherwise be dropped silently). ``truncate`` lets the server cut a prompt
+    past the model's context (its start goes; the usage says how many tokens); without it such
+    a prompt is a ``ContextLengthError``.
+    """
+    unknown = sorted(set(sampling) - set(SAMPLING_OPTIONS))
+    if unknown:
+        raise InvalidInputError(
+            f"unknown generation option(s) {', '.join(unknown)}; the options are {', '.join(SAMPLING_OPTIONS)}."
+        )
+    inputs = {"text_input": codecs.bytes_column([text])}
+    for key, datatype in (("max_tokens", "INT32"), ("temperature", "FP32"), ("top_p", "FP32"), ("seed", "INT64")):
+        value = sampling.get(key)
+        if value is None:
+            continue
+        integral = datatype.startswith("INT")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or (integral and not isinstance(value, int)):
+            raise InvalidInputError(f"{key} must be {'an int' if integral else 'a number'}, not {value!r}.")
+        inputs[key] = codecs.column(value, datatype, 1)
+    stop = sampling.get("stop")
+    if stop:
+        stops, _ = codecs.text_list(stop, "stop")
+        inputs["stop"] = codecs.bytes_matrix([stops])
+    if chat:
+        inputs["chat"] = codecs.column(True, "BOOL", 1)
+    truncate = sampling.get("truncate", False)
+    if not isinstance(truncate, bool):
+        raise InvalidInputError(f"truncate must be True or False, not {truncate!r}.")
+    if truncate:
+        inputs["truncate"] = codecs.column(True, "BOOL", 1)
+    return inputs
+
+
+def chat_text(messages: Sequence[Mapping[str, Any]]) -> str:
+    """Chat messages as the JSON the template reads with chat=true."""
+    if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
+        raise InvalidInputError('messages must be a list of {"role": ..., "content": ...} dicts.')
+    for index, message in enumerate(messages):
+        if not isinstance(message, Mapping) or not isinstance(message.get("content"), str):
+            raise InvalidInputError(f'messages[{index}] must be a {{"role": ..., "content": str}} dict.')
+        codecs.check_unicode(message["content"], f"messages[{index}].content")
+    return json.dumps([dict(message) for message in messages])
+
+
+def _scalar(value: Any) -> Any:
+    array = np.asarray(value)
+    item = array.reshape(-1)[0] if array.size else None
+    if isinstance(item, bytes):
+        return item.decode("utf-8", "replace")
+    return item.item() if isinstance(item, np.generic) else item
+
+
+@dataclass
+class StreamProgress:
+    """What a generation stream has delivered so far: chunks, and at its end the usage and why it ended."""
+
+    chunks: int = 0
+    finish_reason: str | None = None
+    usage: Usage | None = None
+
+    def read(self, response: Mapping[str, Any]) -> str:
+        """The text of one streamed response (possibly ""); records usage and finish reason when present."""
+        text = _scalar(response["text_output"]) if "text_output" in response else ""
+        if "finish_reason" in response:
+            self.finish_reason = str(_scalar(response["finish_reason"]) or "") or None
+        if "prompt_tokens" in response and "completion_tokens" in response:
+            cut = int(_scalar(response["prompt_tokens_cut"])) if "prompt_tokens_cut" in response else 0
+            self.usage = Usage(
+                int(_scalar(response["prompt_tokens"])), int(_scalar(response["completion_tokens"])), cut
+            )
+        text = str(text or "")
+        if text:
+            self.chunks += 1
+        return text
+
+    def stream_error(self, error: ClientError, model: str) -> ClientError:
+        """An error inside a stream: after the first chunk it is the model failing, whatever its text."""
+        if self.chunks and isinstance(error, (InvalidInputError, ModelNotFoundError)):
+            return InferenceError(f"Model '{model}' failed after {self.chunks} chunk(s): {error.message}", model)
+        return error
+
+
