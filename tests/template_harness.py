@@ -16,7 +16,7 @@ from tritonhf.gallery.config import parse_config
 
 
 def load_template_module(model_dir: Path) -> ModuleType:
-    """model.py as the stub imports it: pb_utils provided, its own folder (with tritonhf_runtime.py) on sys.path."""
+    """model.py as the stub imports it: pb_utils provided, its own folder (with tritonhf_runtime/) on sys.path."""
     sys.modules["triton_python_backend_utils"] = fake_pb_utils
     path = model_dir / "1" / "model.py"
     if str(path.parent) not in sys.path:

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 from tritonhf.errors import UnknownTaskError
 
-# The config parameter names live in the runtime module (the one file every served model
+# The config parameter names live in the runtime package (the code every served model
 # carries); they are re-exported here for the gallery, the sdk and the CLI.
-from tritonhf.runtime import (
+from tritonhf.runtime.common import (
     PARAM_BACKEND,
     PARAM_DEVICE,
     PARAM_ENGINE,
@@ -30,7 +30,7 @@ from tritonhf.runtime import (
     PARAM_TRUST_REMOTE_CODE,
     PARAM_VERSION,
     PARAM_WEIGHTS,
-    RUNTIME_FILE,
+    RUNTIME_DIR,
     VENDORED_WEIGHTS_DIR,
 )
 
@@ -52,7 +52,7 @@ __all__ = [
     "PARAM_TRUST_REMOTE_CODE",
     "PARAM_VERSION",
     "PARAM_WEIGHTS",
-    "RUNTIME_FILE",
+    "RUNTIME_DIR",
     "TASKS",
     "VENDORED_WEIGHTS_DIR",
     "Task",

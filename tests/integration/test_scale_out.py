@@ -218,8 +218,8 @@ def test_pull_and_clear_errors_for_bad_locations(
     repo = _repository(tmp_path, tiny, "clf")
     push(repo, s3)
     assert pull(s3, tmp_path / "pulled") == ["clf"]
-    assert (tmp_path / "pulled" / "clf" / "1" / "tritonhf_runtime.py").read_text() == (
-        repo / "clf" / "1" / "tritonhf_runtime.py"
+    assert (tmp_path / "pulled" / "clf" / "1" / "tritonhf_runtime" / "batching.py").read_text() == (
+        repo / "clf" / "1" / "tritonhf_runtime" / "batching.py"
     ).read_text()
     endpoint = s3.rsplit("/models/", 1)[0]
     for url, cause in (

@@ -84,7 +84,7 @@ def test_doctor_reads_the_architecture_of_a_binary() -> None:
 
 
 def test_templates_import_nothing_of_tritonclient_grpc_or_protobuf(tmp_path: Path, tiny: dict[str, Path]) -> None:
-    """What the stub imports for a template: model.py and tritonhf_runtime.py (python -X importtime)."""
+    """What the stub imports for a template: model.py and the tritonhf_runtime package (python -X importtime)."""
     from tritonhf.gallery import AddRequest, add_model
 
     fake = Path(__file__).parent.parent  # fake_pb_utils lives in tests/

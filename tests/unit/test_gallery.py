@@ -27,7 +27,7 @@ def repo(tmp_path: Path, tiny: dict[str, Path]) -> Path:
 
 def test_added_model_is_self_contained_and_valid(repo: Path) -> None:
     model = repo / "clf"
-    assert (model / "1" / "model.py").is_file() and (model / "1" / "tritonhf_runtime.py").is_file()
+    assert (model / "1" / "model.py").is_file() and (model / "1" / "tritonhf_runtime" / "__init__.py").is_file()
     # An encoder task is served from ONNX by default (the export matched PyTorch): no PyTorch weights kept.
     assert (model / "1" / "weights" / "model.onnx").is_file()
     assert not (model / "1" / "weights" / "model.safetensors").exists()

@@ -1,6 +1,6 @@
 """The exact Python packages a model repository needs to be served, pinned.
 
-A gallery repository carries its own code (model.py and tritonhf_runtime.py per model), so a
+A gallery repository carries its own code (model.py and tritonhf_runtime/ per model), so a
 Triton image needs no tritonhf: only what the templates import, at the versions this
 workspace's stub environment serves with (numpy < 2: Triton 2.51's stub predates numpy 2).
 """

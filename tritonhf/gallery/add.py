@@ -2,7 +2,7 @@
 
     REPOSITORY/NAME/config.pbtxt       built from the task's signature (gallery.config)
     REPOSITORY/NAME/1/model.py         the task's template, copied unchanged
-    REPOSITORY/NAME/1/tritonhf_runtime.py  the helpers templates share (tritonhf/runtime.py),
+    REPOSITORY/NAME/1/tritonhf_runtime/    the helpers templates share (tritonhf/runtime/),
                                        so the repository serves without tritonhf installed
     REPOSITORY/NAME/1/weights/         the vendored weights, config and tokenizer
     REPOSITORY/NAME__onnx/1/model.onnx with --backend onnx on a server that has Triton's
@@ -52,7 +52,7 @@ from tritonhf.tasks import (
     PARAM_TRUST_REMOTE_CODE,
     PARAM_VERSION,
     PARAM_WEIGHTS,
-    RUNTIME_FILE,
+    RUNTIME_DIR,
     VENDORED_WEIGHTS_DIR,
     Task,
     get_task,
@@ -95,9 +95,13 @@ def template_source(task: Task) -> str:
     )
 
 
-def runtime_source() -> str:
-    """The runtime module every model.py imports, copied beside it as ``tritonhf_runtime.py``."""
-    return resources.files("tritonhf").joinpath("runtime.py").read_text()
+def write_runtime(version_dir: Path) -> None:
+    """The runtime package every model.py imports (tritonhf/runtime), copied beside it as ``tritonhf_runtime/``."""
+    target = version_dir / RUNTIME_DIR
+    target.mkdir(exist_ok=True)
+    for entry in resources.files("tritonhf").joinpath("runtime").iterdir():
+        if entry.name.endswith(".py"):
+            (target / entry.name).write_text(entry.read_text())
 
 
 def write_template(task: Task, version_dir: Path) -> None:
@@ -107,7 +111,7 @@ def write_template(task: Task, version_dir: Path) -> None:
     for entry in folder.iterdir():
         if entry.name.endswith(".py"):
             (version_dir / entry.name).write_text(entry.read_text())
-    (version_dir / RUNTIME_FILE).write_text(runtime_source())
+    write_runtime(version_dir)
 
 
 @dataclass(frozen=True)

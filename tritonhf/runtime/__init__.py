@@ -1,0 +1,165 @@
+"""What the gallery's model.py templates share inside the Triton stub: one plain package.
+
+`tritonhf gallery add` copies this folder next to each model.py as ``tritonhf_runtime/``
+(the stub puts a model's version folder on ``sys.path``), so a model repository runs on
+any Triton whose Python has the serving requirements, without tritonhf installed. It is a
+leaf: its modules import only the standard library, numpy and each other (relatively) at
+module level; torch, transformers,
+onnxruntime and Triton's ``triton_python_backend_utils`` are imported where used.
+
+What a template finds here:
+
+* loading: ``parameters``, ``load_tokenizer``, ``load_model`` (PyTorch, or ONNX Runtime in
+  this process, or Triton's onnxruntime backend through BLS), ``device``, ``max_length``;
+* a batch of requests: ``Batch`` gathers the texts of every request of one ``execute``
+  into one list of rows, reads per-row options (one value per row, never row 0's value for
+  all), and fails a request alone when its input is unusable;
+* the long-input policy: ``encode`` tokenizes each row once, with windows when asked, and
+  either truncates (recording that it did) or refuses a row that is too long;
+* token-budget batching: ``budget_groups`` sorts rows by length and splits them where
+  padding would cost more than another forward pass, so one long text does not pad many
+  short ones;
+* answers: tensors, ranked labels, and ``Batch.respond``.
+
+One module per concern: ``common`` (parameter names, the single place that knows them;
+``tritonhf.tasks`` imports them from there), ``loading``, ``batching``, ``windows``, ``replies``.
+Templates use the names re-exported here (``runtime.Batch``).
+"""
+
+from __future__ import annotations
+
+from .batching import (
+    Batch,
+    decode_texts,
+    input_array,
+    optional_array,
+    optional_scalar,
+    optional_strings,
+)
+from .common import (
+    DEFAULT_MAX_BATCH_TOKENS,
+    PARAM_BACKEND,
+    PARAM_DEVICE,
+    PARAM_ENGINE,
+    PARAM_GGUF_FILE,
+    PARAM_MAX_BATCH_TOKENS,
+    PARAM_ONNX_FILE,
+    PARAM_ONNX_INPUTS,
+    PARAM_ONNX_MODEL,
+    PARAM_ONNX_OUTPUT,
+    PARAM_PART_OF,
+    PARAM_SOURCE,
+    PARAM_TASK,
+    PARAM_THREADS,
+    PARAM_TRUST_REMOTE_CODE,
+    PARAM_VERSION,
+    PARAM_WEIGHTS,
+    PASS_COST_TOKENS,
+    RUNTIME_DIR,
+    VENDORED_WEIGHTS_DIR,
+    BadRequest,
+    pb_utils,
+)
+from .loading import (
+    OnnxModel,
+    TritonOnnxModel,
+    device,
+    forward_is_local,
+    instance_threads,
+    int_parameter,
+    limit_threads,
+    load_model,
+    load_tokenizer,
+    max_length,
+    model_config,
+    parameters,
+    torch_dtype,
+    trust_remote_code,
+    weights_location,
+)
+from .replies import (
+    TextReply,
+    bool_tensor,
+    busy_response,
+    error_response,
+    float_tensor,
+    int_tensor,
+    ranked_labels,
+    ranked_labels_outputs,
+    string_matrix,
+    string_tensor,
+)
+from .windows import (
+    Encoded,
+    budget_groups,
+    encode,
+    encode_rows,
+    model_inputs,
+    pad,
+    pool,
+    too_long_message,
+)
+
+__all__ = [
+    "DEFAULT_MAX_BATCH_TOKENS",
+    "PARAM_BACKEND",
+    "PARAM_DEVICE",
+    "PARAM_ENGINE",
+    "PARAM_GGUF_FILE",
+    "PARAM_MAX_BATCH_TOKENS",
+    "PARAM_ONNX_FILE",
+    "PARAM_ONNX_INPUTS",
+    "PARAM_ONNX_MODEL",
+    "PARAM_ONNX_OUTPUT",
+    "PARAM_PART_OF",
+    "PARAM_SOURCE",
+    "PARAM_TASK",
+    "PARAM_THREADS",
+    "PARAM_TRUST_REMOTE_CODE",
+    "PARAM_VERSION",
+    "PARAM_WEIGHTS",
+    "PASS_COST_TOKENS",
+    "RUNTIME_DIR",
+    "VENDORED_WEIGHTS_DIR",
+    "BadRequest",
+    "Batch",
+    "Encoded",
+    "OnnxModel",
+    "TextReply",
+    "TritonOnnxModel",
+    "bool_tensor",
+    "budget_groups",
+    "busy_response",
+    "decode_texts",
+    "device",
+    "encode",
+    "encode_rows",
+    "error_response",
+    "float_tensor",
+    "forward_is_local",
+    "input_array",
+    "instance_threads",
+    "int_parameter",
+    "int_tensor",
+    "limit_threads",
+    "load_model",
+    "load_tokenizer",
+    "max_length",
+    "model_config",
+    "model_inputs",
+    "optional_array",
+    "optional_scalar",
+    "optional_strings",
+    "pad",
+    "parameters",
+    "pb_utils",
+    "pool",
+    "ranked_labels",
+    "ranked_labels_outputs",
+    "string_matrix",
+    "string_tensor",
+    "too_long_message",
+    "torch_dtype",
+    "trust_remote_code",
+    "weights_location",
+]

@@ -1,0 +1,229 @@
+"""Loading a model inside the stub: parameters, tokenizer, weights (PyTorch, ONNX Runtime in
+this process, or Triton's onnxruntime backend through BLS), device and threads.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .common import (
+    PARAM_BACKEND,
+    PARAM_DEVICE,
+    PARAM_ONNX_FILE,
+    PARAM_ONNX_INPUTS,
+    PARAM_ONNX_MODEL,
+    PARAM_ONNX_OUTPUT,
+    PARAM_THREADS,
+    PARAM_TRUST_REMOTE_CODE,
+    PARAM_WEIGHTS,
+    VENDORED_WEIGHTS_DIR,
+    pb_utils,
+)
+
+
+def model_config(args: dict[str, str]) -> dict[str, Any]:
+    return dict(json.loads(args["model_config"]))
+
+
+def parameters(args: dict[str, str]) -> dict[str, str]:
+    """The config's ``parameters`` as a plain dict of strings."""
+    return {key: value.get("string_value", "") for key, value in model_config(args).get("parameters", {}).items()}
+
+
+def int_parameter(params: dict[str, str], name: str, default: int, minimum: int = 1) -> int:
+    """An integer config parameter; a clear error at load time when it is not one."""
+    raw = params.get(name, "")
+    if raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        value = minimum - 1
+    if value < minimum:
+        raise ValueError(f"config parameter {name!r} is {raw!r}; it must be an integer >= {minimum}.")
+    return value
+
+
+class OnnxModel:
+    """An exported ONNX file run by onnxruntime behind the PyTorch model's call.
+
+    ``model(**batch).logits`` (or ``.last_hidden_state``) works the same, so a template
+    does not change with the backend.
+    """
+
+    def __init__(self, folder: str, threads: int, file_name: str = "model.onnx") -> None:
+        import onnxruntime
+        from transformers import AutoConfig
+
+        options = onnxruntime.SessionOptions()
+        # One intra-op pool sized to this instance's share of the cores; inter-op parallelism
+        # does not help these sequential graphs (measured in `make bench`).
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+        self.session = onnxruntime.InferenceSession(
+            str(Path(folder) / file_name), options, providers=["CPUExecutionProvider"]
+        )
+        self.inputs = [tensor.name for tensor in self.session.get_inputs()]
+        self.output = self.session.get_outputs()[0].name  # logits or last_hidden_state, named at export
+        self.config = AutoConfig.from_pretrained(folder)
+        self.device = _cpu()  # transformers' pipelines (used only to post-process) ask for it
+
+    def __call__(self, **batch: Any) -> Any:
+        import types
+
+        import torch
+
+        feeds = {name: batch[name].cpu().numpy().astype(np.int64) for name in self.inputs}
+        (result,) = self.session.run([self.output], feeds)
+        return types.SimpleNamespace(**{self.output: torch.from_numpy(result)})
+
+    def to(self, device: str) -> OnnxModel:
+        return self
+
+    def eval(self) -> OnnxModel:
+        return self
+
+
+class TritonOnnxModel:
+    """``model.onnx`` served by Triton's native onnxruntime backend as another model (the "part"),
+    called with the whole gathered batch through BLS, behind the PyTorch model's call.
+
+    The template tokenizes as always; the token tensors go to the part in one request and its
+    answer comes back as ``.logits`` (or ``.last_hidden_state``), so the template does not change.
+    """
+
+    runs_in_this_process = False  # the part may still be loading while this model initialises
+
+    def __init__(self, part: str, inputs: Sequence[str], output: str, folder: str) -> None:
+        from transformers import AutoConfig
+
+        self.part, self.inputs, self.output = part, list(inputs), output
+        self.config = AutoConfig.from_pretrained(folder)
+        self.device = _cpu()
+
+    def __call__(self, **batch: Any) -> Any:
+        import types
+
+        import torch
+
+        pb = pb_utils()
+        tensors = [pb.Tensor(name, batch[name].cpu().numpy().astype(np.int64)) for name in self.inputs]
+        request = pb.InferenceRequest(model_name=self.part, inputs=tensors, requested_output_names=[self.output])
+        response = request.exec()
+        if response.has_error():
+            raise RuntimeError(f"the ONNX part {self.part!r} failed: {response.error().message()}")
+        result = pb.get_output_tensor_by_name(response, self.output).as_numpy()
+        return types.SimpleNamespace(**{self.output: torch.from_numpy(np.array(result))})
+
+    def to(self, device: str) -> TritonOnnxModel:
+        return self
+
+    def eval(self) -> TritonOnnxModel:
+        return self
+
+
+def _cpu() -> Any:
+    import torch
+
+    return torch.device("cpu")
+
+
+def forward_is_local(model: Any) -> bool:
+    """False when the forward pass is another Triton model: no warm-up call during initialize."""
+    return bool(getattr(model, "runs_in_this_process", True))
+
+
+def load_tokenizer(args: dict[str, str], params: dict[str, str], padding_side: str | None = "right") -> Any:
+    """The tokenizer saved beside the weights (or of the hub id, with --no-vendor).
+
+    Encoder templates pool the first token or slice rows by length, so they pad on the right,
+    whatever the tokenizer was saved with; generation pads on the left.
+    """
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(
+        weights_location(args, params), trust_remote_code=trust_remote_code(params)
+    )
+    if padding_side is not None:
+        tokenizer.padding_side = padding_side
+    return tokenizer
+
+
+def load_model(auto_class: Any, args: dict[str, str], params: dict[str, str], device_name: str) -> Any:
+    """The model as PyTorch (the default) or, when added with --backend onnx, as an OnnxModel
+    (onnxruntime in this process) or a TritonOnnxModel (Triton's onnxruntime backend)."""
+    source = weights_location(args, params)
+    if params.get(PARAM_BACKEND) == "onnx" and params.get(PARAM_ONNX_MODEL):
+        inputs = params.get(PARAM_ONNX_INPUTS, "input_ids,attention_mask").split(",")
+        return TritonOnnxModel(params[PARAM_ONNX_MODEL], inputs, params.get(PARAM_ONNX_OUTPUT, "logits"), source)
+    if params.get(PARAM_BACKEND) == "onnx":
+        return OnnxModel(source, threads=instance_threads(args), file_name=params.get(PARAM_ONNX_FILE, "model.onnx"))
+    model = auto_class.from_pretrained(
+        source, dtype=torch_dtype(device_name), trust_remote_code=trust_remote_code(params)
+    )
+    return model.to(device_name).eval()
+
+
+def trust_remote_code(params: dict[str, str]) -> bool:
+    """Run code shipped with the model? Only when added with --trust-remote-code."""
+    return params.get(PARAM_TRUST_REMOTE_CODE) == "true"
+
+
+def weights_location(args: dict[str, str], params: dict[str, str]) -> str:
+    """Where to load weights from: the vendored folder, a local path, or a hub id (--no-vendor)."""
+    location = params.get(PARAM_WEIGHTS, VENDORED_WEIGHTS_DIR)
+    version_dir = Path(args["model_repository"]) / args["model_version"]
+    if (version_dir / location).exists():
+        return str(version_dir / location)
+    return location
+
+
+def device(args: dict[str, str], params: dict[str, str]) -> str:
+    """``cuda:N`` when the instance is a GPU one (or "auto" finds a GPU), else ``cpu``."""
+    import torch
+
+    wanted = params.get(PARAM_DEVICE, "auto")
+    if params.get(PARAM_BACKEND) == "onnx":
+        return "cpu"  # the onnxruntime path runs on the CPU execution provider
+    gpu_wanted = args.get("model_instance_kind") == "GPU" or wanted in ("gpu", "auto")
+    if gpu_wanted and torch.cuda.is_available():
+        return f"cuda:{args.get('model_instance_device_id', '0')}"
+    return "cpu"
+
+
+def torch_dtype(device_name: str) -> Any:
+    """fp16 on a GPU (half the memory, tensor cores), fp32 on the CPU (fast kernels there)."""
+    import torch
+
+    return torch.float16 if device_name.startswith("cuda") else torch.float32
+
+
+def instance_threads(args: dict[str, str]) -> int:
+    """Intra-op threads per instance: the ``threads`` parameter, else cores/N for N instances."""
+    groups = model_config(args).get("instance_group", [{}])
+    instances = max(1, sum(int(group.get("count", 1)) for group in groups))
+    return int_parameter(parameters(args), PARAM_THREADS, max(1, (os.cpu_count() or 1) // instances))
+
+
+def limit_threads(args: dict[str, str]) -> None:
+    """Share the cores between instances (torch's intra-op thread pool)."""
+    import torch
+
+    torch.set_num_threads(instance_threads(args))
+
+
+def max_length(tokenizer: Any, config: Any, default: int = 512) -> int:
+    """The longest input the model takes, in tokens (special tokens included)."""
+    limits = [
+        value
+        for value in (getattr(tokenizer, "model_max_length", None), getattr(config, "max_position_embeddings", None))
+        if isinstance(value, int) and 0 < value < 1_000_000
+    ]
+    return min(limits) if limits else default

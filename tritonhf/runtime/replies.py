@@ -1,0 +1,164 @@
+"""Answers: error and busy responses, tensors, ranked labels, and ``TextReply`` for streamed
+text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .common import pb_utils
+
+
+def error_response(message: str, invalid_input: bool = True) -> Any:
+    """An error answer for one request; INVALID_ARG (HTTP 400) unless the model itself failed."""
+    pb = pb_utils()
+    code = pb.TritonError.INVALID_ARG if invalid_input else pb.TritonError.INTERNAL
+    return pb.InferenceResponse(output_tensors=[], error=pb.TritonError(message, code))
+
+
+def busy_response(waiting: int) -> Any:
+    """UNAVAILABLE (HTTP 503, gRPC UNAVAILABLE) for a request beyond a template's own queue bound, in the
+    words Triton uses for its queue ("exceeds maximum queue size"), so clients treat both alike."""
+    pb = pb_utils()
+    message = (
+        f"Exceeds maximum queue size: {waiting} requests are already waiting (parameter max_waiting). "
+        "The model is busy: retry shortly."
+    )
+    return pb.InferenceResponse(output_tensors=[], error=pb.TritonError(message, pb.TritonError.UNAVAILABLE))
+
+
+def string_tensor(name: str, values: Sequence[Any]) -> Any:
+    """A BYTES output: an object array of UTF-8 bytes, one row per text."""
+    array = np.array([[str(value).encode("utf-8")] for value in values], dtype=np.object_)
+    return pb_utils().Tensor(name, array.reshape(len(values), 1))
+
+
+def string_matrix(name: str, rows: Sequence[Sequence[str]]) -> Any:
+    """A BYTES output [rows, k]; shorter rows are padded with empty strings."""
+    width = max((len(row) for row in rows), default=0)
+    array = np.array(
+        [[value.encode("utf-8") for value in row] + [b""] * (width - len(row)) for row in rows], dtype=np.object_
+    )
+    return pb_utils().Tensor(name, array.reshape(len(rows), width))
+
+
+def float_tensor(name: str, values: Any) -> Any:
+    return pb_utils().Tensor(name, np.ascontiguousarray(values, dtype=np.float32))
+
+
+def int_tensor(name: str, values: Sequence[int]) -> Any:
+    return pb_utils().Tensor(name, np.array(values, dtype=np.int32).reshape(len(values), 1))
+
+
+def bool_tensor(name: str, values: Sequence[bool]) -> Any:
+    return pb_utils().Tensor(name, np.array(values, dtype=np.bool_).reshape(len(values), 1))
+
+
+def ranked_labels(scores: np.ndarray[Any, Any], labels: Sequence[str], top_k: int) -> tuple[list[str], list[float]]:
+    """One row's labels best first, and their scores, the ``top_k`` best."""
+    order = np.argsort(-scores, kind="stable")[:top_k]
+    return [labels[index] for index in order], [float(scores[index]) for index in order]
+
+
+def ranked_labels_outputs(ranked: Sequence[tuple[list[str], list[float]]]) -> list[Any]:
+    """LABEL, SCORE (the best label per row) and LABELS, SCORES (best first; padded with "" and 0)."""
+    width = max((len(labels) for labels, _ in ranked), default=0)
+    scores = np.zeros((len(ranked), width), dtype=np.float32)
+    for row, (_, values) in enumerate(ranked):
+        scores[row, : len(values)] = values
+    return [
+        string_tensor("LABEL", [labels[0] for labels, _ in ranked]),
+        float_tensor("SCORE", scores[:, :1]),
+        string_matrix("LABELS", [labels for labels, _ in ranked]),
+        float_tensor("SCORES", scores),
+    ]
+
+
+# ---------------------------------------------------------------------------- streamed text answers
+
+
+class TextReply:
+    """One streamed text answer (decoupled models): tokens in, text chunks out.
+
+    Decodes only the new tokens' text (a short window, holding back an incomplete UTF-8
+    character), cuts at a stop string and holds back text that may be the start of one, and
+    ends with the usage (finish_reason, prompt and completion tokens) and the final flag.
+    ``sender`` None (a warm-up) sends nothing.
+    """
+
+    def __init__(
+        self, sender: Any, tokenizer: Any, stops: Sequence[str], prompt_tokens: int, prompt_tokens_cut: int = 0
+    ) -> None:
+        self.sender, self.tokenizer, self.stops = sender, tokenizer, list(stops)
+        self.prompt_tokens, self.prompt_tokens_cut = prompt_tokens, prompt_tokens_cut
+        self.tokens: list[int] = []
+        self.text = ""  # the decoded text so far
+        self.sent = 0  # characters of it already sent
+        self.prefix_offset = self.read_offset = 0
+        self.finish_reason: str | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.finish_reason is not None
+
+    def _decode(self, start: int, stop: int | None = None) -> str:
+        return str(self.tokenizer.decode(self.tokens[start:stop], skip_special_tokens=True))
+
+    def add(self, token: int) -> None:
+        """One more generated token: send what is safe to send; finish at a stop string."""
+        self.tokens.append(token)
+        before = self._decode(self.prefix_offset, self.read_offset)
+        after = self._decode(self.prefix_offset)
+        if len(after) > len(before) and not after.endswith("\ufffd"):
+            self.prefix_offset, self.read_offset = self.read_offset, len(self.tokens)
+            self.text += after[len(before) :]
+        for stop in self.stops:
+            found = self.text.find(stop, max(0, self.sent - len(stop)))
+            if found >= 0:
+                self.text = self.text[:found]
+                self.prefix_offset = self.read_offset = len(self.tokens)  # nothing left to flush
+                self.finish("stop")
+                return
+        safe = len(self.text)  # hold back text that may be the start of a stop string
+        for stop in self.stops:
+            for size in range(min(len(stop) - 1, safe), 0, -1):
+                if self.text.endswith(stop[:size]):
+                    safe = min(safe, len(self.text) - size)
+                    break
+        self._send(safe)
+
+    def _send(self, end: int, extra: Sequence[Any] = ()) -> None:
+        chunk = self.text[self.sent : end]
+        if (chunk or extra) and self.sender is not None:
+            pb = pb_utils()
+            self.sender.send(pb.InferenceResponse(output_tensors=[string_tensor("text_output", [chunk]), *extra]))
+        self.sent = max(self.sent, end)
+
+    def finish(self, reason: str, error: str | None = None) -> None:
+        """Send what was held back with the usage, then the final flag (or the error, or just the flag)."""
+        self.finish_reason = reason
+        if self.sender is None:
+            return
+        pb = pb_utils()
+        final = pb.TRITONSERVER_RESPONSE_COMPLETE_FINAL
+        try:
+            if error is not None:
+                self.sender.send(error_response(error, invalid_input=False), flags=final)
+            elif reason == "cancelled":
+                self.sender.send(flags=final)
+            else:
+                self.text += self._decode(self.prefix_offset)[len(self._decode(self.prefix_offset, self.read_offset)) :]
+                usage = [
+                    string_tensor("finish_reason", [reason]),
+                    pb.Tensor("prompt_tokens", np.array([[self.prompt_tokens]], dtype=np.int32)),
+                    pb.Tensor("completion_tokens", np.array([[len(self.tokens)]], dtype=np.int32)),
+                ]
+                if self.prompt_tokens_cut:  # the request asked to truncate: the answer says what went
+                    usage.append(pb.Tensor("prompt_tokens_cut", np.array([[self.prompt_tokens_cut]], dtype=np.int32)))
+                self._send(len(self.text), usage)
+                self.sender.send(flags=final)
+        except Exception:  # the client went away between two checks: nothing left to tell it
+            pass
