@@ -57,6 +57,7 @@ bench: setup
 	$(BIN)/python bench/generation.py
 	$(BIN)/python bench/sdk_vs_tritonclient.py
 	$(BIN)/python bench/batching.py
+	$(BIN)/python bench/peers.py
 
 clean:
 	rm -rf $(VENV) triton_workspace .pytest_cache .mypy_cache .ruff_cache

@@ -623,6 +623,7 @@ def main() -> None:
                 line[2:] for line in (folder / "config.pbtxt").read_text().splitlines() if "int8 vs" in line
             )
     shutil.copy(Path(__file__).parent / "static_batching" / "model.py", repo / "smollm2-static" / "1" / "model.py")
+    shutil.rmtree(repo / "embed-legacy" / "1" / "tritonhf_runtime")  # a package would shadow the frozen module
     for part in ("model.py", "tritonhf_runtime.py"):
         shutil.copy(Path(__file__).parent / "legacy_encoder" / part, repo / "embed-legacy" / "1" / part)
     shutil.copytree(Path(__file__).parent / "floor", repo / "floor")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import sys
+import time
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -47,3 +48,19 @@ def instantiate(model_dir: Path) -> Any:
     model = load_template_module(model_dir).TritonPythonModel()
     model.initialize(triton_args(model_dir))
     return model
+
+
+def answers(model: Any, requests: list[Any], timeout: float = 60.0) -> list[Any]:
+    """One response per request, in order, however the template answers: returned from ``execute``
+    or, for a template that computes on its pipeline's worker, sent later through each request's
+    response sender with the final flag (what Triton accepts from a non-decoupled model)."""
+    returned = model.execute(requests)
+    if returned is not None:
+        return list(returned)
+    deadline = time.monotonic() + timeout
+    while not all(request.sender.closed for request in requests):
+        assert time.monotonic() < deadline, "the template never answered every request"
+        time.sleep(0.001)
+    for request in requests:
+        assert len(request.sender.responses) == 1, "a non-decoupled model answers each request exactly once"
+    return [request.sender.responses[0] for request in requests]

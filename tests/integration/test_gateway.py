@@ -116,8 +116,8 @@ def test_openai_async_client_streams(gateway: Stack) -> None:
         assert asyncio.run(main()) == sdk.chat(CHAT, model="smollm2", max_tokens=8, temperature=0)
 
 
-def _cancelled(server: Server) -> float:
-    text = urllib.request.urlopen(server.metrics_url, timeout=10).read().decode()
+def _cancelled(stack: Stack) -> float:
+    text = urllib.request.urlopen(stack.server.metrics_url, timeout=10).read().decode()
     match = re.search(r'^tritonhf_cancelled_total\{model="smollm2"\} (\S+)$', text, re.MULTILINE)
     return float(match.group(1)) if match else 0.0
 

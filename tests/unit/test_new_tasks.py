@@ -10,7 +10,7 @@ import fake_pb_utils as pb
 import numpy as np
 import pytest
 import torch
-from template_harness import instantiate
+from template_harness import answers, instantiate
 from transformers import (
     AutoModelForMaskedLM,
     AutoModelForQuestionAnswering,
@@ -51,7 +51,7 @@ def test_rerank_scores_each_pair_as_alone_and_orders_them(tmp_path: Path, tiny: 
     one = pb.InferenceRequest(QUERY=texts("a cat", "a city"), DOCUMENTS=_matrix(*docs))
     empty = pb.InferenceRequest(QUERY=texts("x"), DOCUMENTS=_matrix([""]))
     strict = pb.InferenceRequest(QUERY=texts("x"), DOCUMENTS=_matrix(["movie " * 200]), TRUNCATE=np.array([[False]]))
-    first, refused, too_long = model.execute([one, empty, strict])
+    first, refused, too_long = answers(model, [one, empty, strict])
     for row, (query, row_docs) in enumerate(zip(("a cat", "a city"), docs)):
         expected = [relevance(tiny["cross-encoder"], query, doc) for doc in row_docs]
         np.testing.assert_allclose(first.output("SCORES")[row, : len(row_docs)], expected, atol=1e-5)
@@ -80,7 +80,7 @@ def test_question_answering_spans_and_offsets_across_windows(tmp_path: Path, tin
                               TOP_K=np.array([[1], [3]], dtype=np.int32))  # fmt: skip
     empty = pb.InferenceRequest(QUESTION=texts("who"), CONTEXT=texts(""))
     missing = pb.InferenceRequest(QUESTION=texts("who"))
-    first, refused, absent = model.execute([one, empty, missing])
+    first, refused, absent = answers(model, [one, empty, missing])
     for row, (question, context, k) in enumerate(((*short, 1), ("who visited", long_context, 3))):
         expected = best_spans(tiny["qa"], question, context, top_k=k)
         got = [(first.output("ANSWER")[row, i].decode(), float(first.output("SCORE")[row, i]),
@@ -103,7 +103,7 @@ def test_fill_mask_top_tokens_and_one_mask_per_text(tmp_path: Path, tiny: dict[s
     good = pb.InferenceRequest(TEXT=texts(*sentences), TOP_K=np.array([[3], [5]], dtype=np.int32))
     none = pb.InferenceRequest(TEXT=texts("no mask here"))
     two = pb.InferenceRequest(TEXT=texts("[MASK] and [MASK]"))
-    answered, no_mask, two_masks = model.execute([good, none, two])
+    answered, no_mask, two_masks = answers(model, [good, none, two])
     for row, (sentence, k) in enumerate(zip(sentences, (3, 5))):
         encoded = tokenizer(sentence, return_tensors="pt")
         position = int((encoded["input_ids"][0] == tokenizer.mask_token_id).nonzero()[0])

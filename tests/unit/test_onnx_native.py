@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import torch
 from onnx_part_standin import run_onnx
-from template_harness import instantiate
+from template_harness import answers, instantiate
 from transformers import AutoModel, AutoModelForSequenceClassification, AutoTokenizer
 from typer.testing import CliRunner
 
@@ -83,7 +83,7 @@ def test_native_embeddings_and_classification_match_pytorch(tmp_path: Path, tiny
     batch = ["the cat", "a dog and a cat lives in london"]
     first = pb.InferenceRequest(TEXT=texts(batch[0]), NORMALIZE=np.array([[False]]))
     second = pb.InferenceRequest(TEXT=texts(batch[1]), NORMALIZE=np.array([[False]]))
-    got = [response.output("EMBEDDING") for response in embed_model.execute([first, second])]
+    got = [response.output("EMBEDDING") for response in answers(embed_model, [first, second])]
     tokenizer = AutoTokenizer.from_pretrained(tiny["encoder"])
     encoded = tokenizer(batch, padding=True, return_tensors="pt")
     with torch.inference_mode():
@@ -92,7 +92,7 @@ def test_native_embeddings_and_classification_match_pytorch(tmp_path: Path, tiny
     expected = ((tokens * mask).sum(1) / mask.sum(1)).numpy()
     np.testing.assert_allclose(np.concatenate(got), expected, atol=1e-3)
 
-    (answer,) = classify_model.execute([pb.InferenceRequest(TEXT=texts(*batch), TOP_K=np.array([[2], [2]]))])
+    (answer,) = answers(classify_model, [pb.InferenceRequest(TEXT=texts(*batch), TOP_K=np.array([[2], [2]]))])
     reference = AutoModelForSequenceClassification.from_pretrained(tiny["classifier"]).eval()
     with torch.inference_mode():
         logits = reference(
@@ -106,8 +106,10 @@ def test_a_failing_part_fails_the_batch_with_its_name(tmp_path: Path, tiny: dict
     model = instantiate(
         _add(tmp_path / "repo", "text-classification", tiny["classifier"], "cls", onnx_runtime="native")
     )
-    with pytest.raises(RuntimeError, match="ONNX part 'cls__onnx' failed: Request for unknown model"):
-        model.execute([pb.InferenceRequest(TEXT=texts("hello"))])
+    first, second = answers(model, [pb.InferenceRequest(TEXT=texts("hello")), pb.InferenceRequest(TEXT=texts("hi"))])
+    for response in (first, second):  # every request of the batch gets the model's error (INTERNAL), naming the part
+        assert response.error() is not None and response.error().code == pb.TritonError.INTERNAL
+        assert "ONNX part 'cls__onnx' failed: Request for unknown model" in response.error().message()
 
 
 def test_auto_is_native_only_where_the_server_has_the_backend(tmp_path: Path, tiny: dict[str, Path]) -> None:

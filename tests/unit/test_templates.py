@@ -13,7 +13,7 @@ import fake_pb_utils as pb
 import numpy as np
 import pytest
 import torch
-from template_harness import instantiate
+from template_harness import answers, instantiate
 from transformers import (
     AutoModel,
     AutoModelForSequenceClassification,
@@ -47,7 +47,7 @@ def test_classification_answers_each_request_with_its_own_rows(tmp_path: Path, t
     second = pb.InferenceRequest(TEXT=texts("i love this film"), TOP_K=np.array([[2]], dtype=np.int32))
     bad_utf8 = pb.InferenceRequest(TEXT=texts(b"\xff\xfe broken"))
     missing = pb.InferenceRequest(OTHER=texts("x"))
-    responses = model.execute([first, second, bad_utf8, missing])
+    responses = answers(model, [first, second, bad_utf8, missing])
     assert len(responses) == 4
 
     expected = _reference_probabilities(
@@ -69,21 +69,21 @@ def test_classification_refuses_a_bad_top_k_for_that_request_only(tmp_path: Path
     model = instantiate(_add(tmp_path, "text-classification", tiny["classifier"]))
     good = pb.InferenceRequest(TEXT=texts("good"))
     bad = pb.InferenceRequest(TEXT=texts("bad"), TOP_K=np.array([[0]], dtype=np.int32))
-    responses = model.execute([good, bad])
+    responses = answers(model, [good, bad])
     assert not responses[0].has_error()
     assert "TOP_K" in responses[1].error().message()
 
 
 def test_multi_label_uses_sigmoid(tmp_path: Path, tiny: dict[str, Path]) -> None:
     model = instantiate(_add(tmp_path, "text-classification", tiny["multilabel"]))
-    (response,) = model.execute([pb.InferenceRequest(TEXT=texts("a great film"))])
+    (response,) = answers(model, [pb.InferenceRequest(TEXT=texts("a great film"))])
     expected = _reference_probabilities(tiny["multilabel"], ["a great film"], multi_label=True)
     np.testing.assert_allclose(np.sort(response.output("SCORES")[0]), np.sort(expected[0]), atol=1e-5)
 
 
 def test_long_text_is_truncated_not_crashing(tmp_path: Path, tiny: dict[str, Path]) -> None:
     model = instantiate(_add(tmp_path, "text-classification", tiny["classifier"]))
-    (response,) = model.execute([pb.InferenceRequest(TEXT=texts("movie " * 5000, "", "   "))])
+    (response,) = answers(model, [pb.InferenceRequest(TEXT=texts("movie " * 5000, "", "   "))])
     assert response.output("LABEL").shape == (3, 1)
 
 
@@ -92,7 +92,7 @@ def test_pairs_are_read_as_pairs_and_singles_beside_them_as_singles(tmp_path: Pa
     pairs = pb.InferenceRequest(TEXT=texts("a great film", "dull"), TEXT_PAIR=texts("it was fun", "very boring"))
     single = pb.InferenceRequest(TEXT=texts("a great film"))
     half = pb.InferenceRequest(TEXT=texts("a great film", "dull"), TEXT_PAIR=texts("it was fun", ""))
-    together = model.execute([pairs, single, half])
+    together = answers(model, [pairs, single, half])
     tokenizer = AutoTokenizer.from_pretrained(tiny["classifier"])
     reference = AutoModelForSequenceClassification.from_pretrained(tiny["classifier"]).eval()
     with torch.inference_mode():
@@ -108,7 +108,7 @@ def test_pairs_are_read_as_pairs_and_singles_beside_them_as_singles(tmp_path: Pa
             np.testing.assert_allclose(np.sort(response.output("SCORES")[row])[::-1], np.sort(expected)[::-1],
                                        atol=1e-5)  # fmt: skip
     for alone, (response, row) in ((pairs, (together[0], 0)), (single, (together[1], 0))):
-        (by_itself,) = model.execute([alone])
+        (by_itself,) = answers(model, [alone])
         np.testing.assert_array_equal(by_itself.output("SCORES")[0], response.output("SCORES")[row])
 
 
@@ -121,7 +121,7 @@ def test_ner_matches_the_transformers_pipeline_with_character_offsets(tmp_path: 
     reference = pipeline("token-classification", model=str(tiny["ner"]), aggregation_strategy="simple")
     one = pb.InferenceRequest(TEXT=texts(sentences[0]))
     two = pb.InferenceRequest(TEXT=texts(sentences[1]), AGGREGATION=texts("simple"))
-    responses = model.execute([one, two])
+    responses = answers(model, [one, two])
     for response, sentence in zip(responses, sentences):
         got = json.loads(response.output("ENTITIES")[0, 0])
         expected = reference(sentence)
@@ -136,7 +136,7 @@ def test_ner_unknown_aggregation_fails_only_that_request(tmp_path: Path, tiny: d
     model = instantiate(_add(tmp_path, "ner", tiny["ner"]))
     good = pb.InferenceRequest(TEXT=texts("alice visited paris"))
     bad = pb.InferenceRequest(TEXT=texts("bob"), AGGREGATION=texts("loudest"))
-    responses = model.execute([good, bad])
+    responses = answers(model, [good, bad])
     assert not responses[0].has_error()
     assert "AGGREGATION" in responses[1].error().message()
 
@@ -164,7 +164,7 @@ def test_embeddings_mean_pooled_and_normalised_per_request(tmp_path: Path, tiny:
     batch = ["the cat", "a dog and a cat lives in london"]
     raw = pb.InferenceRequest(TEXT=texts(*batch), NORMALIZE=np.array([[False], [False]]))
     default = pb.InferenceRequest(TEXT=texts(batch[1]))
-    responses = model.execute([raw, default])
+    responses = answers(model, [raw, default])
     expected = _reference_embeddings(tiny["encoder"], batch)
     np.testing.assert_allclose(responses[0].output("EMBEDDING"), expected, atol=1e-5)
     normalised = responses[1].output("EMBEDDING")
@@ -174,7 +174,7 @@ def test_embeddings_mean_pooled_and_normalised_per_request(tmp_path: Path, tiny:
 
 def test_embeddings_cls_pooling_from_sentence_transformers_config(tmp_path: Path, tiny: dict[str, Path]) -> None:
     model = instantiate(_add(tmp_path, "embeddings", tiny["encoder-cls"]))
-    (response,) = model.execute([pb.InferenceRequest(TEXT=texts("hello world"))])
+    (response,) = answers(model, [pb.InferenceRequest(TEXT=texts("hello world"))])
     expected = _reference_embeddings(tiny["encoder-cls"], ["hello world"], pooling="cls")
     np.testing.assert_allclose(response.output("EMBEDDING"), expected, atol=1e-5)
 
@@ -188,7 +188,7 @@ def test_zero_shot_scores_sum_to_one_and_labels_can_be_overridden(tmp_path: Path
     custom = pb.InferenceRequest(
         TEXT=texts("paris"), CANDIDATE_LABELS=np.array([[b"city", b"animal", b"food"]], dtype=object)
     )
-    responses = model.execute([default, custom])
+    responses = answers(model, [default, custom])
     assert sorted(label.decode() for label in responses[0].output("LABELS")[0]) == ["negative", "positive"]
     np.testing.assert_allclose(responses[0].output("SCORES").sum(axis=1), [1.0, 1.0], atol=1e-5)
     assert sorted(label.decode() for label in responses[1].output("LABELS")[0]) == ["animal", "city", "food"]
@@ -198,7 +198,7 @@ def test_zero_shot_scores_sum_to_one_and_labels_can_be_overridden(tmp_path: Path
 
 def test_zero_shot_without_any_labels_is_a_request_error(tmp_path: Path, tiny: dict[str, Path]) -> None:
     model = instantiate(_add(tmp_path, "zero-shot", tiny["encoder"]))
-    (response,) = model.execute([pb.InferenceRequest(TEXT=texts("x"))])
+    (response,) = answers(model, [pb.InferenceRequest(TEXT=texts("x"))])
     assert "no candidate labels" in response.error().message()
 
 
@@ -224,7 +224,7 @@ def test_onnx_embeddings_match_pytorch(tmp_path: Path, tiny: dict[str, Path]) ->
     assert 'key: "tritonhf.backend"' in (folder / "config.pbtxt").read_text()
     model = instantiate(folder)
     batch = ["the cat", "a dog and a cat lives in london"]
-    (response,) = model.execute([pb.InferenceRequest(TEXT=texts(*batch), NORMALIZE=np.array([[False], [False]]))])
+    (response,) = answers(model, [pb.InferenceRequest(TEXT=texts(*batch), NORMALIZE=np.array([[False], [False]]))])
     np.testing.assert_allclose(response.output("EMBEDDING"), _reference_embeddings(tiny["encoder"], batch), atol=1e-3)
 
 
@@ -232,12 +232,12 @@ def test_onnx_classification_and_zero_shot_match_pytorch(tmp_path: Path, tiny: d
     batch = ["a wonderful movie", "the plot was awful", "i love this film"]
     torch_model = instantiate(_add(tmp_path, "text-classification", tiny["classifier"], name="pt"))
     onnx_model = instantiate(_add(tmp_path, "text-classification", tiny["classifier"], name="ox", backend="onnx"))
-    (expected,) = torch_model.execute([pb.InferenceRequest(TEXT=texts(*batch))])
-    (got,) = onnx_model.execute([pb.InferenceRequest(TEXT=texts(*batch))])
+    (expected,) = answers(torch_model, [pb.InferenceRequest(TEXT=texts(*batch))])
+    (got,) = answers(onnx_model, [pb.InferenceRequest(TEXT=texts(*batch))])
     assert list(got.output("LABEL").ravel()) == list(expected.output("LABEL").ravel())
     np.testing.assert_allclose(got.output("SCORES"), expected.output("SCORES"), atol=1e-3)
     zero = instantiate(_add(tmp_path, "zero-shot", tiny["encoder"], name="zs", backend="onnx", labels=("a", "b")))
-    (answer,) = zero.execute([pb.InferenceRequest(TEXT=texts("the cat"))])
+    (answer,) = answers(zero, [pb.InferenceRequest(TEXT=texts("the cat"))])
     assert abs(float(answer.output("SCORES").sum()) - 1) < 1e-5
 
 
@@ -254,7 +254,7 @@ def test_no_vendor_keeps_a_reference_and_still_serves(tmp_path: Path, tiny: dict
     folder = _add(tmp_path, "text-classification", tiny["classifier"], vendor=False)
     assert not (folder / "1" / "weights").exists()
     assert str(tiny["classifier"]) in (folder / "config.pbtxt").read_text()
-    (response,) = instantiate(folder).execute([pb.InferenceRequest(TEXT=texts("a wonderful movie"))])
+    (response,) = answers(instantiate(folder), [pb.InferenceRequest(TEXT=texts("a wonderful movie"))])
     assert response.output("LABEL").shape == (1, 1)
 
 
@@ -272,7 +272,7 @@ def test_int8_is_kept_only_above_its_gate_and_says_how_close_it_is(tmp_path: Pat
     weights = folder / "1" / "weights"
     assert (weights / "model.int8.onnx").is_file() and not (weights / "model.onnx").exists()
     model = instantiate(folder)
-    (response,) = model.execute([pb.InferenceRequest(TEXT=texts("the cat", "a dog lives in london"))])
+    (response,) = answers(model, [pb.InferenceRequest(TEXT=texts("the cat", "a dog lives in london"))])
     expected = _reference_embeddings(tiny["encoder"], ["the cat", "a dog lives in london"])
     expected /= np.linalg.norm(expected, axis=1, keepdims=True)
     cosine = (response.output("EMBEDDING") * expected).sum(1)
@@ -280,8 +280,8 @@ def test_int8_is_kept_only_above_its_gate_and_says_how_close_it_is(tmp_path: Pat
     assert "alone vs batched max difference" in text
     # activations are quantized per token: a text's answer does not move with its batch-mates
     long_text = " ".join(["an unusually long and loud neighbour"] * 12)
-    (alone,) = model.execute([pb.InferenceRequest(TEXT=texts("the cat"))])
-    (mixed,) = model.execute([pb.InferenceRequest(TEXT=texts(long_text, "the cat"))])
+    (alone,) = answers(model, [pb.InferenceRequest(TEXT=texts("the cat"))])
+    (mixed,) = answers(model, [pb.InferenceRequest(TEXT=texts(long_text, "the cat"))])
     np.testing.assert_allclose(mixed.output("EMBEDDING")[1], alone.output("EMBEDDING")[0], atol=1e-5)
     with pytest.raises(GalleryError, match="at least 4 texts"):
         _add(tmp_path, "feature-extraction", tiny["encoder"], name="few", quantize="int8", calibration=("a", "b"))

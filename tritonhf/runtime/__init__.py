@@ -77,6 +77,10 @@ from .loading import (
     trust_remote_code,
     weights_location,
 )
+from .pipeline import (
+    Pipeline,
+    Work,
+)
 from .replies import (
     TextReply,
     bool_tensor,
@@ -125,8 +129,10 @@ __all__ = [
     "Batch",
     "Encoded",
     "OnnxModel",
+    "Pipeline",
     "TextReply",
     "TritonOnnxModel",
+    "Work",
     "bool_tensor",
     "budget_groups",
     "busy_response",

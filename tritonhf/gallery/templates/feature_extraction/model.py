@@ -36,6 +36,8 @@ class TritonPythonModel:
         self.dim = self.model.config.hidden_size
         if runtime.forward_is_local(self.model):  # not when the forward pass is another model (native ONNX)
             self.pooled([dict(self.tokenizer("Warm-up so that the first real request is not slow."))])
+        # The forward pass of one batch runs while the next one is read and tokenized.
+        self.pipeline = runtime.Pipeline()
 
     def pooled(self, windows):
         """Pooled, not normalised vectors [len(windows), dim] from one forward pass."""
@@ -50,20 +52,27 @@ class TritonPythonModel:
         normalize = batch.option("NORMALIZE", self.normalize)
         truncate = batch.option("TRUNCATE", True)
         encoded = runtime.encode_rows(self.tokenizer, batch, self.max_length, truncate)
-        rows = batch.live_rows()
-        vectors = np.zeros((len(batch.texts), self.dim), dtype=np.float32)
-        for group in runtime.budget_groups({row: encoded.length(row) for row in rows}, self.budget):
-            vectors[group] = self.pooled([encoded.features[row][0] for row in group])
 
-        def answer(span):
-            chunk = vectors[span.start : span.stop]
-            wanted = np.array([bool(normalize[row]) for row in span])[:, None]
-            norms = np.maximum(np.linalg.norm(chunk, axis=1, keepdims=True), 1e-12)
-            chunk = np.where(wanted, chunk / norms, chunk)
-            truncated = runtime.bool_tensor("TRUNCATED", [encoded.truncated[row] for row in span])
-            tokens = runtime.int_tensor("TOKENS", [encoded.length(row) for row in span])
-            return pb_utils.InferenceResponse(
-                output_tensors=[runtime.float_tensor("EMBEDDING", chunk), truncated, tokens]
-            )
+        def work():
+            rows = batch.live_rows()
+            vectors = np.zeros((len(batch.texts), self.dim), dtype=np.float32)
+            for group in runtime.budget_groups({row: encoded.length(row) for row in rows}, self.budget):
+                vectors[group] = self.pooled([encoded.features[row][0] for row in group])
 
-        return batch.respond(answer)
+            def answer(span):
+                chunk = vectors[span.start : span.stop]
+                wanted = np.array([bool(normalize[row]) for row in span])[:, None]
+                norms = np.maximum(np.linalg.norm(chunk, axis=1, keepdims=True), 1e-12)
+                chunk = np.where(wanted, chunk / norms, chunk)
+                truncated = runtime.bool_tensor("TRUNCATED", [encoded.truncated[row] for row in span])
+                tokens = runtime.int_tensor("TOKENS", [encoded.length(row) for row in span])
+                return pb_utils.InferenceResponse(
+                    output_tensors=[runtime.float_tensor("EMBEDDING", chunk), truncated, tokens]
+                )
+
+            return batch.respond(answer)
+
+        self.pipeline.submit(requests, work)
+
+    def finalize(self):
+        self.pipeline.close()

@@ -28,6 +28,8 @@ class TritonPythonModel:
         self.max_length = runtime.max_length(self.tokenizer, self.model.config)
         self.budget = runtime.int_parameter(params, runtime.PARAM_MAX_BATCH_TOKENS, runtime.DEFAULT_MAX_BATCH_TOKENS)
         self.probabilities([dict(self.tokenizer(f"Warm-up in {self.mask}."))])
+        # Each batch is computed on the pipeline's worker while Triton forms the next (runtime.Pipeline).
+        self.pipeline = runtime.Pipeline()
 
     def probabilities(self, windows):
         """The vocabulary's probabilities at each window's mask token, from one forward pass."""
@@ -39,6 +41,12 @@ class TritonPythonModel:
         return torch.softmax(picked, dim=-1).cpu().numpy()
 
     def execute(self, requests):
+        self.pipeline.submit(requests, lambda: self.answer_batch(requests))
+
+    def finalize(self):
+        self.pipeline.close()
+
+    def answer_batch(self, requests):
         batch = runtime.Batch(requests, "TEXT")
         top_k = batch.option("TOP_K", 5, lambda k: 1 <= k <= 1000, "from 1 to 1000")
         truncate = batch.option("TRUNCATE", True)

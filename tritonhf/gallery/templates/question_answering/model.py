@@ -33,6 +33,8 @@ class TritonPythonModel:
         self.max_answer = runtime.int_parameter(params, "max_answer_tokens", 30)
         self.budget = runtime.int_parameter(params, runtime.PARAM_MAX_BATCH_TOKENS, runtime.DEFAULT_MAX_BATCH_TOKENS)
         self.logits([dict(self.tokenizer("Who?", "Warm-up in Paris"))])
+        # Each batch is computed on the pipeline's worker while Triton forms the next (runtime.Pipeline).
+        self.pipeline = runtime.Pipeline()
 
     def logits(self, windows):
         """(start, end) logits of each window, without its padding, from one forward pass."""
@@ -64,6 +66,12 @@ class TritonPythonModel:
         return found
 
     def execute(self, requests):
+        self.pipeline.submit(requests, lambda: self.answer_batch(requests))
+
+    def finalize(self):
+        self.pipeline.close()
+
+    def answer_batch(self, requests):
         batch = runtime.Batch(requests, "QUESTION")
         contexts = batch.strings("CONTEXT")
         top_k = batch.option("TOP_K", 1, lambda k: 1 <= k <= 100, "from 1 to 100")

@@ -39,6 +39,8 @@ class TritonPythonModel:
         self.budget = runtime.int_parameter(params, runtime.PARAM_MAX_BATCH_TOKENS, runtime.DEFAULT_MAX_BATCH_TOKENS)
         if runtime.forward_is_local(self.model):  # not when the forward pass is another model (native ONNX)
             self.probabilities([dict(self.tokenizer("Warm-up so that the first real request is not slow."))])
+        # Each batch is computed on the pipeline's worker while Triton forms the next (runtime.Pipeline).
+        self.pipeline = runtime.Pipeline()
 
     def probabilities(self, windows):
         """Probabilities [len(windows), num_labels] from one forward pass."""
@@ -49,6 +51,12 @@ class TritonPythonModel:
         return probabilities.cpu().numpy()
 
     def execute(self, requests):
+        self.pipeline.submit(requests, lambda: self.answer_batch(requests))
+
+    def finalize(self):
+        self.pipeline.close()
+
+    def answer_batch(self, requests):
         batch = runtime.Batch(requests, "TEXT")
         top_k = batch.option("TOP_K", len(self.labels), lambda k: k >= 1, "a positive number of labels")
         truncate = batch.option("TRUNCATE", True)

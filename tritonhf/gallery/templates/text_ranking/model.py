@@ -32,6 +32,8 @@ class TritonPythonModel:
         self.budget = runtime.int_parameter(params, runtime.PARAM_MAX_BATCH_TOKENS, runtime.DEFAULT_MAX_BATCH_TOKENS)
         if runtime.forward_is_local(self.model):
             self.relevance([dict(self.tokenizer("warm-up query", "a warm-up document"))])
+        # Each batch is computed on the pipeline's worker while Triton forms the next (runtime.Pipeline).
+        self.pipeline = runtime.Pipeline()
 
     def relevance(self, windows):
         """One relevance score per (query, document) pair, from one forward pass."""
@@ -42,6 +44,12 @@ class TritonPythonModel:
         return scores.cpu().numpy()
 
     def execute(self, requests):
+        self.pipeline.submit(requests, lambda: self.answer_batch(requests))
+
+    def finalize(self):
+        self.pipeline.close()
+
+    def answer_batch(self, requests):
         batch = runtime.Batch(requests, "QUERY")
         documents = batch.string_lists("DOCUMENTS")
         for row in batch.live_rows():

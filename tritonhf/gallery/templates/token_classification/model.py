@@ -41,6 +41,8 @@ class TritonPythonModel:
         self.stride = runtime.int_parameter(params, "stride", max(1, self.max_length // 4))
         self.budget = runtime.int_parameter(params, runtime.PARAM_MAX_BATCH_TOKENS, runtime.DEFAULT_MAX_BATCH_TOKENS)
         self.logits([dict(self.tokenizer("Warm-up in Paris so that the first real request is not slow."))])
+        # Each batch is computed on the pipeline's worker while Triton forms the next (runtime.Pipeline).
+        self.pipeline = runtime.Pipeline()
 
     def logits(self, windows):
         """Token logits of each window (without its padding), from one forward pass."""
@@ -74,6 +76,12 @@ class TritonPythonModel:
         }
 
     def execute(self, requests):
+        self.pipeline.submit(requests, lambda: self.answer_batch(requests))
+
+    def finalize(self):
+        self.pipeline.close()
+
+    def answer_batch(self, requests):
         batch = runtime.Batch(requests, "TEXT")
         strategies = batch.option(
             "AGGREGATION", self.aggregation, STRATEGIES.__contains__, "one of " + ", ".join(STRATEGIES)

@@ -40,6 +40,8 @@ class TritonPythonModel:
         self.label_cache_size = runtime.int_parameter(params, "label_cache_size", 10000)
         if self.labels and runtime.forward_is_local(self.model):  # (not when it is another model: native ONNX)
             self.label_vectors(self.labels)  # embeds the default labels now: that is the warm-up
+        # Each batch is computed on the pipeline's worker while Triton forms the next (runtime.Pipeline).
+        self.pipeline = runtime.Pipeline()
 
     def embed(self, windows):
         """L2-normalised pooled vectors [len(windows), dim] from one forward pass."""
@@ -64,6 +66,12 @@ class TritonPythonModel:
         return np.stack([self.label_cache[label] for label in labels])
 
     def execute(self, requests):
+        self.pipeline.submit(requests, lambda: self.answer_batch(requests))
+
+    def finalize(self):
+        self.pipeline.close()
+
+    def answer_batch(self, requests):
         batch = runtime.Batch(requests, "TEXT")
         candidates = batch.string_lists("CANDIDATE_LABELS")
         for row in batch.live_rows():

@@ -1,0 +1,71 @@
+"""Overlap inside one model instance: the forward pass of one batch runs on a worker thread
+while the stub's thread reads and tokenizes the next one.
+
+Triton hands a Python-backend instance one batch at a time and waits for ``execute`` to
+return before it forms the next. When ``execute`` does everything (read inputs, tokenize,
+run the model, build answers), the cores sit idle during the Python parts: a loaded model
+reached about 0.6x of its own engine's batch speed. Since Triton 24.x a model that is not
+decoupled may also answer through each request's response sender after ``execute`` returns
+(exactly one response, with the final flag). ``Pipeline`` uses that: ``execute`` prepares a
+batch and ``submit``s its forward pass; the worker runs it (ONNX Runtime and PyTorch release
+the GIL), answers every request, and takes the next. ``submit`` waits while the worker is
+busy with an earlier batch (``depth``), so requests keep queueing in Triton, where the
+dynamic batcher merges them, never in here. Every batch is computed exactly as ``execute``
+would compute it alone: what a row gets does not depend on the pipeline.
+
+It also avoids a stall of Triton 2.51: a one-instance model that answers from ``execute``
+while its config bounds the queue (``default_queue_policy.max_queue_size``) sees some
+executions start exactly 0.5 s late, even one request at a time (p99 515 ms against 16 ms
+answered through the pipeline, same model and config; measured with the SDK in a loop).
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .common import pb_utils
+from .replies import error_response
+
+# The work of one batch, run on the worker: one response per request, in order.
+Work = Callable[[], Sequence[Any]]
+
+
+class Pipeline:
+    """One worker thread that computes submitted batches in order and answers their requests."""
+
+    def __init__(self, depth: int = 1) -> None:
+        self._slots = threading.Semaphore(depth)  # batches handed over and not yet answered
+        self._work: queue.Queue[tuple[list[Any], Work] | None] = queue.Queue()
+        self._thread = threading.Thread(target=self._run, name="tritonhf-pipeline", daemon=True)
+        self._thread.start()
+
+    def submit(self, requests: Sequence[Any], work: Work) -> None:
+        """Hand over a batch: ``execute`` then returns None (the answers go out from the worker)."""
+        senders = [request.get_response_sender() for request in requests]
+        self._slots.acquire()
+        self._work.put((senders, work))
+
+    def _run(self) -> None:
+        final = pb_utils().TRITONSERVER_RESPONSE_COMPLETE_FINAL
+        while True:
+            item = self._work.get()
+            if item is None:
+                return
+            senders, work = item
+            try:
+                try:
+                    responses = list(work())
+                except Exception as exc:  # the model failed: every request of this batch says so, the next batch runs
+                    responses = [error_response(f"the model failed: {exc}", invalid_input=False) for _ in senders]
+                for sender, response in zip(senders, responses):
+                    sender.send(response, flags=final)
+            finally:
+                self._slots.release()
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Answer what was submitted, then stop the worker (``finalize``)."""
+        self._work.put(None)
+        self._thread.join(timeout)
