@@ -92,6 +92,9 @@ def make_cases(task: str, model: str, seed: int, count: int, limit_words: int) -
         if task == "text-classification" and rng.random() < 0.6:
             for row in rows:
                 row.options["TOP_K"] = rng.randint(1, 3)
+        if task == "text-classification" and rng.random() < 0.35:  # pairs (NLI, cross-encoders) among singles
+            for row in rows:
+                row.options["TEXT_PAIR"] = random_text(rng, limit_words).strip() or "a second text"
         if task == "feature-extraction" and rng.random() < 0.6:
             for row in rows:
                 row.options["NORMALIZE"] = rng.random() < 0.5
@@ -139,7 +142,7 @@ def tensors(case: Case) -> dict[str, np.ndarray]:
         if name in ("CANDIDATE_LABELS", "DOCUMENTS"):
             width = max(len(v) for v in values)
             arrays[name] = np.array([[x.encode() for x in v] + [b""] * (width - len(v)) for v in values], dtype=object)
-        elif name in ("AGGREGATION", "CONTEXT"):
+        elif name in ("AGGREGATION", "CONTEXT", "TEXT_PAIR"):
             arrays[name] = np.array([[v.encode()] for v in values], dtype=object)
         elif name == "TOP_K":
             arrays[name] = np.array([[v] for v in values], dtype=np.int32)
@@ -255,7 +258,11 @@ class Oracle:
             self.model = AutoModel.from_pretrained(folder).eval()
         self.label_vectors: dict[str, np.ndarray] = {}
 
-    def _tokens(self, text: str) -> tuple[dict[str, torch.Tensor], bool]:
+    def _tokens(self, text: str, pair: str | None = None) -> tuple[dict[str, torch.Tensor], bool]:
+        if pair:  # a pair's second text is cut, never its first (runtime.encode)
+            full = len(self.tokenizer(text, pair)["input_ids"])
+            encoded = self.tokenizer(text, pair, truncation="only_second", max_length=self.limit, return_tensors="pt")
+            return encoded, full > self.limit
         full = len(self.tokenizer(text)["input_ids"])
         return self.tokenizer(text, truncation=True, max_length=self.limit, return_tensors="pt"), full > self.limit
 
@@ -281,11 +288,14 @@ class Oracle:
             spans = qa_spans(self.model, self.tokenizer, row.text, row.options["CONTEXT"], self.limit, self.stride,
                              row.options.get("TOP_K", 1))  # fmt: skip
             return {"spans": spans}
-        _, truncated = self._tokens(row.text)
+        pair = row.options.get("TEXT_PAIR") or None
+        if pair and self.limit - len(self.tokenizer(row.text)["input_ids"]) - 2 < 2:
+            return "refused"  # the first text leaves no room for its pair: nothing can be cut
+        _, truncated = self._tokens(row.text, pair)
         if truncated and row.options.get("TRUNCATE") is False:
             return "refused"
         if self.task == "text-classification":
-            encoded, _ = self._tokens(row.text)
+            encoded, _ = self._tokens(row.text, pair)
             with torch.inference_mode():
                 probabilities = torch.softmax(self.model(**encoded).logits[0], -1).numpy()
             order = np.argsort(-probabilities, kind="stable")[: row.options.get("TOP_K", len(self.labels))]
