@@ -144,6 +144,9 @@ def main() -> None:
     workspace = Workspace(root / "workspace")
     bootstrap(workspace)
     folder = add_model(AddRequest("feature-extraction", str(minilm), workspace.model_repository, name="embed"))
+    openvino = add_model(
+        AddRequest("feature-extraction", str(minilm), workspace.model_repository, name="embed-ov", backend="openvino")
+    )
     onnx = folder / "1" / "weights" / "model.onnx"
     print(f"# embeddings vs Infinity ({os.cpu_count()} cores, {ROUNDS} rounds, {SECONDS:.0f} s per point)")
     python, why = infinity_python()
@@ -168,7 +171,7 @@ def main() -> None:
                     for name in order:
                         figures.setdefault((name, level), []).append(asyncio.run(measure(urls[name], level, SECONDS)))
             lines += table(figures, list(urls))
-            lines += engine_rows(server, onnx, minilm)
+            lines += engine_rows(server, onnx, minilm, openvino.name)
     finally:
         if infinity is not None:
             infinity.terminate()
@@ -200,13 +203,15 @@ def table(figures: dict[tuple[str, int], list[tuple[float, float, float]]], name
     return lines
 
 
-def engine_rows(server: Server, onnx: Path, minilm: Path) -> list[str]:
-    """perf_analyzer straight to Triton against the same ONNX file in-process (batch 1 and 32)."""
+def engine_rows(server: Server, onnx: Path, minilm: Path, openvino: str) -> list[str]:
+    """perf_analyzer straight to Triton against the same ONNX file in-process (batch 1 and 32), and
+    the same export served by OpenVINO (``--backend openvino``) beside ONNX Runtime."""
     analyzer = prepare_perf_analyzer(server)
     if analyzer is None:
         return ["", "perf_analyzer not available: the served-vs-engine rows are not measured."]
     tokenizer = AutoTokenizer.from_pretrained(minilm)
     served = {level: analyzer.run("embed", level) for level in (1, 16)}
+    by_openvino = {level: analyzer.run(openvino, level) for level in (1, 16)}
     alone = {batch: in_process_onnx(onnx, tokenizer, batch) for batch in (1, 32)}
     lines = ["", "| path | texts/s | p50 ms |", "| --- | --- | --- |"]
     for batch, (rate, ms) in alone.items():
@@ -214,6 +219,9 @@ def engine_rows(server: Server, onnx: Path, minilm: Path) -> list[str]:
     for level, outside in served.items():
         if outside is not None:
             lines.append(f"| Triton via perf_analyzer, c{level} | {outside.throughput:.0f} | {outside.p50_ms:.1f} |")
+    for level, outside in by_openvino.items():
+        if outside is not None:
+            lines.append(f"| Triton, OpenVINO, c{level} | {outside.throughput:.0f} | {outside.p50_ms:.1f} |")
     if served[16] is not None and served[1] is not None:
         lines.append(
             f"\nserved c16 / in-process batch 32: {served[16].throughput / alone[32][0]:.2f}x; "

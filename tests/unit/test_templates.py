@@ -21,6 +21,7 @@ from transformers import (
     pipeline,
 )
 
+from tritonhf.deploy.requirements import needed_packages
 from tritonhf.gallery import AddRequest, ModelOptions, add_model
 
 texts = pb.texts
@@ -239,6 +240,38 @@ def test_onnx_classification_and_zero_shot_match_pytorch(tmp_path: Path, tiny: d
     zero = instantiate(_add(tmp_path, "zero-shot", tiny["encoder"], name="zs", backend="onnx", labels=("a", "b")))
     (answer,) = answers(zero, [pb.InferenceRequest(TEXT=texts("the cat"))])
     assert abs(float(answer.output("SCORES").sum()) - 1) < 1e-5
+
+
+def test_openvino_runs_the_same_export_and_matches_pytorch(tmp_path: Path, tiny: dict[str, Path]) -> None:
+    folder = _add(tmp_path, "feature-extraction", tiny["encoder"], name="ov", backend="openvino")
+    config = (folder / "config.pbtxt").read_text()
+    assert 'string_value: "openvino"' in config and "tritonhf.openvino_max_abs_diff" in config
+    model = instantiate(folder)
+    assert type(model.model).__name__ == "OpenVinoModel"
+    batch = ["the cat", "a dog and a cat lives in london"]
+    (response,) = answers(model, [pb.InferenceRequest(TEXT=texts(*batch), NORMALIZE=np.array([[False], [False]]))])
+    np.testing.assert_allclose(response.output("EMBEDDING"), _reference_embeddings(tiny["encoder"], batch), atol=1e-3)
+    # Each row as it is alone, whatever it is batched with (padding to the longer neighbour included).
+    for text in batch:
+        (alone,) = answers(model, [pb.InferenceRequest(TEXT=texts(text), NORMALIZE=np.array([[False]]))])
+        row = batch.index(text)
+        np.testing.assert_allclose(alone.output("EMBEDDING")[0], response.output("EMBEDDING")[row], atol=1e-4)
+    classifier = instantiate(_add(tmp_path, "text-classification", tiny["classifier"], name="ovc", backend="openvino"))
+    reference = instantiate(_add(tmp_path, "text-classification", tiny["classifier"], name="ptc"))
+    sentences = ["a wonderful movie", "the plot was awful"]
+    (got,) = answers(classifier, [pb.InferenceRequest(TEXT=texts(*sentences))])
+    (expected,) = answers(reference, [pb.InferenceRequest(TEXT=texts(*sentences))])
+    np.testing.assert_allclose(got.output("SCORES"), expected.output("SCORES"), atol=1e-3)
+    assert "openvino" in needed_packages(tmp_path / "repo")
+
+
+def test_openvino_is_refused_where_it_cannot_apply(tmp_path: Path, tiny: dict[str, Path]) -> None:
+    from tritonhf.errors import GalleryError
+
+    with pytest.raises(GalleryError, match="--quantize int8 makes an ONNX Runtime model"):
+        _add(tmp_path, "feature-extraction", tiny["encoder"], name="q", backend="openvino", quantize="int8")
+    with pytest.raises(GalleryError, match="not natively"):
+        _add(tmp_path, "feature-extraction", tiny["encoder"], name="n", backend="openvino", onnx_runtime="native")
 
 
 def test_onnx_is_refused_for_tasks_it_does_not_cover(tmp_path: Path, tiny: dict[str, Path]) -> None:

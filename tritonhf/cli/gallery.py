@@ -79,7 +79,8 @@ def add_command(
     backend: Annotated[
         str,
         typer.Option(
-            help="auto (ONNX Runtime for encoder tasks when the export matches PyTorch, else PyTorch), pytorch, onnx."
+            help="auto (ONNX Runtime for encoder tasks when the export matches PyTorch, else PyTorch), pytorch, "
+            "onnx, or openvino (the same ONNX export run by OpenVINO, also checked against PyTorch)."
         ),
     ] = "auto",
     quantize: Annotated[

@@ -60,7 +60,7 @@ from tritonhf.tasks import (
 
 PARAM_KEY = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 VERSION = "1"
-BACKENDS = ("auto", "pytorch", "onnx")  # auto: ONNX Runtime for encoder tasks when the export checks out
+BACKENDS = ("auto", "pytorch", "onnx", "openvino")  # auto: ONNX Runtime for encoder tasks when the export checks out
 QUANTIZATIONS = ("int8",)
 PARAM_BACKEND_REASON = "tritonhf.backend_reason"
 # Where --backend onnx runs model.onnx: Triton's native onnxruntime backend (a second model,
@@ -172,13 +172,18 @@ def _check_backend(request: AddRequest, task: Task) -> None:
         raise GalleryError(f"--onnx-runtime must be one of {', '.join(ONNX_RUNTIMES)}, not {request.onnx_runtime!r}.")
     if request.quantize is not None and request.quantize not in QUANTIZATIONS:
         raise GalleryError(f"--quantize must be one of {', '.join(QUANTIZATIONS)}, not {request.quantize!r}.")
-    if request.backend == "onnx" or request.quantize:
+    if request.backend == "openvino" and request.quantize:
+        raise GalleryError("--quantize int8 makes an ONNX Runtime model: use it with --backend onnx (or auto).")
+    if request.backend == "openvino" and request.onnx_runtime == "native":
+        raise GalleryError("--backend openvino runs model.onnx with OpenVINO inside the Python backend, not natively.")
+    if request.backend in ("onnx", "openvino") or request.quantize:
         onnx_export.check_exportable(task.name)
         if request.backend == "pytorch":
             raise GalleryError("--quantize int8 quantizes the ONNX model: use --backend onnx (or auto).")
         if not request.vendor:
             raise GalleryError(
-                "--backend onnx writes model.onnx into the repository; it cannot be used with --no-vendor."
+                f"--backend {request.backend} writes model.onnx into the repository; "
+                "it cannot be used with --no-vendor."
             )
 
 
@@ -218,7 +223,7 @@ def add_model(request: AddRequest, progress: Progress | None = None) -> Path:
     # Where an ONNX model would run: a second model on Triton's onnxruntime backend ("native"), when
     # asked or when this workspace's server has that backend; else onnxruntime inside the Python backend.
     native = (
-        request.backend != "pytorch"
+        request.backend not in ("pytorch", "openvino")
         and task.name in onnx_export.EXPORTABLE
         and (request.onnx_runtime == "native" or (request.onnx_runtime == "auto" and native_onnx_available(repository)))
     )
@@ -256,8 +261,11 @@ def add_model(request: AddRequest, progress: Progress | None = None) -> Path:
             try:
                 params.update(_export_onnx(task, name, part_name, version_dir, staging, request, params, progress))
                 backend, reason = "onnx", f"exported and within {onnx_export.TOLERANCE} of PyTorch"
+                if request.backend == "openvino":
+                    reason = f"the ONNX export run by OpenVINO, within {onnx_export.TOLERANCE} of PyTorch"
+                    backend = "openvino"
             except ModelSourceError as exc:
-                if request.backend == "onnx":
+                if request.backend in ("onnx", "openvino"):
                     raise
                 reason = f"the ONNX export was not usable ({exc})"
                 if part_target:
@@ -309,7 +317,7 @@ def add_model(request: AddRequest, progress: Progress | None = None) -> Path:
     return target
 
 
-_ENGINE_NAMES = {"onnx": "ONNX Runtime", "pytorch": "PyTorch", "openvino": "OpenVINO GenAI"}
+_ENGINE_NAMES = {"onnx": "ONNX Runtime", "pytorch": "PyTorch", "openvino": "OpenVINO"}
 
 
 def _engine_plan(request: AddRequest, task: Task) -> generation.EnginePlan | None:
@@ -367,6 +375,9 @@ def _export_onnx(
     destination.mkdir(parents=True, exist_ok=True)
     exported = onnx_export.export(task.name, weights_dir, destination, progress)
     found: dict[str, str] = {"tritonhf.onnx_max_abs_diff": f"{exported.max_abs_diff:.2e}"}
+    if request.backend == "openvino":  # the same file, run by OpenVINO: it must give PyTorch's answer too
+        progress.step(f"Checking OpenVINO's run of model.onnx against PyTorch within {onnx_export.TOLERANCE}")
+        found["tritonhf.openvino_max_abs_diff"] = f"{onnx_export.check_openvino(task.name, weights_dir, exported):.2e}"
     if request.quantize == "int8":
         progress.step("Quantizing to int8 (weights per channel, activations per token), measuring it against fp32")
         texts = request.calibration or tuple(onnx_export.CALIBRATION)
@@ -386,7 +397,8 @@ def _export_onnx(
     for tensor_file in weights_dir.glob("*.safetensors"):
         tensor_file.unlink()  # served from the ONNX file; config and tokenizer stay
     if part_name is None:
-        progress.step("the ONNX model will run with onnxruntime inside the Python backend")
+        runner = "OpenVINO" if request.backend == "openvino" else "onnxruntime"
+        progress.step(f"the ONNX model will run with {runner} inside the Python backend")
         return found
     progress.step(f"the ONNX model will run on Triton's onnxruntime backend, as model {part_name}")
     part = build_onnx_part_config(

@@ -167,6 +167,36 @@ def export(task: str, folder: Path, destination: Path, progress: Progress) -> Ex
     return Exported(path, tuple(names), output, tuple(reference.shape[-1:]), difference, reference.ndim)
 
 
+def check_openvino(task: str, folder: Path, exported: Exported) -> float:
+    """OpenVINO's run of the exported ``model.onnx`` against PyTorch on the same samples: the largest
+    difference; ``ModelSourceError`` when OpenVINO is missing or differs by more than ``TOLERANCE``."""
+    try:
+        import numpy as np
+        import openvino
+        import torch
+        import transformers
+    except ImportError as exc:
+        raise ModelSourceError(f"--backend openvino needs openvino: pip install 'tritonhf[openvino]' ({exc})") from exc
+    class_name, output = EXPORTABLE[task]
+    tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
+    sample = tokenizer(SAMPLES, padding=True, return_tensors="np")
+    reference_model = getattr(transformers, class_name).from_pretrained(folder, dtype=torch.float32).eval()
+    with torch.inference_mode():
+        reference = getattr(reference_model(**{k: torch.from_numpy(v) for k, v in sample.items()}), output).numpy()
+    try:
+        compiled = openvino.Core().compile_model(str(exported.path), "CPU")
+        got = compiled({name: sample[name].astype(np.int64) for name in exported.inputs})[compiled.output(0)]
+    except Exception as exc:  # OpenVINO raises its own kinds for graphs it cannot read or compile
+        raise ModelSourceError(f"OpenVINO could not run the ONNX export: {exc}") from exc
+    if reference.ndim == 3:  # padding positions are masked out downstream: compare the rest
+        mask = sample["attention_mask"].astype(bool)
+        got, reference = got[mask], reference[mask]
+    difference = float(np.abs(got - reference).max())
+    if difference > TOLERANCE:
+        raise ModelSourceError(f"OpenVINO's run of the export differs from PyTorch by {difference:.2e} (> {TOLERANCE})")
+    return difference
+
+
 def _session(path: Path) -> Any:
     import onnxruntime
 

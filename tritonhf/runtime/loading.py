@@ -91,6 +91,33 @@ class OnnxModel:
         return self
 
 
+class OpenVinoModel(OnnxModel):
+    """The same exported ONNX file run by OpenVINO (``--backend openvino``), behind the same call."""
+
+    def __init__(self, folder: str, threads: int, file_name: str = "model.onnx") -> None:
+        import openvino
+        from transformers import AutoConfig
+
+        # Latency hint and this instance's share of the cores, as ONNX Runtime gets them.
+        config = {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_NUM_THREADS": threads}
+        model = openvino.Core().read_model(str(Path(folder) / file_name))
+        self.compiled = openvino.Core().compile_model(model, "CPU", config)
+        self.inputs = [port.get_any_name() for port in self.compiled.inputs]
+        self.output = self.compiled.output(0).get_any_name()
+        self.config = AutoConfig.from_pretrained(folder)
+        self.device = _cpu()
+
+    def __call__(self, **batch: Any) -> Any:
+        import types
+
+        import torch
+
+        request = self.compiled.create_infer_request()
+        feeds = {name: batch[name].cpu().numpy().astype(np.int64) for name in self.inputs}
+        result = request.infer(feeds)[self.compiled.output(0)]
+        return types.SimpleNamespace(**{self.output: torch.from_numpy(np.array(result))})
+
+
 class TritonOnnxModel:
     """``model.onnx`` served by Triton's native onnxruntime backend as another model (the "part"),
     called with the whole gathered batch through BLS, behind the PyTorch model's call.
@@ -163,8 +190,11 @@ def load_model(auto_class: Any, args: dict[str, str], params: dict[str, str], de
     if params.get(PARAM_BACKEND) == "onnx" and params.get(PARAM_ONNX_MODEL):
         inputs = params.get(PARAM_ONNX_INPUTS, "input_ids,attention_mask").split(",")
         return TritonOnnxModel(params[PARAM_ONNX_MODEL], inputs, params.get(PARAM_ONNX_OUTPUT, "logits"), source)
+    file_name = params.get(PARAM_ONNX_FILE, "model.onnx")
+    if params.get(PARAM_BACKEND) == "openvino":
+        return OpenVinoModel(source, threads=instance_threads(args), file_name=file_name)
     if params.get(PARAM_BACKEND) == "onnx":
-        return OnnxModel(source, threads=instance_threads(args), file_name=params.get(PARAM_ONNX_FILE, "model.onnx"))
+        return OnnxModel(source, threads=instance_threads(args), file_name=file_name)
     model = auto_class.from_pretrained(
         source, dtype=torch_dtype(device_name), trust_remote_code=trust_remote_code(params)
     )
