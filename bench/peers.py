@@ -43,6 +43,7 @@ TORCH = os.environ.get("TORCH", "torch==2.13.0")
 SECONDS = float(os.environ.get("BENCH_SECONDS", "6"))
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
 LEVELS = (1, 16, 64)
+MODEL = "embed"  # the served name on both servers
 TEXT = "A kitten sleeps on a warm rug by the fire while the rain falls outside"  # 16 tokens with MiniLM's
 
 
@@ -72,7 +73,7 @@ def start_infinity(python: Path, folder: Path, port: int, log: Path) -> tuple[su
     """Infinity on loopback serving ``folder``'s ONNX file; None and why when it does not come up."""
     # Its ONNX engine hands optimum an absolute path, which optimum refuses: start inside the folder.
     command = [str(python.parent / "infinity_emb"), "v2", "--model-id", ".", "--engine", "optimum",
-               "--served-model-name", "embed", "--batch-size", "32", "--host", "127.0.0.1",
+               "--served-model-name", "embed", "--batch-size", "32", "--pooling-method", "mean", "--host", "127.0.0.1",
                "--port", str(port)]  # fmt: skip
     env = {**os.environ, "INFINITY_ANONYMOUS_USAGE_STATS": "0", "HF_HUB_OFFLINE": "1"}
     with log.open("wb") as sink:
@@ -96,7 +97,7 @@ async def measure(url: str, concurrency: int, seconds: float) -> tuple[float, fl
     """(texts/s, p50 ms, p99 ms) of ``concurrency`` callers posting one text each, for ``seconds``."""
     import aiohttp
 
-    body = {"model": "embed", "input": [TEXT]}
+    body = {"model": MODEL, "input": [TEXT]}
     latencies: list[float] = []
     connector = aiohttp.TCPConnector(limit=concurrency)
     async with aiohttp.ClientSession(connector=connector) as session:

@@ -466,11 +466,13 @@ def check(
     threads: int = 16,
     alone_tolerance: float | None = None,
     versus_transformers: bool = True,
+    transformers_tolerance: float | None = None,
 ) -> Report:
     """Send ``cases`` concurrently, then each row alone; compare both with the oracle.
 
     ``alone_tolerance`` tightens the batched-vs-alone comparison; ``versus_transformers=False``
-    compares with transformers only for refusals (a quantized model is not fp32 transformers)."""
+    compares with transformers only for refusals (a quantized model is not fp32 transformers);
+    ``transformers_tolerance`` is another engine's agreement with PyTorch (the gate it passed)."""
     wire = Wire(url)
     with ThreadPoolExecutor(threads) as pool:
         together = list(pool.map(wire.send, cases))
@@ -488,7 +490,7 @@ def check(
             single = singles[index] if isinstance(singles[index], str) else singles[index][0]
             references = [("alone", single, alone_tolerance)]
             if versus_transformers:
-                references.append(("transformers", expected[index], None))
+                references.append(("transformers", expected[index], transformers_tolerance))
             for what, reference, tolerance in references:
                 problem = compare(case.task, answers[index], reference, tolerance)
                 if problem:

@@ -40,6 +40,7 @@ def served(make_workspace: Callable[[str], Workspace], tiny: dict[str, Path]) ->
         ("ner", tiny["ner"], "ner", {}),
         ("feature-extraction", tiny["encoder"], "embed", {}),
         ("feature-extraction", tiny["encoder-cls"], "embed-cls", {}),
+        ("feature-extraction", tiny["encoder"], "embed-ov", {"backend": "openvino"}),  # the same export on OpenVINO
         # int8 kept whatever the random tiny model scores on the quality gate: the harness checks it
         ("feature-extraction", tiny["encoder"], "embed-int8", {"quantize": "int8", "force": True}),
         ("zero-shot", tiny["encoder"], "zeroshot", {"labels": ("positive", "negative")}),

@@ -67,6 +67,21 @@ def test_int8_rows_get_exactly_the_answer_they_get_alone(served: Server, tiny: d
     _check_batched(served, url, model, cases, oracle, alone_tolerance=1e-6, versus_transformers=False)
 
 
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_openvino_rows_get_exactly_the_answer_they_get_alone(
+    served: Server, tiny: dict[str, Path], protocol: str
+) -> None:
+    """--backend openvino: each row equals itself alone (tightly), and PyTorch within the 1e-3 that
+    `gallery add` checked (OpenVINO's kernels are not PyTorch's: ~1e-4 apart on the tiny model)."""
+    url = served.http_url if protocol == "http" else served.grpc_url
+    model = "embed-ov"
+    oracle = Oracle("feature-extraction", tiny["encoder"], _params(served, model))
+    cases = make_cases(
+        "feature-extraction", model, seed=zlib.crc32(f"{model}/{protocol}".encode()), count=48, limit_words=LIMIT_WORDS
+    )
+    _check_batched(served, url, model, cases, oracle, alone_tolerance=1e-5, transformers_tolerance=1e-3)
+
+
 def _check_batched(served: Server, url: str, model: str, cases: list[Case], oracle: Oracle, **options: Any) -> None:
     """``check`` the cases, and that Triton really batched them (else the test proved nothing)."""
     with Client(served.http_url) as client:
