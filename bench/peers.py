@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -177,6 +178,7 @@ def main() -> None:
         if infinity is not None:
             infinity.terminate()
             infinity.wait(30)
+        shutil.rmtree(root, ignore_errors=True)
     print("\n".join(lines))
 
 
