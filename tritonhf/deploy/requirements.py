@@ -28,8 +28,8 @@ def needed_packages(repository: Path) -> list[str]:
         params = parameters_of(parse_config((folder / "config.pbtxt").read_text(), where=f"{folder.name}/config.pbtxt"))
         if params.get(PARAM_BACKEND) == "onnx" and not params.get(PARAM_ONNX_MODEL):
             names.append("onnxruntime")  # onnxruntime inside the Python backend
-        if params.get(PARAM_BACKEND) == "openvino" and params.get(PARAM_TASK) not in ("text-generation",):
-            names.append("openvino")  # an encoder's model.onnx run by OpenVINO
+        if params.get(PARAM_BACKEND) == "openvino" and params.get(PARAM_ENGINE) != "openvino":
+            names.append("openvino")  # an encoder's model.onnx run by OpenVINO (the GGUF engine is listed below)
         if params.get(PARAM_ENGINE) == "openvino":
             names += ["openvino", "openvino-genai", "openvino-tokenizers"]  # the GGUF file's engine
         if params.get(PARAM_TASK) in ("text-generation", "text2text-generation"):

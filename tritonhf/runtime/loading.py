@@ -101,8 +101,7 @@ class OpenVinoModel(OnnxModel):
         # Latency hint and this instance's share of the cores, as ONNX Runtime gets them; f32, as checked at
         # `gallery add` (on a CPU with bf16, OpenVINO's default precision, answers moved by 2e-2 on MiniLM).
         config = {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_NUM_THREADS": threads, "INFERENCE_PRECISION_HINT": "f32"}
-        model = openvino.Core().read_model(str(Path(folder) / file_name))
-        self.compiled = openvino.Core().compile_model(model, "CPU", config)
+        self.compiled = openvino.Core().compile_model(str(Path(folder) / file_name), "CPU", config)
         self.inputs = [port.get_any_name() for port in self.compiled.inputs]
         self.output = self.compiled.output(0).get_any_name()
         self.config = AutoConfig.from_pretrained(folder)
