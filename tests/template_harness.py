@@ -54,6 +54,7 @@ def answers(model: Any, requests: list[Any], timeout: float = 60.0) -> list[Any]
     """One response per request, in order, however the template answers: returned from ``execute``
     or, for a template that computes on its pipeline's worker, sent later through each request's
     response sender with the final flag (what Triton accepts from a non-decoupled model)."""
+    assert not any(request.sender.closed for request in requests), "a request is answered once: make a new one"
     returned = model.execute(requests)
     if returned is not None:
         return list(returned)

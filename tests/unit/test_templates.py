@@ -108,7 +108,10 @@ def test_pairs_are_read_as_pairs_and_singles_beside_them_as_singles(tmp_path: Pa
             expected = torch.softmax(logits, -1)[0].numpy()
             np.testing.assert_allclose(np.sort(response.output("SCORES")[row])[::-1], np.sort(expected)[::-1],
                                        atol=1e-5)  # fmt: skip
-    for alone, (response, row) in ((pairs, (together[0], 0)), (single, (together[1], 0))):
+    # Fresh requests: a request is answered once (reusing one would hand back its first answer).
+    alone_pairs = pb.InferenceRequest(TEXT=texts("a great film", "dull"), TEXT_PAIR=texts("it was fun", "very boring"))
+    alone_single = pb.InferenceRequest(TEXT=texts("a great film"))
+    for alone, (response, row) in ((alone_pairs, (together[0], 0)), (alone_single, (together[1], 0))):
         (by_itself,) = answers(model, [alone])
         np.testing.assert_array_equal(by_itself.output("SCORES")[0], response.output("SCORES")[row])
 
