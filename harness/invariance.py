@@ -48,6 +48,7 @@ TOLERANCE = {
     "text-ranking": 1e-4,
     "question-answering": 1e-4,
     "fill-mask": 1e-4,
+    "image-classification": 1e-4,
 }
 TEXT_INPUT = {"text-ranking": "QUERY", "question-answering": "QUESTION"}  # else TEXT
 ODD_TEXTS = ["", "   \t ", "😀🎬 wonderful 👍", "東京で映画を見た", "café naïve e\u0301", "مرحبا بالعالم", "a"]
@@ -68,7 +69,10 @@ class Case:
     rows: list[Row]
 
     def describe(self) -> str:
-        return f"{self.model}: " + " | ".join(f"{row.text[:40]!r} {row.options}" for row in self.rows)
+        def options(row: Row) -> dict[str, Any]:
+            return {name: value for name, value in row.options.items() if name != "IMAGE"}  # bytes say nothing
+
+        return f"{self.model}: " + " | ".join(f"{row.text[:40]!r} {options(row)}" for row in self.rows)
 
 
 def random_text(rng: random.Random, limit_words: int) -> str:
@@ -130,13 +134,44 @@ def make_cases(task: str, model: str, seed: int, count: int, limit_words: int) -
     return cases
 
 
+def make_image_cases(model: str, seed: int, count: int) -> list[Case]:
+    """``count`` image-classification requests of one to four images each: random sizes (1 to 300 pixels a
+    side), formats (PNG, JPEG, WebP, GIF, BMP) and modes (RGB, RGBA, L, P); now and then a broken image
+    (truncated, not an image, a decompression bomb), which must fail its own request only. ``Row.text``
+    describes the image; its bytes are ``options["IMAGE"]``."""
+    from harness.images import bomb_png, random_image
+
+    rng = random.Random(seed)
+    broken = [
+        lambda: (random_image(rng)[0][:40], "truncated"),
+        lambda: (b"not an image at all", "garbage"),
+        lambda: (bomb_png(7000, 7000), "bomb 7000x7000"),
+    ]
+    cases = []
+    for _ in range(count):
+        rows = []
+        for _ in range(rng.choice([1, 1, 2, 3, 4])):
+            data, description = rng.choice(broken)() if rng.random() < 0.08 else random_image(rng)
+            rows.append(Row(description, {"IMAGE": data}))
+        if rng.random() < 0.6:
+            top_k = rng.randint(1, 6)
+            for row in rows:
+                row.options["TOP_K"] = top_k if rng.random() < 0.5 else rng.randint(1, 6)  # per row, sometimes
+        cases.append(Case(model, "image-classification", rows))
+    return cases
+
+
 # ---------------------------------------------------------------------------- the wire
 
 
 def tensors(case: Case) -> dict[str, np.ndarray]:
-    text_input = TEXT_INPUT.get(case.task, "TEXT")
-    arrays: dict[str, np.ndarray] = {text_input: np.array([[row.text.encode()] for row in case.rows], dtype=object)}
-    names = {name for row in case.rows for name in row.options}
+    arrays: dict[str, np.ndarray] = {}
+    if case.task == "image-classification":
+        arrays["IMAGE"] = np.array([[row.options["IMAGE"]] for row in case.rows], dtype=object)
+    else:
+        text_input = TEXT_INPUT.get(case.task, "TEXT")
+        arrays[text_input] = np.array([[row.text.encode()] for row in case.rows], dtype=object)
+    names = {name for row in case.rows for name in row.options} - {"IMAGE"}
     for name in names:
         values = [row.options[name] for row in case.rows]
         if name in ("CANDIDATE_LABELS", "DOCUMENTS"):
@@ -159,6 +194,7 @@ OUTPUTS = {
     "text-ranking": ["SCORES", "ORDER", "TRUNCATED"],
     "question-answering": ["ANSWER", "SCORE", "START", "END"],
     "fill-mask": ["TOKENS", "SCORES", "TRUNCATED"],
+    "image-classification": ["LABELS", "SCORES"],
 }
 
 
@@ -221,7 +257,7 @@ def decode_row(task: str, outputs: dict[str, np.ndarray]) -> dict[str, Any]:
             "scores": [p[1] for p in pairs],
             "truncated": bool(outputs["TRUNCATED"][0]),
         }
-    truncated = bool(outputs["TRUNCATED"][0])
+    truncated = bool(outputs["TRUNCATED"][0]) if "TRUNCATED" in outputs else False
     if task == "feature-extraction":
         return {"vector": np.asarray(outputs["EMBEDDING"], dtype=np.float32), "truncated": truncated}
     labels = [label.decode() for label in outputs["LABELS"]]
@@ -368,6 +404,26 @@ class Oracle:
         ]
 
 
+class ImageRowOracle:
+    """transformers on one image alone (harness.images.ImageOracle); "refused" for an image the template
+    must refuse (the runtime's own decoder decides what is unusable: damaged, unsupported, too many pixels)."""
+
+    def __init__(self, folder: Path) -> None:
+        from harness.images import ImageOracle
+
+        self.oracle = ImageOracle(folder)
+
+    def answer(self, row: Row) -> dict[str, Any] | str:
+        from tritonhf.runtime.common import BadRequest
+        from tritonhf.runtime.images import decode_image
+
+        try:
+            decode_image(row.options["IMAGE"])
+        except BadRequest:
+            return "refused"
+        return self.oracle.ranked(row.options["IMAGE"], row.options.get("TOP_K"))
+
+
 # ---------------------------------------------------------------------------- comparing
 
 
@@ -462,7 +518,7 @@ class Report:
 def check(
     url: str,
     cases: Sequence[Case],
-    oracle: Oracle,
+    oracle: Oracle | ImageRowOracle,
     threads: int = 16,
     alone_tolerance: float | None = None,
     versus_transformers: bool = True,

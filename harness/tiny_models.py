@@ -281,3 +281,23 @@ def build_seq2seq(folder: Path) -> Path:
     model.generation_config.forced_bos_token_id = None
     model.save_pretrained(folder)
     return folder
+
+
+def build_image_classifier(folder: Path) -> Path:
+    """A tiny ViT (32x32 images, 8x8 patches, 5 labels) and its image processor (PIL backend).
+
+    Wide random weights (initializer_range 0.5) so that scores differ with the image: with the
+    default 0.02 every image scores about 1/5 per label and label order is a coin toss.
+    """
+    from transformers import ViTConfig, ViTForImageClassification, ViTImageProcessorPil
+
+    torch.manual_seed(8)
+    labels = ["cat", "dog", "car", "tree", "boat"]
+    config = ViTConfig(
+        image_size=32, patch_size=8, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+        intermediate_size=64, num_labels=len(labels), initializer_range=0.5,
+        id2label=dict(enumerate(labels)), label2id={label: index for index, label in enumerate(labels)},
+    )  # fmt: skip
+    ViTForImageClassification(config).eval().save_pretrained(folder)
+    ViTImageProcessorPil(size={"height": 32, "width": 32}).save_pretrained(folder)
+    return folder

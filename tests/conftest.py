@@ -48,6 +48,7 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "qa": tiny_models.build_question_answering,
         "masked-lm": tiny_models.build_masked_lm,
         "seq2seq": tiny_models.build_seq2seq,
+        "image-classifier": tiny_models.build_image_classifier,
     }
     built = {}
     for name, build in builders.items():

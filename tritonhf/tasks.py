@@ -116,6 +116,7 @@ _TRUNCATE = TensorSpec("TRUNCATE", "TYPE_BOOL", (1,), optional=True, doc="cut a 
 # Outputs marked optional may be missing from models added by older versions; clients check the config.
 _TRUNCATED = TensorSpec("TRUNCATED", "TYPE_BOOL", (1,), optional=True, doc="the text was cut to the model's limit")
 _TOKENS = TensorSpec("TOKENS", "TYPE_INT32", (1,), optional=True, doc="tokens the text took (after any cut)")
+_IMAGE = TensorSpec("IMAGE", "TYPE_STRING", (1,), doc="one encoded image per row: JPEG, PNG, WebP, GIF or BMP bytes")
 # Generation tasks (Triton's generate extension names): sampling options in, streamed chunks out.
 _SAMPLING = (
     TensorSpec("max_tokens", "TYPE_INT32", (1,), optional=True),
@@ -225,6 +226,13 @@ TASKS: dict[str, Task] = {
                 TensorSpec("SCORES", "TYPE_FP32", (-1,), doc="their probabilities"),
                 _TRUNCATED,
             ),
+        ),
+        Task(
+            name="image-classification",
+            summary="Label each image (JPEG, PNG, WebP, GIF, BMP bytes) with the model's own labels: ViT, ConvNeXt.",
+            template="image_classification",
+            inputs=(_IMAGE, TensorSpec("TOP_K", "TYPE_INT32", (1,), optional=True, doc="how many labels to return")),
+            outputs=(_LABEL, _SCORE, _LABELS, _SCORES),
         ),
         Task(
             name="text2text-generation",

@@ -49,6 +49,7 @@ def served(make_workspace: Callable[[str], Workspace], tiny: dict[str, Path]) ->
         ("question-answering", tiny["qa"], "reader", {}),
         ("fill-mask", tiny["masked-lm"], "filler", {}),
         ("summarization", tiny["seq2seq"], "summarizer", {}),
+        ("image-classification", tiny["image-classifier"], "vit", {"options": small}),  # ONNX Runtime (auto)
     ):
         add_model(AddRequest(task=task, source=str(source), repository=repo, name=name, **extra))  # type: ignore[arg-type]
     shutil.copytree(DATA / "raiser", repo / "raiser")

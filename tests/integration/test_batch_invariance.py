@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from harness.invariance import Case, Oracle, Row, check, make_cases
+from harness.invariance import Case, ImageRowOracle, Oracle, Row, check, make_cases, make_image_cases
 from tritonhf import Client, InvalidInputError
 from tritonhf.bootstrap import Server
 from tritonhf.gallery.config import parameters_of, parse_config
@@ -82,7 +82,18 @@ def test_openvino_rows_get_exactly_the_answer_they_get_alone(
     _check_batched(served, url, model, cases, oracle, alone_tolerance=1e-5, transformers_tolerance=1e-3)
 
 
-def _check_batched(served: Server, url: str, model: str, cases: list[Case], oracle: Oracle, **options: Any) -> None:
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_image_rows_get_the_answer_they_get_alone(served: Server, tiny: dict[str, Path], protocol: str) -> None:
+    """Images of every size, format and mode mixed in one batch (and now and then a broken one, which must
+    fail its own request only): each equals itself alone and transformers in-process on that file."""
+    url = served.http_url if protocol == "http" else served.grpc_url
+    cases = make_image_cases("vit", seed=zlib.crc32(f"vit/{protocol}".encode()), count=48)
+    _check_batched(served, url, "vit", cases, ImageRowOracle(tiny["image-classifier"]))
+
+
+def _check_batched(
+    served: Server, url: str, model: str, cases: list[Case], oracle: Oracle | ImageRowOracle, **options: Any
+) -> None:
     """``check`` the cases, and that Triton really batched them (else the test proved nothing)."""
     with Client(served.http_url) as client:
         requests_before, executions_before = _counts(client, model)

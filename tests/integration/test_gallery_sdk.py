@@ -206,3 +206,47 @@ def test_documented_errors(served: Server, installed_server: Workspace) -> None:
         pytest.raises(ServerUnavailableError, match=r"127\.0\.0\.1:9"),
     ):
         dead.classify("x", model="sentiment")
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_images_from_every_kind_of_holder_sync_async_and_cli(
+    served: Server, tiny: dict[str, Path], protocol: str, tmp_path: Path
+) -> None:
+    """A path, bytes, a PIL image and an array give transformers' answer on that image; a broken image
+    is an InvalidInputError naming it; the async client and `tritonhf classify-image` agree."""
+    import random
+
+    from PIL import Image
+    from typer.testing import CliRunner
+
+    from harness.images import ImageOracle, encode, picture
+    from tritonhf.cli.main import app
+
+    url = served.http_url if protocol == "http" else served.grpc_url
+    oracle = ImageOracle(tiny["image-classifier"])
+    pixels = [picture(random.Random(seed), 30 + seed, 50 - seed) for seed in range(4)]
+    files = [tmp_path / f"{index}.png" for index in range(4)]
+    for file, array in zip(files, pixels):
+        file.write_bytes(encode(array, "PNG"))
+    holders = [files[0], encode(pixels[1], "PNG"), Image.fromarray(pixels[2]), pixels[3]]
+    with Client(url) as client:
+        got = client.classify_images(holders, top_k=5)
+        one = client.classify_images(str(files[0]))
+        with pytest.raises(InvalidInputError, match="row 1: input 'IMAGE' is not an image"):
+            client.classify_images([files[0], b"not an image"])
+    for ranked, array in zip(got, pixels):
+        expected = oracle.ranked(encode(array, "PNG"))
+        assert [c.label for c in ranked] == expected["labels"]
+        np.testing.assert_allclose([c.score for c in ranked], expected["scores"], atol=1e-4)
+    assert one.label == got[0][0].label
+
+    async def from_async() -> list[Classification]:
+        async with AsyncClient(url) as client:
+            return await client.classify_images(files)
+
+    assert [c.label for c in asyncio.run(from_async())] == [ranked[0].label for ranked in got]
+    printed = CliRunner().invoke(app, ["classify-image", *map(str, files), "--url", url])
+    assert printed.exit_code == 0, printed.output
+    rows = [line.split() for line in printed.output.splitlines()]  # label, score, file (a long path may wrap)
+    labels = [row[0] for row in rows if len(row) >= 2 and row[1].replace(".", "", 1).isdigit()]
+    assert labels == [ranked[0].label for ranked in got]

@@ -1,4 +1,4 @@
-"""One-line checks against a running server: classify, embed, ner, generate, models; and the demo."""
+"""One-line checks against a running server: classify, classify-image, embed, ner, generate, models; the demo."""
 
 from __future__ import annotations
 
@@ -34,6 +34,25 @@ def classify_command(
         else:
             for text, ranked in zip(texts, client.classify(texts, model=model, top_k=top_k)):
                 console.print(text)
+                for result in ranked:
+                    console.print(f"  {result.label}\t{result.score:.4f}")
+
+
+@friendly_errors
+def classify_image_command(
+    files: Annotated[list[Path], typer.Argument(help="Image files: JPEG, PNG, WebP, GIF or BMP.")],
+    url: UrlOption = None,
+    model: ModelOption = None,
+    top_k: int | None = None,
+) -> None:
+    """Classify image files with the server's image-classification model (the server decodes them)."""
+    with Client(url) as client:
+        if top_k is None:
+            for file, result in zip(files, client.classify_images(list(files), model=model)):
+                console.print(f"{result.label}\t{result.score:.4f}\t{file}")
+        else:
+            for file, ranked in zip(files, client.classify_images(list(files), model=model, top_k=top_k)):
+                console.print(str(file))
                 for result in ranked:
                     console.print(f"  {result.label}\t{result.score:.4f}")
 

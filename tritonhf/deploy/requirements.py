@@ -12,6 +12,7 @@ from pathlib import Path
 from tritonhf.bootstrap.environment import StubEnvironment
 from tritonhf.errors import DeployError
 from tritonhf.gallery.config import parameters_of, parse_config
+from tritonhf.gallery.onnx_export import IMAGE_TASKS
 from tritonhf.tasks import PARAM_BACKEND, PARAM_ENGINE, PARAM_ONNX_MODEL, PARAM_TASK
 
 ALWAYS = ["numpy", "torch", "transformers", "tokenizers", "safetensors", "huggingface_hub"]
@@ -32,6 +33,8 @@ def needed_packages(repository: Path) -> list[str]:
             names.append("openvino")  # an encoder's model.onnx run by OpenVINO (the GGUF engine is listed below)
         if params.get(PARAM_ENGINE) == "openvino":
             names += ["openvino", "openvino-genai", "openvino-tokenizers"]  # the GGUF file's engine
+        if params.get(PARAM_TASK) in IMAGE_TASKS:
+            names.append("pillow")  # decoding the images requests carry
         if params.get(PARAM_TASK) in ("text-generation", "text2text-generation"):
             names.append("jinja2")  # chat templates
         files = {path.name for path in folder.rglob("*") if path.is_file()}

@@ -39,6 +39,7 @@ from tritonhf.gallery.config import (
 )
 from tritonhf.gallery.listing import parameters_of_folder, remove_model
 from tritonhf.gallery.naming import check_name, default_name
+from tritonhf.runtime.images import IMAGE_BACKEND, PARAM_IMAGE_BACKEND
 from tritonhf.tasks import (
     PARAM_BACKEND,
     PARAM_DEVICE,
@@ -148,6 +149,8 @@ def _task_parameters(task: Task, folder: Path, request: AddRequest) -> dict[str,
             raise GalleryError("--labels must be non-empty labels separated by commas.")
         if request.labels:
             params["labels"] = ",".join(label.strip() for label in request.labels)
+    if task.name in onnx_export.IMAGE_TASKS:
+        params[PARAM_IMAGE_BACKEND] = IMAGE_BACKEND  # the processor's resize, the same served and in-process
     params.update(request.params)
     return params
 
@@ -172,6 +175,10 @@ def _check_backend(request: AddRequest, task: Task) -> None:
         raise GalleryError(f"--onnx-runtime must be one of {', '.join(ONNX_RUNTIMES)}, not {request.onnx_runtime!r}.")
     if request.quantize is not None and request.quantize not in QUANTIZATIONS:
         raise GalleryError(f"--quantize must be one of {', '.join(QUANTIZATIONS)}, not {request.quantize!r}.")
+    if request.onnx_runtime == "native" and task.name in onnx_export.IMAGE_TASKS:
+        raise GalleryError(f"{task.name} runs model.onnx inside the Python backend: drop --onnx-runtime native.")
+    if request.quantize and task.name in onnx_export.IMAGE_TASKS:
+        raise GalleryError(f"--quantize int8 is for text encoders; {task.name} is served in fp32 (drop --quantize).")
     if request.backend == "openvino" and request.quantize:
         raise GalleryError("--quantize int8 makes an ONNX Runtime model: use it with --backend onnx (or auto).")
     if request.backend == "openvino" and request.onnx_runtime == "native":
@@ -225,6 +232,7 @@ def add_model(request: AddRequest, progress: Progress | None = None) -> Path:
     native = (
         request.backend not in ("pytorch", "openvino")
         and task.name in onnx_export.EXPORTABLE
+        and task.name not in onnx_export.IMAGE_TASKS  # pixels go to ONNX Runtime in the stub, not through BLS
         and (request.onnx_runtime == "native" or (request.onnx_runtime == "auto" and native_onnx_available(repository)))
     )
     part_name: str | None = check_name(name + ONNX_PART_SUFFIX) if native else None

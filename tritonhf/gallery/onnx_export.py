@@ -31,6 +31,7 @@ from typing import Any
 
 from tritonhf._progress import Progress
 from tritonhf.errors import GalleryError, ModelSourceError
+from tritonhf.runtime.images import load_image_processor
 
 TOLERANCE = 1e-3
 BATCH_DRIFT = 1e-4  # int8: largest difference allowed between a text alone and in a padded batch
@@ -45,7 +46,9 @@ EXPORTABLE = {
     "feature-extraction": ("AutoModel", "last_hidden_state"),
     "zero-shot-classification": ("AutoModel", "last_hidden_state"),
     "fill-mask": ("AutoModelForMaskedLM", "logits"),
+    "image-classification": ("AutoModelForImageClassification", "logits"),
 }
+IMAGE_TASKS = ("image-classification",)  # exported with pixel_values in, checked on sample images
 # What an int8 model must keep of the fp32 one, on the calibration texts.
 GATES = {"cosine_mean": 0.99, "cosine_min": 0.97, "label_agreement": 0.97, "token_agreement": 0.95}
 CALIBRATION = [
@@ -105,6 +108,38 @@ def onnx_available() -> str | None:
     return None
 
 
+def samples(task: str, folder: Path) -> dict[str, Any]:
+    """The export's sample inputs as numpy arrays, in the order the graph takes them: token ids (and
+    masks) of ``SAMPLES`` for text tasks, the image processor's ``pixel_values`` of three sample images
+    (sizes and colours that differ) for image tasks."""
+    import numpy as np
+    import transformers
+
+    if task in IMAGE_TASKS:
+        rng = np.random.default_rng(0)
+        shapes = ((48, 64, 3), (300, 200, 3), (32, 32, 3))
+        images = [rng.integers(0, 256, size=shape, dtype=np.uint8) for shape in shapes]
+        return {"pixel_values": load_image_processor(str(folder))(images=images, return_tensors="np")["pixel_values"]}
+    tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
+    encoded = tokenizer(SAMPLES, padding=True, return_tensors="np")
+    return {name: encoded[name] for name in ("input_ids", "attention_mask", "token_type_ids") if name in encoded}
+
+
+def _feeds(sample: dict[str, Any]) -> dict[str, Any]:
+    """The sample as the graph's inputs: token tensors int64, pixels float32."""
+    import numpy as np
+
+    return {name: value.astype(np.float32 if name == "pixel_values" else np.int64) for name, value in sample.items()}
+
+
+def _compared(got: Any, reference: Any, sample: dict[str, Any]) -> tuple[Any, Any]:
+    """Token outputs at real tokens only (padding positions are masked out downstream)."""
+    if reference.ndim == 3 and "attention_mask" in sample:
+        mask = sample["attention_mask"].astype(bool)
+        return got[mask], reference[mask]
+    return got, reference
+
+
 def export(task: str, folder: Path, destination: Path, progress: Progress) -> Exported:
     """Export ``folder``'s model for ``task`` to ``destination/model.onnx``, checked against PyTorch."""
     check_exportable(task)
@@ -116,11 +151,11 @@ def export(task: str, folder: Path, destination: Path, progress: Progress) -> Ex
     except ImportError as exc:
         raise GalleryError(f"--backend onnx needs onnx and onnxruntime: pip install 'tritonhf[onnx]' ({exc}).") from exc
     class_name, output = EXPORTABLE[task]
-    progress.step(f"Exporting to ONNX (dynamic batch and sequence axes), checking against PyTorch within {TOLERANCE}")
-    tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
+    axes_of_input = "batch" if task in IMAGE_TASKS else "batch and sequence"
+    progress.step(f"Exporting to ONNX (dynamic {axes_of_input} axes), checking against PyTorch within {TOLERANCE}")
+    sample = samples(task, folder)
+    names = list(sample)
     model = getattr(transformers, class_name).from_pretrained(folder, dtype=torch.float32).eval()
-    sample = tokenizer(SAMPLES, padding=True, return_tensors="pt")
-    names = [name for name in ("input_ids", "attention_mask", "token_type_ids") if name in sample]
 
     class Wrapper(torch.nn.Module):  # keyword arguments in, one named tensor out
         def __init__(self) -> None:
@@ -130,12 +165,14 @@ def export(task: str, folder: Path, destination: Path, progress: Progress) -> Ex
         def forward(self, *inputs: Any) -> Any:
             return getattr(self.model(**dict(zip(names, inputs))), output)
 
+    torch_sample = {name: torch.from_numpy(value) for name, value in _feeds(sample).items()}
     with torch.inference_mode():  # before exporting: tracing can leave the module changed
-        reference = getattr(model(**sample), output).numpy()
+        reference = getattr(model(**torch_sample), output).numpy()
     path = destination / ONNX_FILE
-    axes = {name: {0: "batch", 1: "sequence"} for name in [*names, output]}
-    if reference.ndim == 2:
-        axes[output] = {0: "batch"}
+    axes: dict[str, dict[int, str]] = {
+        name: {0: "batch"} if name == "pixel_values" else {0: "batch", 1: "sequence"} for name in names
+    }
+    axes[output] = {0: "batch"} if reference.ndim == 2 else {0: "batch", 1: "sequence"}
     try:
         # The tracer warns about what it cannot prove (shapes, data-dependent branches); the
         # export is checked against PyTorch below, which is the check those warnings ask for.
@@ -143,7 +180,7 @@ def export(task: str, folder: Path, destination: Path, progress: Progress) -> Ex
             warnings.simplefilter("ignore")
             torch.onnx.export(
                 Wrapper(),
-                tuple(sample[name] for name in names),
+                tuple(torch_sample[name] for name in names),
                 str(path),
                 dynamo=False,
                 input_names=names,
@@ -154,12 +191,7 @@ def export(task: str, folder: Path, destination: Path, progress: Progress) -> Ex
     except Exception as exc:  # the exporter raises many kinds
         raise ModelSourceError(f"Could not export {folder} to ONNX: {exc}") from exc
     session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    exported = session.run(None, {name: sample[name].numpy().astype(np.int64) for name in names})[0]
-    if reference.ndim == 3:  # padding positions are masked out downstream: compare the rest
-        mask = sample["attention_mask"].numpy().astype(bool)
-        exported, reference_checked = exported[mask], reference[mask]
-    else:
-        reference_checked = reference
+    exported, reference_checked = _compared(session.run(None, _feeds(sample))[0], reference, sample)
     difference = float(np.abs(exported - reference_checked).max())
     if difference > TOLERANCE:
         path.unlink(missing_ok=True)
@@ -178,20 +210,18 @@ def check_openvino(task: str, folder: Path, exported: Exported) -> float:
     except ImportError as exc:
         raise ModelSourceError(f"--backend openvino needs openvino: pip install 'tritonhf[openvino]' ({exc})") from exc
     class_name, output = EXPORTABLE[task]
-    tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
-    sample = tokenizer(SAMPLES, padding=True, return_tensors="np")
+    sample = samples(task, folder)
+    feeds = _feeds(sample)
     reference_model = getattr(transformers, class_name).from_pretrained(folder, dtype=torch.float32).eval()
     with torch.inference_mode():
-        reference = getattr(reference_model(**{k: torch.from_numpy(v) for k, v in sample.items()}), output).numpy()
+        reference = getattr(reference_model(**{k: torch.from_numpy(v) for k, v in feeds.items()}), output).numpy()
     try:
         # f32 as the runtime compiles it: on CPUs with bf16 OpenVINO would otherwise run in bf16 (2e-2 off on MiniLM).
         compiled = openvino.Core().compile_model(str(exported.path), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
-        got = compiled({name: sample[name].astype(np.int64) for name in exported.inputs})[compiled.output(0)]
+        got = compiled({name: feeds[name] for name in exported.inputs})[compiled.output(0)]
     except Exception as exc:  # OpenVINO raises its own kinds for graphs it cannot read or compile
         raise ModelSourceError(f"OpenVINO could not run the ONNX export: {exc}") from exc
-    if reference.ndim == 3:  # padding positions are masked out downstream: compare the rest
-        mask = sample["attention_mask"].astype(bool)
-        got, reference = got[mask], reference[mask]
+    got, reference = _compared(got, reference, sample)
     difference = float(np.abs(got - reference).max())
     if difference > TOLERANCE:
         raise ModelSourceError(f"OpenVINO's run of the export differs from PyTorch by {difference:.2e} (> {TOLERANCE})")

@@ -21,8 +21,12 @@ What a template finds here:
   short ones;
 * answers: tensors, ranked labels, and ``Batch.respond``.
 
+* images: ``pixel_rows`` decodes each row's encoded image (limits first, as transformers'
+  ``load_image`` reads a file) and runs the model's image processor.
+
 One module per concern: ``common`` (parameter names, the single place that knows them;
-``tritonhf.tasks`` imports them from there), ``loading``, ``batching``, ``windows``, ``replies``.
+``tritonhf.tasks`` imports them from there), ``loading``, ``batching``, ``windows``, ``images``,
+``replies``, ``pipeline``.
 Templates use the names re-exported here (``runtime.Batch``).
 """
 
@@ -59,6 +63,15 @@ from .common import (
     VENDORED_WEIGHTS_DIR,
     BadRequest,
     pb_utils,
+)
+from .images import (
+    DEFAULT_MAX_IMAGE_PIXELS,
+    IMAGE_BACKEND,
+    PARAM_IMAGE_BACKEND,
+    PARAM_MAX_IMAGE_PIXELS,
+    decode_image,
+    load_image_processor,
+    pixel_rows,
 )
 from .loading import (
     OnnxModel,
@@ -106,11 +119,15 @@ from .windows import (
 
 __all__ = [
     "DEFAULT_MAX_BATCH_TOKENS",
+    "DEFAULT_MAX_IMAGE_PIXELS",
+    "IMAGE_BACKEND",
     "PARAM_BACKEND",
     "PARAM_DEVICE",
     "PARAM_ENGINE",
     "PARAM_GGUF_FILE",
+    "PARAM_IMAGE_BACKEND",
     "PARAM_MAX_BATCH_TOKENS",
+    "PARAM_MAX_IMAGE_PIXELS",
     "PARAM_ONNX_FILE",
     "PARAM_ONNX_INPUTS",
     "PARAM_ONNX_MODEL",
@@ -136,6 +153,7 @@ __all__ = [
     "bool_tensor",
     "budget_groups",
     "busy_response",
+    "decode_image",
     "decode_texts",
     "device",
     "encode",
@@ -148,6 +166,7 @@ __all__ = [
     "int_parameter",
     "int_tensor",
     "limit_threads",
+    "load_image_processor",
     "load_model",
     "load_tokenizer",
     "max_length",
@@ -159,6 +178,7 @@ __all__ = [
     "pad",
     "parameters",
     "pb_utils",
+    "pixel_rows",
     "pool",
     "ranked_labels",
     "ranked_labels_outputs",

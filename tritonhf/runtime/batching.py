@@ -28,6 +28,17 @@ def decode_texts(array: np.ndarray[Any, Any], name: str) -> list[str]:
     return texts
 
 
+def raw_items(array: np.ndarray[Any, Any], name: str) -> list[bytes]:
+    """A BYTES tensor of encoded files (images, audio) as a list of bytes, one per item."""
+    items = []
+    for index, item in enumerate(array.reshape(-1)):
+        if not isinstance(item, bytes):
+            kind = type(item).__name__
+            raise BadRequest(f"input '{name}' item {index} must be BYTES (the encoded file), not {kind}.")
+        items.append(item)
+    return items
+
+
 def optional_array(request: Any, name: str) -> np.ndarray[Any, Any] | None:
     tensor = pb_utils().get_input_tensor_by_name(request, name)
     return None if tensor is None else np.asarray(tensor.as_numpy())
@@ -76,15 +87,17 @@ class Batch:
     (``fail``): its rows are skipped by ``live_rows`` and it is answered with the error.
     """
 
-    def __init__(self, requests: Sequence[Any], text_input: str = "TEXT") -> None:
+    def __init__(self, requests: Sequence[Any], text_input: str = "TEXT", binary: bool = False) -> None:
+        """``binary``: the rows are encoded files (``texts`` then holds their bytes, undecoded)."""
         self.requests = list(requests)
-        self.texts: list[str] = []
+        self.texts: list[Any] = []
         self.spans: list[range] = []
         self.errors: dict[int, str] = {}
         for index, request in enumerate(self.requests):
             start = len(self.texts)
             try:
-                self.texts.extend(decode_texts(input_array(request, text_input), text_input))
+                array = input_array(request, text_input)
+                self.texts.extend(raw_items(array, text_input) if binary else decode_texts(array, text_input))
             except BadRequest as exc:
                 self.errors[index] = str(exc)
             self.spans.append(range(start, len(self.texts)))

@@ -71,6 +71,8 @@ class OnnxModel:
             str(Path(folder) / file_name), options, providers=["CPUExecutionProvider"]
         )
         self.inputs = [tensor.name for tensor in self.session.get_inputs()]
+        # token ids and masks are int64, an image's pixel_values float32: each input as the graph declares it
+        self.dtypes = {tensor.name: _dtype(tensor.type) for tensor in self.session.get_inputs()}
         self.output = self.session.get_outputs()[0].name  # logits or last_hidden_state, named at export
         self.config = AutoConfig.from_pretrained(folder)
         self.device = _cpu()  # transformers' pipelines (used only to post-process) ask for it
@@ -80,7 +82,7 @@ class OnnxModel:
 
         import torch
 
-        feeds = {name: batch[name].cpu().numpy().astype(np.int64) for name in self.inputs}
+        feeds = {name: batch[name].cpu().numpy().astype(self.dtypes[name]) for name in self.inputs}
         (result,) = self.session.run([self.output], feeds)
         return types.SimpleNamespace(**{self.output: torch.from_numpy(result)})
 
@@ -103,6 +105,9 @@ class OpenVinoModel(OnnxModel):
         config = {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_NUM_THREADS": threads, "INFERENCE_PRECISION_HINT": "f32"}
         self.compiled = openvino.Core().compile_model(str(Path(folder) / file_name), "CPU", config)
         self.inputs = [port.get_any_name() for port in self.compiled.inputs]
+        self.dtypes = {
+            port.get_any_name(): _dtype(port.get_element_type().get_type_name()) for port in self.compiled.inputs
+        }
         self.output = self.compiled.output(0).get_any_name()
         self.config = AutoConfig.from_pretrained(folder)
         self.device = _cpu()
@@ -113,7 +118,7 @@ class OpenVinoModel(OnnxModel):
         import torch
 
         request = self.compiled.create_infer_request()
-        feeds = {name: batch[name].cpu().numpy().astype(np.int64) for name in self.inputs}
+        feeds = {name: batch[name].cpu().numpy().astype(self.dtypes[name]) for name in self.inputs}
         result = request.infer(feeds)[self.compiled.output(0)]
         return types.SimpleNamespace(**{self.output: torch.from_numpy(np.array(result))})
 
@@ -154,6 +159,11 @@ class TritonOnnxModel:
 
     def eval(self) -> TritonOnnxModel:
         return self
+
+
+def _dtype(declared: str) -> Any:
+    """numpy's dtype for an input type as ONNX Runtime ("tensor(float)") or OpenVINO ("f32") names it."""
+    return np.float32 if "float" in declared or declared in ("f32", "f16") else np.int64
 
 
 def _cpu() -> Any:

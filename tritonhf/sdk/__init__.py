@@ -16,6 +16,7 @@ from typing import Concatenate, ParamSpec, TypeVar
 from tritonhf._wire.transport import API_KEY_HEADER
 from tritonhf.sdk.aio import AsyncClient, AsyncTextStream
 from tritonhf.sdk.client import Client, TextStream
+from tritonhf.sdk.media import ImageInput
 from tritonhf.sdk.results import (
     Answer,
     Classification,
@@ -39,6 +40,7 @@ __all__ = [
     "Embeddings",
     "Entity",
     "FillMask",
+    "ImageInput",
     "ModelInfo",
     "Ranked",
     "Sampling",
@@ -48,6 +50,7 @@ __all__ = [
     "answer",
     "chat",
     "classify",
+    "classify_images",
     "default_client",
     "embed",
     "fill_mask",
@@ -87,6 +90,7 @@ def _on_default_client(method: Callable[Concatenate[Client, P], R]) -> Callable[
 
 
 classify = _on_default_client(Client.classify)
+classify_images = _on_default_client(Client.classify_images)
 zero_shot = _on_default_client(Client.zero_shot)
 ner = _on_default_client(Client.ner)
 embed = _on_default_client(Client.embed)

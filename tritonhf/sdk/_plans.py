@@ -20,7 +20,9 @@ from tritonhf.errors import (
     InferenceError,
     InvalidInputError,
 )
+from tritonhf.sdk import media
 from tritonhf.sdk._policy import Array, Tensors
+from tritonhf.sdk.media import ImageInput
 from tritonhf.sdk.results import (
     Answer,
     Classification,
@@ -100,13 +102,35 @@ def _ranked(labels: Array, scores: Array, truncated: bool, limit: int | None) ->
 Classified = Classification | list[Classification] | list[list[Classification]]
 
 
+def _check_top_k(top_k: int | None) -> None:
+    if top_k is not None and (not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1):
+        raise InvalidInputError(f"top_k must be a positive int, not {top_k!r}.")
+
+
+def _label_outputs(config: ModelConfig, top_k: int | None) -> list[str]:
+    return _with_truncated(config, ["LABEL", "SCORE"] if top_k is None else ["LABELS", "SCORES"])
+
+
+def _labels_read(config: ModelConfig, result: Tensors, rows: int, top_k: int | None, single: bool) -> Classified:
+    """LABEL/SCORE (or LABELS/SCORES with ``top_k``) as Classifications: one, or one per row."""
+    truncated = _truncated(config, result, rows)
+    if top_k is None:
+        labels, scores = codecs.decode(result["LABEL"])[:, 0], result["SCORE"][:, 0]
+        best = [Classification(str(label), float(score), cut) for label, score, cut in zip(labels, scores, truncated)]
+        return best[0] if single else best
+    ranked = [
+        _ranked(labels, scores, cut, top_k)
+        for labels, scores, cut in zip(codecs.decode(result["LABELS"]), result["SCORES"], truncated)
+    ]
+    return ranked[0] if single else ranked
+
+
 def classify(texts: str | Sequence[str], model: str | None, top_k: int | None, truncate: bool) -> Plan[Classified]:
     """``Client.classify``: the best label per text, or the ``top_k`` best."""
     items, single = codecs.text_list(texts)
     _check_model(model)
     _check_flag("truncate", truncate)
-    if top_k is not None and (not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1):
-        raise InvalidInputError(f"top_k must be a positive int, not {top_k!r}.")
+    _check_top_k(top_k)
 
     def build(config: ModelConfig, rows: slice) -> Tensors:
         count = rows.stop - rows.start
@@ -115,25 +139,40 @@ def classify(texts: str | Sequence[str], model: str | None, top_k: int | None, t
             inputs["TOP_K"] = codecs.column(top_k, "INT32", count)
         return inputs
 
-    def outputs(config: ModelConfig) -> list[str]:
-        return _with_truncated(config, ["LABEL", "SCORE"] if top_k is None else ["LABELS", "SCORES"])
+    return Plan(
+        ("text-classification", "zero-shot-classification"),
+        model,
+        len(items),
+        build,
+        lambda config: _label_outputs(config, top_k),
+        lambda config, result: _labels_read(config, result, len(items), top_k, single),
+        lambda _: [],
+    )
 
-    def decode(config: ModelConfig, result: Tensors) -> Classified:
-        truncated = _truncated(config, result, len(items))
-        if top_k is None:
-            labels, scores = codecs.decode(result["LABEL"])[:, 0], result["SCORE"][:, 0]
-            best = [
-                Classification(str(label), float(score), cut) for label, score, cut in zip(labels, scores, truncated)
-            ]
-            return best[0] if single else best
-        ranked = [
-            _ranked(labels, scores, cut, top_k)
-            for labels, scores, cut in zip(codecs.decode(result["LABELS"]), result["SCORES"], truncated)
-        ]
-        return ranked[0] if single else ranked
+
+def classify_images(
+    images: ImageInput | Sequence[ImageInput], model: str | None, top_k: int | None
+) -> Plan[Classified]:
+    """``Client.classify_images``: the best label per image, or the ``top_k`` best (encoded bytes go out)."""
+    items, single = media.image_list(images)
+    _check_model(model)
+    _check_top_k(top_k)
+
+    def build(config: ModelConfig, rows: slice) -> Tensors:
+        chunk = items[rows]
+        inputs = {"IMAGE": np.array(chunk, dtype=np.object_).reshape(len(chunk), 1)}
+        if top_k is not None:
+            inputs["TOP_K"] = codecs.column(top_k, "INT32", len(chunk))
+        return inputs
 
     return Plan(
-        ("text-classification", "zero-shot-classification"), model, len(items), build, outputs, decode, lambda _: []
+        ("image-classification",),
+        model,
+        len(items),
+        build,
+        lambda config: _label_outputs(config, top_k),
+        lambda config, result: _labels_read(config, result, len(items), top_k, single),
+        lambda _: [],
     )
 
 
@@ -150,8 +189,7 @@ def classify_pairs(
     seconds, _ = codecs.text_list([pair[1] for pair in pairs], "pairs[i][1]")
     _check_model(model)
     _check_flag("truncate", truncate)
-    if top_k is not None and (not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1):
-        raise InvalidInputError(f"top_k must be a positive int, not {top_k!r}.")
+    _check_top_k(top_k)
 
     def build(config: ModelConfig, rows: slice) -> Tensors:
         if "TEXT_PAIR" not in config.inputs:
@@ -436,4 +474,3 @@ def infer(model: str, values: Mapping[str, Any]) -> Plan[dict[str, Array]]:
         lambda _, result: {name: codecs.decode(array) for name, array in result.items()},
         lambda _: {},
     )
-

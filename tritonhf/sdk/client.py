@@ -32,6 +32,7 @@ from tritonhf.sdk import _generation as generation
 from tritonhf.sdk import _plans as plans
 from tritonhf.sdk import _policy as policy
 from tritonhf.sdk._errors import translate
+from tritonhf.sdk.media import ImageInput
 from tritonhf.sdk.results import (
     Answer,
     Classification,
@@ -334,6 +335,47 @@ class Client:
         the result); ``truncate=False`` refuses it instead (``InvalidInputError``).
         """
         return self._run(plans.classify(texts, model, top_k, truncate), timeout)
+
+    @overload
+    def classify_images(  # type: ignore[overload-overlap]  # a str (a path) is also a Sequence[str]
+        self, images: ImageInput, *, model: str | None = None, top_k: None = None, timeout: float | None = None
+    ) -> Classification: ...
+    @overload
+    def classify_images(
+        self,
+        images: Sequence[ImageInput],
+        *,
+        model: str | None = None,
+        top_k: None = None,
+        timeout: float | None = None,
+    ) -> list[Classification]: ...
+    @overload
+    def classify_images(  # type: ignore[overload-overlap]  # a str (a path) is also a Sequence[str]
+        self, images: ImageInput, *, model: str | None = None, top_k: int, timeout: float | None = None
+    ) -> list[Classification]: ...
+    @overload
+    def classify_images(
+        self, images: Sequence[ImageInput], *, model: str | None = None, top_k: int, timeout: float | None = None
+    ) -> list[list[Classification]]: ...
+
+    def classify_images(
+        self,
+        images: ImageInput | Sequence[ImageInput],
+        *,
+        model: str | None = None,
+        top_k: int | None = None,
+        timeout: float | None = None,
+    ) -> Classification | list[Classification] | list[list[Classification]]:
+        """The best label per image, or with ``top_k`` the k best labels per image (an image-classification
+        model: ViT, ConvNeXt ...).
+
+        An image is a path, bytes of a JPEG/PNG/WebP/GIF/BMP file, a PIL image or a uint8 array
+        ``[H, W(, C)]``; the SDK sends encoded bytes (PIL images and arrays as lossless PNG) and the
+        server decodes them as transformers' ``load_image`` does. One image gives one answer, a list a
+        list. An image the server cannot use (damaged, unsupported format, past its pixel limit) raises
+        ``InvalidInputError`` naming it.
+        """
+        return self._run(plans.classify_images(images, model, top_k), timeout)
 
     def classify_pairs(
         self,
