@@ -58,6 +58,7 @@ bench: setup
 	$(BIN)/python bench/sdk_vs_tritonclient.py
 	$(BIN)/python bench/batching.py
 	$(BIN)/python bench/peers.py
+	$(BIN)/python bench/images.py
 
 clean:
 	rm -rf $(VENV) triton_workspace .pytest_cache .mypy_cache .ruff_cache

@@ -104,6 +104,7 @@ class PerfAnalyzer:
     env: dict[str, str]
     texts: Path
     address: str
+    interval_ms: int = 4000  # each measurement window; longer for slow models (a few requests per window is noise)
 
     def run(self, model: str, concurrency: int) -> Outside | None:
         """Its figures for ``model`` at ``concurrency``, or None (with a message) if it did not finish."""
@@ -120,7 +121,7 @@ class PerfAnalyzer:
             "--input-data",
             str(self.texts),
             "--measurement-interval",
-            "4000",
+            str(self.interval_ms),
             # perf_analyzer wants 3 windows within 10% of each other; on this shared machine that can
             # take forever (it gave up: "Failed to obtain stable measurement"), so accept 30%.
             "--stability-percentage",
