@@ -108,3 +108,54 @@ class ImageOracle:
         scores = self.scores(data)
         order = np.argsort(-scores, kind="stable")[: top_k or len(self.labels)]
         return {"labels": [self.labels[i] for i in order], "scores": scores[order].tolist(), "truncated": False}
+
+
+class ClipOracle:
+    """What transformers answers for one image (or one text) alone with an image-text model: unit vectors from
+    ``get_image_features`` / ``get_text_features``, each label's prompt embedded alone, CLIP's softmax of
+    ``logit_scale * cosine`` (SigLIP's sigmoid with its bias)."""
+
+    def __init__(self, folder: Path, template: str = "a photo of a {}.") -> None:
+        import torch
+        from transformers import AutoModel, AutoTokenizer
+
+        from tritonhf.runtime.images import load_image_processor
+
+        self.torch, self.template = torch, template
+        self.processor = load_image_processor(str(folder))
+        self.tokenizer = AutoTokenizer.from_pretrained(folder)
+        self.model = AutoModel.from_pretrained(folder).eval()
+        self.siglip = self.model.config.model_type.startswith("siglip")
+
+    @staticmethod
+    def _unit(features: Any) -> np.ndarray:
+        vector = (features if hasattr(features, "norm") else features.pooler_output)[0].numpy()
+        return vector / max(float(np.linalg.norm(vector)), 1e-12)
+
+    def image_vector(self, data: bytes) -> np.ndarray:
+        from transformers.image_utils import load_image
+
+        image = load_image(Image.open(io.BytesIO(data)))
+        with self.torch.inference_mode():
+            return self._unit(self.model.get_image_features(**self.processor(images=[image], return_tensors="pt")))
+
+    def text_vector(self, text: str) -> np.ndarray:
+        padding = {"padding": "max_length", "max_length": self.tokenizer.model_max_length} if self.siglip else {}
+        encoded = self.tokenizer([text], truncation=True, return_tensors="pt", **padding)
+        if self.siglip:
+            encoded.pop("attention_mask", None)
+        with self.torch.inference_mode():
+            return self._unit(self.model.get_text_features(**encoded))
+
+    def ranked(self, data: bytes, labels: list[str]) -> dict[str, Any]:
+        image = self.image_vector(data)
+        cosines = np.array([float(image @ self.text_vector(self.template.format(label))) for label in labels])
+        logits = float(self.model.logit_scale.detach().exp()) * cosines
+        if self.siglip:
+            scores = 1 / (1 + np.exp(-(logits + float(self.model.logit_bias.detach()))))
+        else:
+            scores = np.exp(logits - logits.max())
+            scores /= scores.sum()
+        order = np.argsort(-scores, kind="stable")
+        return {"labels": [labels[i] for i in order], "scores": scores[order].tolist(), "truncated": False,
+                "vector": image}  # fmt: skip

@@ -49,6 +49,7 @@ TOLERANCE = {
     "question-answering": 1e-4,
     "fill-mask": 1e-4,
     "image-classification": 1e-4,
+    "zero-shot-image-classification": 1e-4,
 }
 TEXT_INPUT = {"text-ranking": "QUERY", "question-answering": "QUESTION"}  # else TEXT
 ODD_TEXTS = ["", "   \t ", "😀🎬 wonderful 👍", "東京で映画を見た", "café naïve e\u0301", "مرحبا بالعالم", "a"]
@@ -134,7 +135,7 @@ def make_cases(task: str, model: str, seed: int, count: int, limit_words: int) -
     return cases
 
 
-def make_image_cases(model: str, seed: int, count: int) -> list[Case]:
+def make_image_cases(model: str, seed: int, count: int, task: str = "image-classification") -> list[Case]:
     """``count`` image-classification requests of one to four images each: random sizes (1 to 300 pixels a
     side), formats (PNG, JPEG, WebP, GIF, BMP) and modes (RGB, RGBA, L, P); now and then a broken image
     (truncated, not an image, a decompression bomb), which must fail its own request only. ``Row.text``
@@ -153,11 +154,14 @@ def make_image_cases(model: str, seed: int, count: int) -> list[Case]:
         for _ in range(rng.choice([1, 1, 2, 3, 4])):
             data, description = rng.choice(broken)() if rng.random() < 0.08 else random_image(rng)
             rows.append(Row(description, {"IMAGE": data}))
-        if rng.random() < 0.6:
+        if task == "image-classification" and rng.random() < 0.6:
             top_k = rng.randint(1, 6)
             for row in rows:
                 row.options["TOP_K"] = top_k if rng.random() < 0.5 else rng.randint(1, 6)  # per row, sometimes
-        cases.append(Case(model, "image-classification", rows))
+        if task == "zero-shot-image-classification" and rng.random() < 0.7:  # else the model's own labels
+            for row in rows:
+                row.options["CANDIDATE_LABELS"] = rng.sample(LABEL_POOL, rng.randint(1, 4))
+        cases.append(Case(model, task, rows))
     return cases
 
 
@@ -166,7 +170,7 @@ def make_image_cases(model: str, seed: int, count: int) -> list[Case]:
 
 def tensors(case: Case) -> dict[str, np.ndarray]:
     arrays: dict[str, np.ndarray] = {}
-    if case.task == "image-classification":
+    if case.task in ("image-classification", "zero-shot-image-classification"):
         arrays["IMAGE"] = np.array([[row.options["IMAGE"]] for row in case.rows], dtype=object)
     else:
         text_input = TEXT_INPUT.get(case.task, "TEXT")
@@ -195,6 +199,7 @@ OUTPUTS = {
     "question-answering": ["ANSWER", "SCORE", "START", "END"],
     "fill-mask": ["TOKENS", "SCORES", "TRUNCATED"],
     "image-classification": ["LABELS", "SCORES"],
+    "zero-shot-image-classification": ["LABELS", "SCORES", "EMBEDDING"],
 }
 
 
@@ -262,7 +267,10 @@ def decode_row(task: str, outputs: dict[str, np.ndarray]) -> dict[str, Any]:
         return {"vector": np.asarray(outputs["EMBEDDING"], dtype=np.float32), "truncated": truncated}
     labels = [label.decode() for label in outputs["LABELS"]]
     pairs = [(label, float(score)) for label, score in zip(labels, outputs["SCORES"]) if label]
-    return {"labels": [p[0] for p in pairs], "scores": [p[1] for p in pairs], "truncated": truncated}
+    found = {"labels": [p[0] for p in pairs], "scores": [p[1] for p in pairs], "truncated": truncated}
+    if "EMBEDDING" in outputs:  # an image-text model: the image's vector too
+        found["vector"] = np.asarray(outputs["EMBEDDING"], dtype=np.float32)
+    return found
 
 
 # ---------------------------------------------------------------------------- transformers, one row at a time
@@ -405,13 +413,16 @@ class Oracle:
 
 
 class ImageRowOracle:
-    """transformers on one image alone (harness.images.ImageOracle); "refused" for an image the template
-    must refuse (the runtime's own decoder decides what is unusable: damaged, unsupported, too many pixels)."""
+    """transformers on one image alone (harness.images.ImageOracle, or ClipOracle for an image-text model with
+    its default ``labels``); "refused" for an image the template must refuse (the runtime's own decoder decides
+    what is unusable: damaged, unsupported, too many pixels)."""
 
-    def __init__(self, folder: Path) -> None:
-        from harness.images import ImageOracle
+    def __init__(self, folder: Path, labels: list[str] | None = None) -> None:
+        from harness.images import ClipOracle, ImageOracle
 
-        self.oracle = ImageOracle(folder)
+        self.oracle = ImageOracle(folder) if labels is None else None
+        self.clip = ClipOracle(folder) if labels is not None else None
+        self.labels = labels or []
 
     def answer(self, row: Row) -> dict[str, Any] | str:
         from tritonhf.runtime.common import BadRequest
@@ -421,6 +432,9 @@ class ImageRowOracle:
             decode_image(row.options["IMAGE"])
         except BadRequest:
             return "refused"
+        if self.clip is not None:
+            return self.clip.ranked(row.options["IMAGE"], row.options.get("CANDIDATE_LABELS") or self.labels)
+        assert self.oracle is not None
         return self.oracle.ranked(row.options["IMAGE"], row.options.get("TOP_K"))
 
 
@@ -457,6 +471,10 @@ def compare(
         return None if worst <= tolerance else f"entity scores differ by {worst:.2e}"
     if got["truncated"] != expected["truncated"]:
         return f"truncated {got['truncated']} != {expected['truncated']}"
+    if task == "zero-shot-image-classification":
+        worst = float(np.abs(np.asarray(got["vector"]) - np.asarray(expected["vector"])).max())
+        if worst > tolerance:
+            return f"image vector differs by {worst:.2e}"
     if task == "feature-extraction":
         worst = float(np.abs(np.asarray(got["vector"]) - np.asarray(expected["vector"])).max())
         return None if worst <= tolerance else f"vector differs by {worst:.2e}"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import torch
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
@@ -300,4 +301,44 @@ def build_image_classifier(folder: Path) -> Path:
     )  # fmt: skip
     ViTForImageClassification(config).eval().save_pretrained(folder)
     ViTImageProcessorPil(size={"height": 32, "width": 32}).save_pretrained(folder)
+    return folder
+
+
+def _byte_level_clip_tokenizer(folder: Path, max_length: int) -> Any:
+    """CLIP's tokenizer over a byte-level vocabulary (256 characters and their ``</w>`` forms) with no merges:
+    every character a token, offline."""
+    from tokenizers.pre_tokenizers import ByteLevel
+    from transformers import CLIPTokenizer
+
+    vocab: dict[str, int] = {}
+    for suffix in ("", "</w>"):
+        for char in sorted(ByteLevel.alphabet()):
+            vocab[char + suffix] = len(vocab)
+    vocab["<|startoftext|>"] = len(vocab)
+    vocab["<|endoftext|>"] = len(vocab)
+    (folder / "vocab.json").write_text(json.dumps(vocab))
+    (folder / "merges.txt").write_text("#version: 0.2\n")
+    tokenizer = CLIPTokenizer(
+        vocab=str(folder / "vocab.json"), merges=str(folder / "merges.txt"), model_max_length=max_length
+    )
+    tokenizer.save_pretrained(folder)
+    return tokenizer
+
+
+def build_clip(folder: Path) -> Path:
+    """A tiny CLIP (32x32 images, 8x8 patches; texts of up to 32 characters) with its processor (PIL backend).
+
+    Wide random weights (initializer_factor 5) so that label scores differ with the image."""
+    from transformers import CLIPConfig, CLIPImageProcessorPil, CLIPModel
+
+    torch.manual_seed(9)
+    tokenizer = _byte_level_clip_tokenizer(folder, max_length=32)
+    text = {"vocab_size": len(tokenizer), "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
+            "num_attention_heads": 2, "max_position_embeddings": 32, "bos_token_id": tokenizer.bos_token_id,
+            "eos_token_id": tokenizer.eos_token_id, "pad_token_id": tokenizer.pad_token_id}  # fmt: skip
+    vision = {"image_size": 32, "patch_size": 8, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
+              "num_attention_heads": 2}  # fmt: skip
+    config = CLIPConfig(text_config=text, vision_config=vision, projection_dim=16, initializer_factor=5.0)
+    CLIPModel(config).eval().save_pretrained(folder)
+    CLIPImageProcessorPil(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}).save_pretrained(folder)
     return folder

@@ -49,6 +49,7 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "masked-lm": tiny_models.build_masked_lm,
         "seq2seq": tiny_models.build_seq2seq,
         "image-classifier": tiny_models.build_image_classifier,
+        "clip": tiny_models.build_clip,
     }
     built = {}
     for name, build in builders.items():

@@ -98,6 +98,11 @@ class Task:
     decoupled: bool = False
     default_max_batch_size: int = 32
 
+    @property
+    def takes_images(self) -> bool:
+        """Requests carry encoded images (IMAGE): the server decodes them with Pillow."""
+        return any(spec.name == "IMAGE" for spec in self.inputs)
+
     def input(self, name: str) -> TensorSpec:
         return next(spec for spec in self.inputs if spec.name == name)
 
@@ -235,6 +240,27 @@ TASKS: dict[str, Task] = {
             outputs=(_LABEL, _SCORE, _LABELS, _SCORES),
         ),
         Task(
+            name="zero-shot-image-classification",
+            summary="CLIP, SigLIP: image and text vectors in one space; images ranked against candidate labels.",
+            template="zero_shot_image_classification",
+            inputs=(
+                TensorSpec("IMAGE", "TYPE_STRING", (1,), optional=True, doc="an encoded image per row (or TEXT)"),
+                TensorSpec("TEXT", "TYPE_STRING", (1,), optional=True, doc="a text per row, embedded (or IMAGE)"),
+                TensorSpec("CANDIDATE_LABELS", "TYPE_STRING", (-1,), optional=True, doc="labels per image row"),
+                TensorSpec("NORMALIZE", "TYPE_BOOL", (1,), optional=True, doc="L2-normalise (default true)"),
+                _TRUNCATE,
+            ),
+            outputs=(
+                TensorSpec("EMBEDDING", "TYPE_FP32", (-1,), doc="the image's or text's vector, one space"),
+                _LABEL,
+                _SCORE,
+                _LABELS,
+                _SCORES,
+                _TRUNCATED,
+                _TOKENS,
+            ),
+        ),
+        Task(
             name="text2text-generation",
             summary="Stream text from an encoder-decoder model (T5, BART, Marian): summaries, translations.",
             template="text2text_generation",
@@ -270,6 +296,7 @@ ALIASES = {
     "qa": "question-answering",
     "summarization": "text2text-generation",
     "translation": "text2text-generation",
+    "clip": "zero-shot-image-classification",
 }
 
 

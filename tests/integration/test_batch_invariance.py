@@ -91,6 +91,16 @@ def test_image_rows_get_the_answer_they_get_alone(served: Server, tiny: dict[str
     _check_batched(served, url, "vit", cases, ImageRowOracle(tiny["image-classifier"]))
 
 
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_image_text_rows_get_the_answer_they_get_alone(served: Server, tiny: dict[str, Path], protocol: str) -> None:
+    """CLIP: mixed images with per-row candidate labels (or the model's own): each row's vector and label scores
+    equal the row alone and transformers in-process on that file, each label's prompt embedded alone."""
+    url = served.http_url if protocol == "http" else served.grpc_url
+    task = "zero-shot-image-classification"
+    cases = make_image_cases("clip", seed=zlib.crc32(f"clip/{protocol}".encode()), count=32, task=task)
+    _check_batched(served, url, "clip", cases, ImageRowOracle(tiny["clip"], labels=["cat", "dog", "car"]))
+
+
 def _check_batched(
     served: Server, url: str, model: str, cases: list[Case], oracle: Oracle | ImageRowOracle, **options: Any
 ) -> None:

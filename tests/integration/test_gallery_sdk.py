@@ -250,3 +250,34 @@ def test_images_from_every_kind_of_holder_sync_async_and_cli(
     rows = [line.split() for line in printed.output.splitlines()]  # label, score, file (a long path may wrap)
     labels = [row[0] for row in rows if len(row) >= 2 and row[1].replace(".", "", 1).isdigit()]
     assert labels == [ranked[0].label for ranked in got]
+
+
+def test_image_text_model_embeds_both_in_one_space_and_ranks_labels(served: Server, tiny: dict[str, Path]) -> None:
+    """CLIP over gRPC: embed_images and embed(texts, model=) equal transformers' unit vectors; zero_shot_images
+    ranks the model's labels or the caller's; `tritonhf classify-image --labels` prints the same ranking."""
+    import random
+
+    from typer.testing import CliRunner
+
+    from harness.images import ClipOracle, encode, picture
+    from tritonhf.cli.main import app
+
+    oracle = ClipOracle(tiny["clip"])
+    image = encode(picture(random.Random(11), 40, 30), "PNG")
+    with Client(served.grpc_url) as client:
+        vectors = client.embed_images([image, image], model="clip")
+        texts = client.embed(["a photo of a cat", "a dog"], model="clip")
+        default = client.zero_shot_images(image, model="clip")
+        chosen = client.zero_shot_images([image], labels=["boat", "tree"], model="clip")
+    np.testing.assert_allclose(vectors[0], oracle.image_vector(image), atol=1e-5)
+    np.testing.assert_allclose(texts[0], oracle.text_vector("a photo of a cat"), atol=1e-5)
+    expected = oracle.ranked(image, ["cat", "dog", "car"])
+    assert list(default.labels) == expected["labels"]
+    np.testing.assert_allclose(default.scores, expected["scores"], atol=1e-5)
+    assert list(chosen[0].labels) == oracle.ranked(image, ["boat", "tree"])["labels"]
+    file = Path(served.workspace.root) / "clip-check.png"
+    file.write_bytes(image)
+    command = ["classify-image", str(file), "--labels", "cat,dog,car", "--url", served.grpc_url]
+    printed = CliRunner().invoke(app, command)
+    assert printed.exit_code == 0, printed.output
+    assert [line.split()[0] for line in printed.output.splitlines()[1:]] == expected["labels"]

@@ -44,10 +44,20 @@ def classify_image_command(
     url: UrlOption = None,
     model: ModelOption = None,
     top_k: int | None = None,
+    labels: Annotated[
+        str | None, typer.Option(help="Comma-separated labels: rank them with an image-text model (CLIP, SigLIP).")
+    ] = None,
 ) -> None:
-    """Classify image files with the server's image-classification model (the server decodes them)."""
+    """Classify image files with the server's image-classification model, or rank --labels with its
+    CLIP-style model (the server decodes the files)."""
     with Client(url) as client:
-        if top_k is None:
+        if labels is not None:
+            candidates = [label.strip() for label in labels.split(",") if label.strip()]
+            for file, found in zip(files, client.zero_shot_images(list(files), labels=candidates, model=model)):
+                console.print(str(file))
+                for label, score in list(zip(found.labels, found.scores))[: top_k or len(found.labels)]:
+                    console.print(f"  {label}\t{score:.4f}")
+        elif top_k is None:
             for file, result in zip(files, client.classify_images(list(files), model=model)):
                 console.print(f"{result.label}\t{result.score:.4f}\t{file}")
         else:

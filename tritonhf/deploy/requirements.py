@@ -12,8 +12,7 @@ from pathlib import Path
 from tritonhf.bootstrap.environment import StubEnvironment
 from tritonhf.errors import DeployError
 from tritonhf.gallery.config import parameters_of, parse_config
-from tritonhf.gallery.onnx_export import IMAGE_TASKS
-from tritonhf.tasks import PARAM_BACKEND, PARAM_ENGINE, PARAM_ONNX_MODEL, PARAM_TASK
+from tritonhf.tasks import PARAM_BACKEND, PARAM_ENGINE, PARAM_ONNX_MODEL, PARAM_TASK, TASKS
 
 ALWAYS = ["numpy", "torch", "transformers", "tokenizers", "safetensors", "huggingface_hub"]
 _SENTENCEPIECE_FILES = ("spiece.model", "sentencepiece.bpe.model", "tokenizer.model", "source.spm")
@@ -33,7 +32,8 @@ def needed_packages(repository: Path) -> list[str]:
             names.append("openvino")  # an encoder's model.onnx run by OpenVINO (the GGUF engine is listed below)
         if params.get(PARAM_ENGINE) == "openvino":
             names += ["openvino", "openvino-genai", "openvino-tokenizers"]  # the GGUF file's engine
-        if params.get(PARAM_TASK) in IMAGE_TASKS:
+        task = TASKS.get(params.get(PARAM_TASK, ""))
+        if task is not None and task.takes_images:
             names.append("pillow")  # decoding the images requests carry
         if params.get(PARAM_TASK) in ("text-generation", "text2text-generation"):
             names.append("jinja2")  # chat templates

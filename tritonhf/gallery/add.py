@@ -144,12 +144,12 @@ def _task_parameters(task: Task, folder: Path, request: AddRequest) -> dict[str,
     params: dict[str, str] = {}
     if task.name in ("feature-extraction", "zero-shot-classification"):
         params.update(models.sentence_transformers_options(folder))
-    if task.name == "zero-shot-classification":
+    if task.name in ("zero-shot-classification", "zero-shot-image-classification"):
         if request.labels and any("," in label or not label.strip() for label in request.labels):
             raise GalleryError("--labels must be non-empty labels separated by commas.")
         if request.labels:
             params["labels"] = ",".join(label.strip() for label in request.labels)
-    if task.name in onnx_export.IMAGE_TASKS:
+    if task.takes_images:
         params[PARAM_IMAGE_BACKEND] = IMAGE_BACKEND  # the processor's resize, the same served and in-process
     params.update(request.params)
     return params
@@ -160,6 +160,12 @@ def _output_dims(task: Task, folder: Path) -> dict[str, tuple[int, ...]]:
     config = models.model_config(folder)
     if task.name == "feature-extraction" and isinstance(config.get("hidden_size"), int):
         return {"EMBEDDING": (int(config["hidden_size"]),)}
+    if task.name == "zero-shot-image-classification" and isinstance(config.get("projection_dim"), int):
+        return {"EMBEDDING": (int(config["projection_dim"]),)}  # CLIP's shared space
+    if task.name == "zero-shot-image-classification":  # SigLIP: the towers' hidden size is the space
+        vision = config.get("vision_config")
+        if isinstance(vision, dict) and isinstance(vision.get("hidden_size"), int):
+            return {"EMBEDDING": (int(vision["hidden_size"]),)}
     return {}
 
 

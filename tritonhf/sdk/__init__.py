@@ -53,6 +53,7 @@ __all__ = [
     "classify_images",
     "default_client",
     "embed",
+    "embed_images",
     "fill_mask",
     "generate",
     "infer",
@@ -62,6 +63,7 @@ __all__ = [
     "summarize",
     "translate",
     "zero_shot",
+    "zero_shot_images",
 ]
 
 P = ParamSpec("P")
@@ -91,6 +93,8 @@ def _on_default_client(method: Callable[Concatenate[Client, P], R]) -> Callable[
 
 classify = _on_default_client(Client.classify)
 classify_images = _on_default_client(Client.classify_images)
+embed_images = _on_default_client(Client.embed_images)
+zero_shot_images = _on_default_client(Client.zero_shot_images)
 zero_shot = _on_default_client(Client.zero_shot)
 ner = _on_default_client(Client.ner)
 embed = _on_default_client(Client.embed)

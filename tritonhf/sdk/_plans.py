@@ -160,7 +160,7 @@ def classify_images(
 
     def build(config: ModelConfig, rows: slice) -> Tensors:
         chunk = items[rows]
-        inputs = {"IMAGE": np.array(chunk, dtype=np.object_).reshape(len(chunk), 1)}
+        inputs = {"IMAGE": _image_column(chunk)}
         if top_k is not None:
             inputs["TOP_K"] = codecs.column(top_k, "INT32", len(chunk))
         return inputs
@@ -230,11 +230,7 @@ def zero_shot(
     items, single = codecs.text_list(texts)
     _check_model(model)
     _check_flag("truncate", truncate)
-    candidates = None
-    if labels is not None:
-        candidates, _ = codecs.text_list(labels, "labels")
-        if not candidates or not all(label.strip() for label in candidates):
-            raise InvalidInputError("labels must be a non-empty list of non-empty strings.")
+    candidates = _candidates(labels)
 
     def build(config: ModelConfig, rows: slice) -> Tensors:
         count = rows.stop - rows.start
@@ -244,11 +240,7 @@ def zero_shot(
         return inputs
 
     def decode(config: ModelConfig, result: Tensors) -> ZeroShotClassification | list[ZeroShotClassification]:
-        truncated = _truncated(config, result, len(items))
-        found = []
-        for ranked, scores, cut in zip(codecs.decode(result["LABELS"]), result["SCORES"], truncated):
-            pairs = [(str(label), float(score)) for label, score in zip(ranked, scores) if str(label)]
-            found.append(ZeroShotClassification(tuple(p[0] for p in pairs), tuple(p[1] for p in pairs), cut))
+        found = _zero_shot_read(result, _truncated(config, result, len(items)))
         return found[0] if single else found
 
     return Plan(
@@ -259,6 +251,89 @@ def zero_shot(
         lambda config: _with_truncated(config, ["LABELS", "SCORES"]),
         decode,
         lambda _: [],
+    )
+
+
+def _candidates(labels: Sequence[str] | None) -> list[str] | None:
+    if labels is None:
+        return None
+    candidates, _ = codecs.text_list(labels, "labels")
+    if not candidates or not all(label.strip() for label in candidates):
+        raise InvalidInputError("labels must be a non-empty list of non-empty strings.")
+    return candidates
+
+
+def _zero_shot_read(result: Tensors, truncated: Sequence[bool]) -> list[ZeroShotClassification]:
+    found = []
+    for ranked, scores, cut in zip(codecs.decode(result["LABELS"]), result["SCORES"], truncated):
+        pairs = [(str(label), float(score)) for label, score in zip(ranked, scores) if str(label)]
+        found.append(ZeroShotClassification(tuple(p[0] for p in pairs), tuple(p[1] for p in pairs), cut))
+    return found
+
+
+def _image_column(items: Sequence[bytes]) -> Array:
+    return np.array(list(items), dtype=np.object_).reshape(len(items), 1)
+
+
+IMAGE_TEXT_TASKS = ("zero-shot-image-classification",)
+
+
+def zero_shot_images(
+    images: ImageInput | Sequence[ImageInput], labels: Sequence[str] | None, model: str | None
+) -> Plan[ZeroShotClassification | list[ZeroShotClassification]]:
+    """``Client.zero_shot_images``: each image's labels ranked by an image-text model (CLIP, SigLIP)."""
+    items, single = media.image_list(images)
+    _check_model(model)
+    candidates = _candidates(labels)
+
+    def build(config: ModelConfig, rows: slice) -> Tensors:
+        chunk = items[rows]
+        inputs = {"IMAGE": _image_column(chunk)}
+        if candidates is not None:
+            inputs["CANDIDATE_LABELS"] = codecs.bytes_matrix([candidates] * len(chunk))
+        return inputs
+
+    def decode(config: ModelConfig, result: Tensors) -> ZeroShotClassification | list[ZeroShotClassification]:
+        found = _zero_shot_read(result, [False] * len(items))
+        if any(not row.labels for row in found):
+            raise InvalidInputError(
+                f"Model '{config.name}' has no default labels: pass labels=[...] (or re-add it with --labels).",
+                config.name,
+            )
+        return found[0] if single else found
+
+    return Plan(IMAGE_TEXT_TASKS, model, len(items), build, lambda _: ["LABELS", "SCORES"], decode, lambda _: [])
+
+
+def embed_images(
+    images: ImageInput | Sequence[ImageInput], model: str | None, normalize: bool | None
+) -> Plan[np.ndarray[Any, np.dtype[np.float32]]]:
+    """``Client.embed_images``: one float32 vector per image, shape (n, dim), in the model's text space."""
+    items, _ = media.image_list(images)
+    _check_model(model)
+    if normalize is not None and not isinstance(normalize, bool):
+        raise InvalidInputError(f"normalize must be True, False or None, not {normalize!r}.")
+
+    def build(config: ModelConfig, rows: slice) -> Tensors:
+        chunk = items[rows]
+        inputs = {"IMAGE": _image_column(chunk)}
+        if normalize is not None:
+            inputs["NORMALIZE"] = codecs.column(normalize, "BOOL", len(chunk))
+        return inputs
+
+    def empty(config: ModelConfig | None) -> np.ndarray[Any, np.dtype[np.float32]]:
+        dims = config.outputs.get("EMBEDDING", (0,)) if config is not None else (0,)
+        return np.zeros((0, max(dims[-1], 0) if dims else 0), dtype=np.float32)
+
+    return Plan(
+        IMAGE_TEXT_TASKS,
+        model,
+        len(items),
+        build,
+        lambda _: ["EMBEDDING"],
+        lambda _, result: result["EMBEDDING"].astype(np.float32),
+        empty,
+        needs_model_for_empty=model is not None,
     )
 
 

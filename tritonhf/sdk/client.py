@@ -457,8 +457,60 @@ class Client:
         truncate: bool = True,
         timeout: float | None = None,
     ) -> np.ndarray[Any, np.dtype[np.float32]]:
-        """One float32 vector per text: an array of shape (n, dim) (n = 1 for a single str)."""
+        """One float32 vector per text: an array of shape (n, dim) (n = 1 for a single str).
+
+        With an image-text model (``model=`` a CLIP or SigLIP model) the vectors are in the space of its
+        images (``embed_images``), so texts and images compare by cosine.
+        """
         return self._run(plans.embed(texts, model, normalize, truncate), timeout)
+
+    def embed_images(
+        self,
+        images: ImageInput | Sequence[ImageInput],
+        *,
+        model: str | None = None,
+        normalize: bool | None = None,
+        timeout: float | None = None,
+    ) -> np.ndarray[Any, np.dtype[np.float32]]:
+        """One float32 vector per image, shape (n, dim), from an image-text model (CLIP, SigLIP): the space its
+        texts are embedded in (``embed(texts, model=...)``), L2-normalised unless ``normalize=False``.
+
+        Images as for ``classify_images``: a path, file bytes, a PIL image or a uint8 array.
+        """
+        return self._run(plans.embed_images(images, model, normalize), timeout)
+
+    @overload
+    def zero_shot_images(  # type: ignore[overload-overlap]  # a str (a path) is also a Sequence[str]
+        self,
+        images: ImageInput,
+        *,
+        labels: Sequence[str] | None = None,
+        model: str | None = None,
+        timeout: float | None = None,
+    ) -> ZeroShotClassification: ...
+    @overload
+    def zero_shot_images(
+        self,
+        images: Sequence[ImageInput],
+        *,
+        labels: Sequence[str] | None = None,
+        model: str | None = None,
+        timeout: float | None = None,
+    ) -> list[ZeroShotClassification]: ...
+
+    def zero_shot_images(
+        self,
+        images: ImageInput | Sequence[ImageInput],
+        *,
+        labels: Sequence[str] | None = None,
+        model: str | None = None,
+        timeout: float | None = None,
+    ) -> ZeroShotClassification | list[ZeroShotClassification]:
+        """Candidate labels ranked per image by an image-text model (CLIP, SigLIP); ``labels`` overrides the
+        labels the model was added with. Each label is read through the model's prompt template ("a photo of
+        a {}." by default). Scores as the model defines them: they sum to 1 for CLIP (a softmax over the
+        labels), each is its own probability for SigLIP (a sigmoid per label)."""
+        return self._run(plans.zero_shot_images(images, labels, model), timeout)
 
     def rerank(
         self,
