@@ -342,3 +342,24 @@ def build_clip(folder: Path) -> Path:
     CLIPModel(config).eval().save_pretrained(folder)
     CLIPImageProcessorPil(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}).save_pretrained(folder)
     return folder
+
+
+def build_siglip(folder: Path) -> Path:
+    """A tiny SigLIP (sigmoid scores with a learnt bias; texts padded to 32 tokens, as SigLIP is trained) with
+    CLIP's byte-level tokenizer (SigLIP's own is a sentencepiece model that cannot be made offline)."""
+    from transformers import SiglipConfig, SiglipImageProcessorPil, SiglipModel
+
+    torch.manual_seed(10)
+    tokenizer = _byte_level_clip_tokenizer(folder, max_length=32)
+    text = {"vocab_size": len(tokenizer), "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
+            "num_attention_heads": 2, "max_position_embeddings": 32, "pad_token_id": tokenizer.pad_token_id,
+            "eos_token_id": tokenizer.eos_token_id, "bos_token_id": tokenizer.bos_token_id}  # fmt: skip
+    vision = {"image_size": 32, "patch_size": 8, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
+              "num_attention_heads": 2}  # fmt: skip
+    model = SiglipModel(SiglipConfig(text_config=text, vision_config=vision, initializer_factor=5.0)).eval()
+    with torch.no_grad():  # SigLIP's initial scale and bias (log 10, -10) make every sigmoid ~0: spread them
+        model.logit_scale.fill_(1.0)
+        model.logit_bias.fill_(0.0)
+    model.save_pretrained(folder)
+    SiglipImageProcessorPil(size={"height": 32, "width": 32}).save_pretrained(folder)
+    return folder

@@ -277,3 +277,34 @@ def test_zero_shot_images_and_embed_images_over_the_sdk() -> None:
             client.zero_shot_images(image)
         with pytest.raises(InvalidInputError, match="labels must be a non-empty list"):
             client.zero_shot_images(image, labels=[])
+
+
+def test_siglip_scores_are_sigmoids_with_its_bias_and_texts_padded_as_trained(
+    tiny: dict[str, Path], tmp_path: Path
+) -> None:
+    from harness.images import ClipOracle
+
+    folder = add_model(AddRequest("clip", str(tiny["siglip"]), tmp_path / "repo", name="siglip", labels=("a", "b")))
+    model = instantiate(folder)
+    oracle = ClipOracle(tiny["siglip"])
+    assert oracle.siglip
+    image = random_image(random.Random(12))[0]
+    labels = ["cat", "dog", "car"]
+    got = answers(
+        model,
+        [
+            pb.InferenceRequest(
+                IMAGE=_image_input(image), CANDIDATE_LABELS=_labels([label.encode() for label in labels])
+            ),
+            pb.InferenceRequest(TEXT=pb.texts("a photo of a dog", "x")),
+        ],
+    )
+    found = _outputs(got[0])
+    expected = oracle.ranked(image, labels)
+    assert [label.decode() for label in found["LABELS"][0]] == expected["labels"]
+    np.testing.assert_allclose(found["SCORES"][0], expected["scores"], atol=1e-5)
+    assert abs(float(found["SCORES"][0].sum()) - 1) > 1e-3  # independent sigmoids, not a softmax
+    np.testing.assert_allclose(found["EMBEDDING"][0], expected["vector"], atol=1e-5)
+    texts = _outputs(got[1])
+    for row, text in enumerate(["a photo of a dog", "x"]):  # one short text beside a longer one: padded alike
+        np.testing.assert_allclose(texts["EMBEDDING"][row], oracle.text_vector(text), atol=1e-5)
