@@ -44,6 +44,7 @@ def gateway(make_workspace: Callable[[str], Workspace], tiny: dict[str, Path]) -
     add_model(AddRequest("text-generation", sources["smollm2-chat"].source, repo, name="smollm2"))
     add_model(AddRequest("text-classification", str(tiny["classifier"]), repo, name="sentiment"))
     add_model(AddRequest("rerank", str(tiny["cross-encoder"]), repo, name="reranker"))
+    add_model(AddRequest("clip", str(tiny["clip"]), repo, name="clip", labels=("cat", "dog")))
     server = Server(workspace, http_port="auto", grpc_port="auto", metrics_port="auto", startup_timeout=300)
     with Stack(server, gateway=Gateway()) as stack:
         yield stack
@@ -368,3 +369,37 @@ def test_tei_pairs_tokenize_info_limits_empties_and_metrics(gateway: Stack) -> N
                  'tritonhf_gateway_request_duration_seconds_bucket{le="0.005",route="/embed"}',
                  "tritonhf_gateway_requests_in_flight 1.0"):  # fmt: skip
         assert line in metrics, line
+
+
+def test_embeddings_take_images_for_an_image_text_model(gateway: Stack) -> None:
+    """Infinity's shape with the real openai client: ``"modality": "image"``, inputs as data: URIs or plain
+    base64; the vectors equal the SDK's embed_images; texts to the same model land in the same space; a URL
+    is never fetched (400), nor is a broken image or a text model taken for images."""
+    import random
+
+    from harness.images import encode, picture
+
+    image = encode(picture(random.Random(13), 30, 20), "PNG")
+    plain = base64.b64encode(image).decode()
+    client = openai.OpenAI(base_url=_base(gateway), api_key="unused-on-loopback")
+    got = client.embeddings.create(
+        model="clip", input=[f"data:image/png;base64,{plain}", plain], extra_body={"modality": "image"}
+    )
+    texts = client.embeddings.create(model="clip", input="a photo of a cat")
+    with Client(gateway.server.grpc_url) as sdk:
+        expected = sdk.embed_images(image, model="clip")[0]
+        text_expected = sdk.embed("a photo of a cat", model="clip")[0]
+    for item in got.data:
+        np.testing.assert_allclose(np.array(item.embedding, dtype=np.float32), expected, atol=1e-6)
+    np.testing.assert_allclose(np.array(texts.data[0].embedding, dtype=np.float32), text_expected, atol=1e-6)
+    assert got.usage.prompt_tokens == 0
+    for body, words in (
+        ({"input": "http://127.0.0.1/cat.png"}, "does not fetch URLs"),
+        ({"input": "data:image/png;base64,!!!"}, "is not base64"),
+        ({"input": base64.b64encode(b"not an image").decode()}, "not an image"),
+        ({"input": plain, "model": "minilm"}, "needs zero-shot-image-classification"),
+    ):
+        request = {"model": "clip", "modality": "image", **body}
+        status, _, answer = _post(_base(gateway) + "/embeddings", request)
+        assert status == 400, (body, answer)
+        assert words in json.dumps(answer), answer

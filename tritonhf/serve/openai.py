@@ -351,6 +351,26 @@ async def completions(body: CompletionBody, request: Request) -> dict[str, Any] 
             "usage": usage}  # fmt: skip
 
 
+EMBEDDING_TASKS = ("feature-extraction", "zero-shot-image-classification")  # texts: either; images: image-text
+
+
+def image_bytes(item: str, where: str) -> bytes:
+    """An image given as a ``data:image/...;base64,`` URI or plain base64 (as Infinity takes them). The gateway
+    never fetches a URL named in a request: that would let any caller make the server reach other hosts."""
+    if item.startswith(("http://", "https://")):
+        raise refused(where, "is a URL; this server does not fetch URLs. Send the image as a data: URI or base64.")
+    payload = item.split(",", 1)[1] if item.startswith("data:") and "," in item else item
+    if item.startswith("data:") and ";base64," not in item[:100]:
+        raise refused(where, "is a data: URI without ';base64,'; send the image's bytes base64-encoded.")
+    try:
+        data = base64.b64decode(payload, validate=True)
+    except ValueError as exc:
+        raise refused(where, f"is not base64 ({exc}); send a data:image/...;base64,... URI or base64.") from exc
+    if not data:
+        raise empty(where)
+    return data
+
+
 @router.post("/v1/embeddings")
 async def embeddings(body: EmbeddingBody, request: Request) -> JSONResponse:
     client = client_of(request)
@@ -363,8 +383,10 @@ async def embeddings(body: EmbeddingBody, request: Request) -> JSONResponse:
     if body.dimensions is not None:
         raise refused("dimensions", "is not supported: the model's vectors have a fixed size.")
     check_count(request, len(texts), "input")
+    if body.modality == "image":
+        return await _image_embeddings(client, request, body, texts)
     check_texts(texts, "input")
-    name = await model_for(client, body.model, ("feature-extraction",), "/v1/embeddings")
+    name = await model_for(client, body.model, EMBEDDING_TASKS, "/v1/embeddings")
     await check_tokens(request, name, texts, truncate=body.truncate)
     try:  # as OpenAI: a text past the model's window is a 400 (context_length_exceeded), unless truncate
         result = await unless_disconnected(
@@ -383,4 +405,24 @@ async def embeddings(body: EmbeddingBody, request: Request) -> JSONResponse:
         data.append(item)
     usage = {"prompt_tokens": result.total_tokens, "total_tokens": result.total_tokens}
     # A response of its own: FastAPI would otherwise walk every float through jsonable_encoder.
+    return JSONResponse({"object": "list", "data": data, "model": name, "usage": usage})
+
+
+async def _image_embeddings(
+    client: AsyncClient, request: Request, body: EmbeddingBody, items: list[str]
+) -> JSONResponse:
+    """``"modality": "image"``: every input an image, embedded by an image-text model (Infinity's shape)."""
+    images = [image_bytes(item, f"input[{index}]") for index, item in enumerate(items)]
+    name = await model_for(client, body.model, ("zero-shot-image-classification",), "/v1/embeddings (images)")
+    try:  # a client that leaves cancels the Triton call (ClientGone: 499, as on every route)
+        vectors = await unless_disconnected(request, client.embed_images(images, model=name, normalize=True))
+    except ClientError as error:
+        raise GatewayError.of(error, "input") from error
+    data = []
+    for index, vector in enumerate(vectors):
+        value: Any = vector.tolist()
+        if body.encoding_format == "base64":
+            value = base64.b64encode(np.ascontiguousarray(vector, dtype="<f4").tobytes()).decode()
+        data.append({"object": "embedding", "index": index, "embedding": value})
+    usage = {"prompt_tokens": 0, "total_tokens": 0}  # images are not tokens
     return JSONResponse({"object": "list", "data": data, "model": name, "usage": usage})

@@ -71,6 +71,8 @@ class EmbeddingBody(_Body):
     encoding_format: Literal["float", "base64"] = "float"
     dimensions: int | None = None
     truncate: bool = False  # not OpenAI's (which refuses a too-long input): cut it, and say so per item
+    # Infinity's: "image" makes every input an image (a data: URI or base64) for an image-text model (CLIP).
+    modality: Literal["text", "image"] = "text"
 
 
 class TeiEmbedBody(_Body):
