@@ -304,7 +304,7 @@ def build_image_classifier(folder: Path) -> Path:
     return folder
 
 
-def _byte_level_clip_tokenizer(folder: Path, max_length: int) -> Any:
+def byte_level_clip_tokenizer(folder: Path, max_length: int) -> Any:
     """CLIP's tokenizer over a byte-level vocabulary (256 characters and their ``</w>`` forms) with no merges:
     every character a token, offline."""
     from tokenizers.pre_tokenizers import ByteLevel
@@ -332,7 +332,7 @@ def build_clip(folder: Path) -> Path:
     from transformers import CLIPConfig, CLIPImageProcessorPil, CLIPModel
 
     torch.manual_seed(9)
-    tokenizer = _byte_level_clip_tokenizer(folder, max_length=32)
+    tokenizer = byte_level_clip_tokenizer(folder, max_length=32)
     text = {"vocab_size": len(tokenizer), "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
             "num_attention_heads": 2, "max_position_embeddings": 32, "bos_token_id": tokenizer.bos_token_id,
             "eos_token_id": tokenizer.eos_token_id, "pad_token_id": tokenizer.pad_token_id}  # fmt: skip
@@ -350,7 +350,7 @@ def build_siglip(folder: Path) -> Path:
     from transformers import SiglipConfig, SiglipImageProcessorPil, SiglipModel
 
     torch.manual_seed(10)
-    tokenizer = _byte_level_clip_tokenizer(folder, max_length=32)
+    tokenizer = byte_level_clip_tokenizer(folder, max_length=32)
     text = {"vocab_size": len(tokenizer), "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
             "num_attention_heads": 2, "max_position_embeddings": 32, "pad_token_id": tokenizer.pad_token_id,
             "eos_token_id": tokenizer.eos_token_id, "bos_token_id": tokenizer.bos_token_id}  # fmt: skip

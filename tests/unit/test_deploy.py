@@ -45,6 +45,16 @@ def _repository(tmp_path: Path, tiny: dict[str, Path]) -> Path:
     return repo
 
 
+def test_image_models_need_pillow_and_text_models_do_not(tmp_path: Path, tiny: dict[str, Path]) -> None:
+    text = tmp_path / "text"
+    add_model(AddRequest("text-classification", str(tiny["classifier"]), text, name="clf"))
+    assert "pillow" not in needed_packages(text)
+    for task, source in (("image-classification", "image-classifier"), ("clip", "clip")):
+        images = tmp_path / task
+        add_model(AddRequest(task, str(tiny[source]), images, name="m"))
+        assert "pillow" in needed_packages(images), task
+
+
 @pytest.mark.integration  # bootstraps a real server (the stub environment): not in make test-fast
 def test_serving_requirements_are_pinned_and_name_no_tritonhf(
     tmp_path: Path, tiny: dict[str, Path], installed_server: object
