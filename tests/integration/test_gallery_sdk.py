@@ -183,7 +183,7 @@ def test_ambiguous_model_lists_candidates(served: Server) -> None:
         with pytest.raises(AmbiguousModelError, match=r"Several ready feature-extraction models: .*embed-cls"):
             client.resolve_model(("feature-extraction",), None)  # embed and embed-cls
         with pytest.raises(AmbiguousModelError, match=r"sentiment \(text-classification\)"):
-            client.resolve_model(("image-classification",), None)  # no model of the task: the others are listed
+            client.resolve_model(("no-such-task",), None)  # no model of the task: the others are listed
 
 
 def test_documented_errors(served: Server, installed_server: Workspace) -> None:
