@@ -59,6 +59,7 @@ bench: setup
 	$(BIN)/python bench/batching.py
 	$(BIN)/python bench/peers.py
 	$(BIN)/python bench/images.py
+	$(BIN)/python bench/clip.py
 
 clean:
 	rm -rf $(VENV) triton_workspace .pytest_cache .mypy_cache .ruff_cache

@@ -70,11 +70,15 @@ def infinity_python() -> tuple[Path | None, str]:
     return python, ""
 
 
-def start_infinity(python: Path, folder: Path, port: int, log: Path) -> tuple[subprocess.Popen[bytes] | None, str]:
-    """Infinity on loopback serving ``folder``'s ONNX file; None and why when it does not come up."""
+def start_infinity(
+    python: Path, folder: Path, port: int, log: Path, engine: str = "optimum", name: str = "embed"
+) -> tuple[subprocess.Popen[bytes] | None, str]:
+    """Infinity on loopback serving ``folder`` (its ONNX file with the optimum engine, the weights with torch);
+    None and why when it does not come up."""
     # Its ONNX engine hands optimum an absolute path, which optimum refuses: start inside the folder.
-    command = [str(python.parent / "infinity_emb"), "v2", "--model-id", ".", "--engine", "optimum",
-               "--served-model-name", "embed", "--batch-size", "32", "--pooling-method", "mean", "--host", "127.0.0.1",
+    pooling = ["--pooling-method", "mean"] if engine == "optimum" else []
+    command = [str(python.parent / "infinity_emb"), "v2", "--model-id", ".", "--engine", engine,
+               "--served-model-name", name, "--batch-size", "32", *pooling, "--host", "127.0.0.1",
                "--port", str(port)]  # fmt: skip
     env = {**os.environ, "INFINITY_ANONYMOUS_USAGE_STATS": "0", "HF_HUB_OFFLINE": "1"}
     with log.open("wb") as sink:
@@ -94,11 +98,13 @@ def start_infinity(python: Path, folder: Path, port: int, log: Path) -> tuple[su
     return None, "Infinity was not ready after 180 s"
 
 
-async def measure(url: str, concurrency: int, seconds: float) -> tuple[float, float, float]:
-    """(texts/s, p50 ms, p99 ms) of ``concurrency`` callers posting one text each, for ``seconds``."""
+async def measure(
+    url: str, concurrency: int, seconds: float, body: dict[str, object] | None = None
+) -> tuple[float, float, float]:
+    """(inputs/s, p50 ms, p99 ms) of ``concurrency`` callers posting ``body`` (default: one text), for ``seconds``."""
     import aiohttp
 
-    body = {"model": MODEL, "input": [TEXT]}
+    body = body or {"model": MODEL, "input": [TEXT]}
     latencies: list[float] = []
     connector = aiohttp.TCPConnector(limit=concurrency)
     async with aiohttp.ClientSession(connector=connector) as session:
@@ -182,13 +188,18 @@ def main() -> None:
     print("\n".join(lines))
 
 
-def table(figures: dict[tuple[str, int], list[tuple[float, float, float]]], names: list[str]) -> list[str]:
-    columns = " | ".join(f"c{level} texts/s | c{level} p50 / p99 ms" for level in LEVELS)
-    rule = "| --- |" + " --- | --- |" * len(LEVELS)
-    lines = ["", f"| server (`/embeddings`, one text per request) | {columns} |", rule]
+def table(
+    figures: dict[tuple[str, int], list[tuple[float, float, float]]],
+    names: list[str],
+    levels: tuple[int, ...] = LEVELS,
+    unit: str = "text",
+) -> list[str]:
+    columns = " | ".join(f"c{level} {unit}s/s | c{level} p50 / p99 ms" for level in levels)
+    rule = "| --- |" + " --- | --- |" * len(levels)
+    lines = ["", f"| server (`/embeddings`, one {unit} per request) | {columns} |", rule]
     for name in names:
         cells = []
-        for level in LEVELS:
+        for level in levels:
             runs = figures[(name, level)]
             rates = [run[0] for run in runs]
             cells.append(spread((statistics.median(rates), min(rates), max(rates))))
@@ -196,13 +207,13 @@ def table(figures: dict[tuple[str, int], list[tuple[float, float, float]]], name
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     if "Infinity" in names:
         ratios = []
-        for level in LEVELS:
+        for level in levels:
             mine = statistics.median(r[0] for r in figures[("tritonhf", level)])
             theirs = statistics.median(r[0] for r in figures[("Infinity", level)])
             p99 = statistics.median(r[2] for r in figures[("tritonhf", level)])
             their_p99 = statistics.median(r[2] for r in figures[("Infinity", level)])
             ratios.append(f"c{level} {mine / theirs:.2f}x (p99 {p99:.0f} vs {their_p99:.0f} ms)")
-        lines.append(f"\ntritonhf / Infinity, texts/s: {', '.join(ratios)}")
+        lines.append(f"\ntritonhf / Infinity, {unit}s/s: {', '.join(ratios)}")
     return lines
 
 

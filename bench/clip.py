@@ -1,0 +1,126 @@
+"""CLIP image embeddings against Infinity serving the same folder, in one run (`make bench`).
+
+CLIP ViT-B/32 (224x224) with random weights at the real size (no real weights can be downloaded
+here; the work per image is the same) and a byte-level tokenizer (texts are not measured). Both
+servers are up at once: the tritonhf gateway's `/v1/embeddings` over Triton (the gallery's
+zero-shot-image-classification template, PyTorch) and Infinity 0.0.78's `/embeddings` with its
+torch engine (batch 32), both taking ``"modality": "image"`` and a PNG as a data: URI. One aiohttp
+client, one image per request, c1 and c16; rounds interleave the servers. A cosine check first:
+both must answer the same vector for the same image, or the comparison means nothing.
+
+Infinity runs in the venv bench/peers.py makes; images need Pillow and aiohttp there, installed
+here when missing. Where it cannot run, its rows are skipped and the reason printed.
+
+    python bench/clip.py   # BENCH_SECONDS (per point, default 8), BENCH_ROUNDS (default 2)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+from peers import infinity_python, measure, start_infinity, table
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: the shared harness package
+from harness.images import encode, picture
+from harness.tiny_models import byte_level_clip_tokenizer
+from tritonhf.bootstrap import Gateway, Server, Stack, Workspace, bootstrap
+from tritonhf.bootstrap.ports import free_port
+from tritonhf.gallery import AddRequest, add_model
+
+SECONDS = float(os.environ.get("BENCH_SECONDS", "8"))
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", "2"))
+LEVELS = (1, 16)
+
+
+def build_clip_base(folder: Path) -> Path:
+    """openai/clip-vit-base-patch32's shape (ViT-B/32 vision tower, 12-layer text tower, 512-d space)."""
+    import torch
+    from transformers import CLIPConfig, CLIPImageProcessorPil, CLIPModel
+
+    torch.manual_seed(0)
+    folder.mkdir(parents=True, exist_ok=True)
+    tokenizer = byte_level_clip_tokenizer(folder, max_length=77)
+    text = {"vocab_size": len(tokenizer), "bos_token_id": tokenizer.bos_token_id,
+            "eos_token_id": tokenizer.eos_token_id, "pad_token_id": tokenizer.pad_token_id}  # fmt: skip
+    CLIPModel(CLIPConfig(text_config=text, projection_dim=512)).eval().save_pretrained(folder)
+    CLIPImageProcessorPil().save_pretrained(folder)  # resize the short side to 224, centre crop 224
+    return folder
+
+
+def infinity_with_images(python: Path) -> str:
+    """Pillow and aiohttp in Infinity's venv (its image inputs need both); "" or why not."""
+    check = subprocess.run([str(python), "-c", "import PIL, aiohttp"], capture_output=True)
+    if check.returncode == 0:
+        return ""
+    done = subprocess.run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", "pillow",
+                           "aiohttp"], capture_output=True, text=True)  # fmt: skip
+    return "" if done.returncode == 0 else f"pillow/aiohttp could not be installed for Infinity: {done.stderr[-200:]}"
+
+
+def vector(url: str, body: dict[str, object]) -> np.ndarray:
+    request = urllib.request.Request(url, json.dumps(body).encode(), {"content-type": "application/json"})
+    with urllib.request.urlopen(request, timeout=120) as response:
+        return np.array(json.loads(response.read())["data"][0]["embedding"], dtype=np.float32)
+
+
+def main() -> None:
+    root = Path(tempfile.mkdtemp(prefix="tritonhf-clip-"))
+    lines: list[str] = []
+    infinity = None
+    try:
+        folder = build_clip_base(root / "clip")
+        image = encode(picture(random.Random(0), 640, 480), "PNG")
+        body: dict[str, object] = {
+            "model": "clip",
+            "input": [f"data:image/png;base64,{base64.b64encode(image).decode()}"],
+            "modality": "image",
+        }
+        workspace = Workspace(root / "workspace")
+        bootstrap(workspace)
+        add_model(AddRequest("clip", str(folder), workspace.model_repository, name="clip"))
+        print(f"# CLIP image embeddings vs Infinity ({os.cpu_count()} cores, {ROUNDS} rounds, {SECONDS:.0f} s/point)")
+        python, why = infinity_python()
+        if python is not None:
+            why = infinity_with_images(python)
+            if not why:
+                port = free_port("127.0.0.1")
+                infinity, why = start_infinity(python, folder, port, root / "infinity.log", engine="torch", name="clip")
+        server = Server(workspace, http_port="auto", grpc_port="auto", metrics_port="auto", startup_timeout=600)
+        with Stack(server, gateway=Gateway(), supervise=False) as stack:
+            urls = {"tritonhf": f"{stack.gateway_url}/embeddings"}
+            if infinity is not None:
+                urls["Infinity"] = f"http://127.0.0.1:{port}/embeddings"
+                first, second = (vector(url, body) for url in urls.values())
+                cosine = float(first @ second / (np.linalg.norm(first) * np.linalg.norm(second)))
+                lines.append(f"# cosine between the two servers' vectors for the same image: {cosine:.5f}")
+            else:
+                lines.append(f"# Infinity not measured: {why}")
+            figures: dict[tuple[str, int], list[tuple[float, float, float]]] = {}
+            for index in range(ROUNDS):
+                order = list(urls) if index % 2 == 0 else list(reversed(urls))
+                for level in LEVELS:
+                    for name in order:
+                        run = asyncio.run(measure(urls[name], level, SECONDS, body))
+                        figures.setdefault((name, level), []).append(run)
+            lines += table(figures, list(urls), LEVELS, "image")
+    finally:
+        if infinity is not None:
+            infinity.terminate()
+            infinity.wait(30)
+        shutil.rmtree(root, ignore_errors=True)
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
