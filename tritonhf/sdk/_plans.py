@@ -271,6 +271,32 @@ def _zero_shot_read(result: Tensors, truncated: Sequence[bool]) -> list[ZeroShot
     return found
 
 
+def _check_normalize(normalize: object) -> None:
+    if normalize is not None and not isinstance(normalize, bool):
+        raise InvalidInputError(f"normalize must be True, False or None, not {normalize!r}.")
+
+
+def _vectors_plan(
+    tasks: tuple[str, ...], model: str | None, rows: int, build: Callable[[ModelConfig, slice], Tensors]
+) -> Plan[np.ndarray[Any, np.dtype[np.float32]]]:
+    """EMBEDDING as float32 (n, dim); zero rows give (0, dim) when the model's config is known."""
+
+    def empty(config: ModelConfig | None) -> np.ndarray[Any, np.dtype[np.float32]]:
+        dims = config.outputs.get("EMBEDDING", (0,)) if config is not None else (0,)
+        return np.zeros((0, max(dims[-1], 0) if dims else 0), dtype=np.float32)
+
+    return Plan(
+        tasks,
+        model,
+        rows,
+        build,
+        lambda _: ["EMBEDDING"],
+        lambda _, result: result["EMBEDDING"].astype(np.float32),
+        empty,
+        needs_model_for_empty=model is not None,
+    )
+
+
 def _image_column(items: Sequence[bytes]) -> Array:
     return np.array(list(items), dtype=np.object_).reshape(len(items), 1)
 
@@ -311,8 +337,7 @@ def embed_images(
     """``Client.embed_images``: one float32 vector per image, shape (n, dim), in the model's text space."""
     items, _ = media.image_list(images)
     _check_model(model)
-    if normalize is not None and not isinstance(normalize, bool):
-        raise InvalidInputError(f"normalize must be True, False or None, not {normalize!r}.")
+    _check_normalize(normalize)
 
     def build(config: ModelConfig, rows: slice) -> Tensors:
         chunk = items[rows]
@@ -321,20 +346,7 @@ def embed_images(
             inputs["NORMALIZE"] = codecs.column(normalize, "BOOL", len(chunk))
         return inputs
 
-    def empty(config: ModelConfig | None) -> np.ndarray[Any, np.dtype[np.float32]]:
-        dims = config.outputs.get("EMBEDDING", (0,)) if config is not None else (0,)
-        return np.zeros((0, max(dims[-1], 0) if dims else 0), dtype=np.float32)
-
-    return Plan(
-        IMAGE_TEXT_TASKS,
-        model,
-        len(items),
-        build,
-        lambda _: ["EMBEDDING"],
-        lambda _, result: result["EMBEDDING"].astype(np.float32),
-        empty,
-        needs_model_for_empty=model is not None,
-    )
+    return _vectors_plan(IMAGE_TEXT_TASKS, model, len(items), build)
 
 
 AGGREGATIONS = ("none", "simple", "first", "average", "max")
@@ -369,8 +381,7 @@ def embed(
     items, _ = codecs.text_list(texts)
     _check_model(model)
     _check_flag("truncate", truncate)
-    if normalize is not None and not isinstance(normalize, bool):
-        raise InvalidInputError(f"normalize must be True, False or None, not {normalize!r}.")
+    _check_normalize(normalize)
 
     def build(config: ModelConfig, rows: slice) -> Tensors:
         count = rows.stop - rows.start
@@ -379,20 +390,7 @@ def embed(
             inputs["NORMALIZE"] = codecs.column(normalize, "BOOL", count)
         return inputs
 
-    def empty(config: ModelConfig | None) -> np.ndarray[Any, np.dtype[np.float32]]:
-        dims = config.outputs.get("EMBEDDING", (0,)) if config is not None else (0,)
-        return np.zeros((0, max(dims[-1], 0) if dims else 0), dtype=np.float32)
-
-    return Plan(
-        ("feature-extraction",),
-        model,
-        len(items),
-        build,
-        lambda _: ["EMBEDDING"],
-        lambda _, result: result["EMBEDDING"].astype(np.float32),
-        empty,
-        needs_model_for_empty=model is not None,
-    )
+    return _vectors_plan(("feature-extraction",), model, len(items), build)
 
 
 def embeddings(
