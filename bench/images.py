@@ -111,7 +111,6 @@ def sdk_c16(url: str, files: list[bytes], seconds: float = 12.0) -> float:
     """Images/s with 16 threads each sending one image at a time through Client.classify_images."""
     with Client(url, timeout=120) as client:
         client.classify_images(files[0], model="vit")
-        done = 0
         deadline = time.perf_counter() + seconds
 
         def caller(offset: int) -> int:

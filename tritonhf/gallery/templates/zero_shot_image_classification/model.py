@@ -89,7 +89,8 @@ class TritonPythonModel:
 
     def ranked(self, vector, labels):
         """(labels best first, scores) for one image vector against its labels."""
-        logits = np.array([self.scale * float(_unit(vector) @ self.label_vector(label)) for label in labels])
+        image = _unit(vector)  # once per image, not once per label
+        logits = np.array([self.scale * float(image @ self.label_vector(label)) for label in labels])
         if self.siglip:
             scores = 1.0 / (1.0 + np.exp(-(logits + self.bias)))
         else:
