@@ -41,20 +41,29 @@ def _stub_pid(server: Server) -> int:
 
 
 def test_killed_stub_is_repaired_while_requests_keep_coming(supervised: Server) -> None:
-    with Client(supervised.grpc_url, timeout=30) as client:
+    """Requests keep coming while the stub is SIGKILLed: every call ends within its deadline, the model
+    answers again without anyone acting, and every call sent after the kill gets an answer or a typed
+    error by the end of the repair (the SDK retries a model being repaired within the deadline).
+
+    The one exception is Triton's (2.51): a batch the stub was computing when it died, answered
+    through its requests' response senders (``runtime.Pipeline``), is never completed by Triton,
+    not even after the repair; its callers learn at their deadline. With one caller that is at
+    most the one call in flight at the kill (docs/guarantees.md says so)."""
+    timeout = 20.0
+    with Client(supervised.grpc_url, timeout=timeout) as client:
         expected = client.classify("a wonderful movie").label
         stop = threading.Event()
-        outcomes: list[str] = []
+        calls: list[tuple[float, float, str]] = []  # (started, ended, outcome)
 
         def load() -> None:
             while not stop.is_set():
                 started = time.monotonic()
                 try:
                     label = client.classify("a wonderful movie", model="clf").label
-                    outcomes.append("ok" if label == expected else "mismatch")
+                    outcome = "ok" if label == expected else "mismatch"
                 except ClientError as exc:
-                    outcomes.append(type(exc).__name__)
-                assert time.monotonic() - started < 31, "a call must stay within its timeout"
+                    outcome = type(exc).__name__
+                calls.append((started, time.monotonic(), outcome))
 
         worker = threading.Thread(target=load)
         worker.start()
@@ -72,8 +81,17 @@ def test_killed_stub_is_repaired_while_requests_keep_coming(supervised: Server) 
             time.sleep(0.2)
         time.sleep(1)
         stop.set()
-        worker.join(timeout=40)
+        worker.join(timeout=timeout + 10)
+    assert not worker.is_alive()
     assert recovered is not None, "the model should answer again within 30 s without anyone acting"
+    outcomes = [outcome for _, _, outcome in calls]
+    assert all(ended - started < timeout + 1 for started, ended, _ in calls), "a call must stay within its deadline"
+    lost = [(started, ended) for started, ended, outcome in calls if outcome == "RequestTimeoutError"]
+    assert len(lost) <= 1 and all(started < killed_at for started, _ in lost), (
+        f"only the call in flight at the kill may be lost to its deadline: {lost} (kill at {killed_at})"
+    )
+    after = [ended for started, ended, _ in calls if started > killed_at]
+    assert after and max(after) < killed_at + recovered + 5, "calls sent after the kill end with the repair"
     assert "mismatch" not in outcomes
     assert outcomes.count("ok") > 10
     assert set(outcomes) <= {
@@ -82,6 +100,7 @@ def test_killed_stub_is_repaired_while_requests_keep_coming(supervised: Server) 
         "InferenceError",
         "ServerUnavailableError",
         "ModelNotFoundError",
+        "RequestTimeoutError",
     }
     counters = Counters.load(supervisor_file(supervised.workspace))
     assert counters is not None and counters.model_repairs.get("clf") == 1

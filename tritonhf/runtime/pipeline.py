@@ -17,6 +17,11 @@ It also avoids a stall of Triton 2.51: a one-instance model that answers from ``
 while its config bounds the queue (``default_queue_policy.max_queue_size``) sees some
 executions start exactly 0.5 s late, even one request at a time (p99 515 ms against 16 ms
 answered through the pipeline, same model and config; measured with the SDK in a loop).
+
+The price, Triton's: when the stub is killed (the OOM killer) while the worker computes a batch,
+Triton 2.51 never completes those requests' response senders, not even after the supervisor
+reloads the model; their callers learn at their deadline, where an answer from ``execute``
+would have been an error within a second. At most one batch, since ``depth`` is 1.
 """
 
 from __future__ import annotations
