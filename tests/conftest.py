@@ -50,6 +50,7 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "seq2seq": tiny_models.build_seq2seq,
         "image-classifier": tiny_models.build_image_classifier,
         "clip": tiny_models.build_clip,
+        "whisper": tiny_models.build_whisper,
         "siglip": tiny_models.build_siglip,
     }
     built = {}

@@ -103,6 +103,11 @@ class Task:
         """Requests carry encoded images (IMAGE): the server decodes them with Pillow."""
         return any(spec.name == "IMAGE" for spec in self.inputs)
 
+    @property
+    def takes_audio(self) -> bool:
+        """Requests carry encoded audio files (AUDIO): the server decodes them with libsndfile."""
+        return any(spec.name == "AUDIO" for spec in self.inputs)
+
     def input(self, name: str) -> TensorSpec:
         return next(spec for spec in self.inputs if spec.name == name)
 
@@ -261,6 +266,30 @@ TASKS: dict[str, Task] = {
             ),
         ),
         Task(
+            name="automatic-speech-recognition",
+            summary="Transcribe or translate speech (WAV, FLAC, OGG, MP3 bytes) with Whisper; timestamped segments.",
+            template="automatic_speech_recognition",
+            inputs=(
+                TensorSpec("AUDIO", "TYPE_STRING", (1,), doc="one encoded file per row: WAV, FLAC, OGG or MP3 bytes"),
+                TensorSpec(
+                    "LANGUAGE", "TYPE_STRING", (1,), optional=True, doc="spoken language code (default: detect)"
+                ),
+                TensorSpec("TASK", "TYPE_STRING", (1,), optional=True, doc="transcribe (default) or translate"),
+                TensorSpec("TIMESTAMPS", "TYPE_BOOL", (1,), optional=True, doc="segments with their times"),
+                TensorSpec("PROMPT", "TYPE_STRING", (1,), optional=True, doc="text that came before (style, names)"),
+                TensorSpec("TEMPERATURE", "TYPE_FP32", (1,), optional=True, doc="0 (default) means greedy"),
+                TensorSpec("SEED", "TYPE_INT64", (1,), optional=True, doc="sampling seed when TEMPERATURE > 0"),
+                TensorSpec("MAX_TOKENS", "TYPE_INT32", (1,), optional=True, doc="tokens per 30 s window at most"),
+            ),
+            outputs=(
+                TensorSpec("TEXT", "TYPE_STRING", (1,), doc="the transcription (or English translation)"),
+                TensorSpec("SPOKEN_LANGUAGE", "TYPE_STRING", (1,), doc="the language code given or detected"),
+                TensorSpec("DURATION", "TYPE_FP32", (1,), doc="seconds of audio"),
+                TensorSpec("SEGMENTS", "TYPE_STRING", (1,), doc="JSON list of {start, end, text} in seconds"),
+            ),
+            default_max_batch_size=8,
+        ),
+        Task(
             name="text2text-generation",
             summary="Stream text from an encoder-decoder model (T5, BART, Marian): summaries, translations.",
             template="text2text_generation",
@@ -297,6 +326,8 @@ ALIASES = {
     "summarization": "text2text-generation",
     "translation": "text2text-generation",
     "clip": "zero-shot-image-classification",
+    "asr": "automatic-speech-recognition",
+    "whisper": "automatic-speech-recognition",
 }
 
 

@@ -53,6 +53,13 @@ def test_image_models_need_pillow_and_text_models_do_not(tmp_path: Path, tiny: d
         images = tmp_path / task
         add_model(AddRequest(task, str(tiny[source]), images, name="m"))
         assert "pillow" in needed_packages(images), task
+    assert not {"soundfile", "soxr"} & set(needed_packages(text))
+
+
+def test_speech_models_need_libsndfile_and_soxr(tmp_path: Path, tiny: dict[str, Path]) -> None:
+    add_model(AddRequest("whisper", str(tiny["whisper"]), tmp_path / "speech", name="asr"))
+    needed = needed_packages(tmp_path / "speech")
+    assert {"soundfile", "soxr"} <= set(needed) and "pillow" not in needed
 
 
 @pytest.mark.integration  # bootstraps a real server (the stub environment): not in make test-fast

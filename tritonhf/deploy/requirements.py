@@ -35,6 +35,8 @@ def needed_packages(repository: Path) -> list[str]:
         task = TASKS.get(params.get(PARAM_TASK, ""))
         if task is not None and task.takes_images:
             names.append("pillow")  # decoding the images requests carry
+        if task is not None and task.takes_audio:
+            names += ["soundfile", "soxr"]  # decoding (libsndfile) and resampling the audio requests carry
         if params.get(PARAM_TASK) in ("text-generation", "text2text-generation"):
             names.append("jinja2")  # chat templates
         files = {path.name for path in folder.rglob("*") if path.is_file()}

@@ -21,17 +21,25 @@ What a template finds here:
   short ones;
 * answers: tensors, ranked labels, and ``Batch.respond``.
 
+* audio: ``decode_audio`` reads each row's encoded file (limits first), mixes it down and
+  resamples it to the model's rate.
 * images: ``pixel_rows`` decodes each row's encoded image (limits first, as transformers'
   ``load_image`` reads a file) and runs the model's image processor.
 
 One module per concern: ``common`` (parameter names, the single place that knows them;
-``tritonhf.tasks`` imports them from there), ``loading``, ``batching``, ``windows``, ``images``,
+``tritonhf.tasks`` imports them from there), ``loading``, ``batching``, ``windows``, ``images``, ``audio``,
 ``replies``, ``pipeline``.
 Templates use the names re-exported here (``runtime.Batch``).
 """
 
 from __future__ import annotations
 
+from .audio import (
+    DEFAULT_MAX_AUDIO_SECONDS,
+    PARAM_MAX_AUDIO_SECONDS,
+    decode_audio,
+    resample,
+)
 from .batching import (
     Batch,
     decode_texts,
@@ -118,6 +126,7 @@ from .windows import (
 )
 
 __all__ = [
+    "DEFAULT_MAX_AUDIO_SECONDS",
     "DEFAULT_MAX_BATCH_TOKENS",
     "DEFAULT_MAX_IMAGE_PIXELS",
     "IMAGE_BACKEND",
@@ -126,6 +135,7 @@ __all__ = [
     "PARAM_ENGINE",
     "PARAM_GGUF_FILE",
     "PARAM_IMAGE_BACKEND",
+    "PARAM_MAX_AUDIO_SECONDS",
     "PARAM_MAX_BATCH_TOKENS",
     "PARAM_MAX_IMAGE_PIXELS",
     "PARAM_ONNX_FILE",
@@ -153,6 +163,7 @@ __all__ = [
     "bool_tensor",
     "budget_groups",
     "busy_response",
+    "decode_audio",
     "decode_image",
     "decode_texts",
     "device",
@@ -182,6 +193,7 @@ __all__ = [
     "pool",
     "ranked_labels",
     "ranked_labels_outputs",
+    "resample",
     "string_matrix",
     "string_tensor",
     "too_long_message",

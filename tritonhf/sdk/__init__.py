@@ -16,7 +16,7 @@ from typing import Concatenate, ParamSpec, TypeVar
 from tritonhf._wire.transport import API_KEY_HEADER
 from tritonhf.sdk.aio import AsyncClient, AsyncTextStream
 from tritonhf.sdk.client import Client, TextStream
-from tritonhf.sdk.media import ImageInput
+from tritonhf.sdk.media import AudioInput, ImageInput
 from tritonhf.sdk.results import (
     Answer,
     Classification,
@@ -25,6 +25,8 @@ from tritonhf.sdk.results import (
     FillMask,
     ModelInfo,
     Ranked,
+    Segment,
+    Transcription,
     Usage,
     ZeroShotClassification,
 )
@@ -35,6 +37,7 @@ __all__ = [
     "Answer",
     "AsyncClient",
     "AsyncTextStream",
+    "AudioInput",
     "Classification",
     "Client",
     "Embeddings",
@@ -44,7 +47,9 @@ __all__ = [
     "ModelInfo",
     "Ranked",
     "Sampling",
+    "Segment",
     "TextStream",
+    "Transcription",
     "Usage",
     "ZeroShotClassification",
     "answer",
@@ -61,6 +66,7 @@ __all__ = [
     "ner",
     "rerank",
     "summarize",
+    "transcribe",
     "translate",
     "zero_shot",
     "zero_shot_images",
@@ -106,4 +112,5 @@ answer = _on_default_client(Client.answer)
 fill_mask = _on_default_client(Client.fill_mask)
 summarize = _on_default_client(Client.summarize)
 translate = _on_default_client(Client.translate)
+transcribe = _on_default_client(Client.transcribe)
 models = _on_default_client(Client.models)

@@ -22,7 +22,7 @@ from tritonhf.errors import (
 )
 from tritonhf.sdk import media
 from tritonhf.sdk._policy import Array, Tensors
-from tritonhf.sdk.media import ImageInput
+from tritonhf.sdk.media import AudioInput, ImageInput
 from tritonhf.sdk.results import (
     Answer,
     Classification,
@@ -30,6 +30,8 @@ from tritonhf.sdk.results import (
     Entity,
     FillMask,
     Ranked,
+    Segment,
+    Transcription,
     ZeroShotClassification,
 )
 
@@ -546,4 +548,83 @@ def infer(model: str, values: Mapping[str, Any]) -> Plan[dict[str, Array]]:
         lambda config: list(config.outputs),
         lambda _, result: {name: codecs.decode(array) for name, array in result.items()},
         lambda _: {},
+    )
+
+
+SPEECH_TASKS = ("automatic-speech-recognition",)
+
+
+def transcribe(
+    audio: AudioInput | Sequence[AudioInput],
+    model: str | None,
+    language: str | None,
+    task: str,
+    timestamps: bool,
+    prompt: str | None,
+    temperature: float,
+    seed: int | None,
+    max_tokens: int | None,
+) -> Plan[Transcription | list[Transcription]]:
+    """``Client.transcribe``: what each file says (encoded bytes go out; the server decodes and resamples)."""
+    items, single = media.audio_list(audio)
+    _check_model(model)
+    if language is not None and (not isinstance(language, str) or not language.strip()):
+        raise InvalidInputError(f"language must be a language code such as 'en', not {language!r}.")
+    if task not in ("transcribe", "translate"):
+        raise InvalidInputError(f"task must be 'transcribe' or 'translate', not {task!r}.")
+    _check_flag("timestamps", timestamps)
+    if prompt is not None:
+        check_prompt(prompt)
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not 0 <= temperature <= 2:
+        raise InvalidInputError(f"temperature must be a number from 0 (greedy) to 2, not {temperature!r}.")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        raise InvalidInputError(f"seed must be an int, not {seed!r}.")
+    if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1):
+        raise InvalidInputError(f"max_tokens must be a positive int, not {max_tokens!r}.")
+
+    def build(config: ModelConfig, rows: slice) -> Tensors:
+        n = len(items[rows])
+        inputs = {"AUDIO": _image_column(items[rows])}  # one encoded file per row, as images go
+        if language is not None:
+            inputs["LANGUAGE"] = codecs.bytes_matrix([[language.strip()]] * n)
+        if task != "transcribe":
+            inputs["TASK"] = codecs.bytes_matrix([[task]] * n)
+        if timestamps:
+            inputs["TIMESTAMPS"] = codecs.column(True, "BOOL", n)
+        if prompt:
+            inputs["PROMPT"] = codecs.bytes_matrix([[prompt]] * n)
+        if temperature:
+            inputs["TEMPERATURE"] = codecs.column(float(temperature), "FP32", n)
+        if seed is not None:
+            inputs["SEED"] = codecs.column(seed, "INT64", n)
+        if max_tokens is not None:
+            inputs["MAX_TOKENS"] = codecs.column(max_tokens, "INT32", n)
+        return inputs
+
+    def decode(config: ModelConfig, result: Tensors) -> Transcription | list[Transcription]:
+        texts, languages, segments = (
+            [str(value) for value in codecs.decode(result[name]).reshape(-1)]
+            for name in ("TEXT", "SPOKEN_LANGUAGE", "SEGMENTS")
+        )
+        found = [
+            Transcription(
+                text=texts[row],
+                language=languages[row],
+                duration=float(result["DURATION"].reshape(-1)[row]),
+                segments=tuple(
+                    Segment(float(s["start"]), float(s["end"]), str(s["text"])) for s in json.loads(segments[row])
+                ),
+            )
+            for row in range(len(items))
+        ]
+        return found[0] if single else found
+
+    return Plan(
+        SPEECH_TASKS,
+        model,
+        len(items),
+        build,
+        lambda _: ["TEXT", "SPOKEN_LANGUAGE", "DURATION", "SEGMENTS"],
+        decode,
+        lambda _: [],
     )

@@ -32,7 +32,7 @@ from tritonhf.sdk import _generation as generation
 from tritonhf.sdk import _plans as plans
 from tritonhf.sdk import _policy as policy
 from tritonhf.sdk._errors import translate
-from tritonhf.sdk.media import ImageInput
+from tritonhf.sdk.media import AudioInput, ImageInput
 from tritonhf.sdk.results import (
     Answer,
     Classification,
@@ -41,6 +41,7 @@ from tritonhf.sdk.results import (
     FillMask,
     ModelInfo,
     Ranked,
+    Transcription,
     Usage,
     ZeroShotClassification,
 )
@@ -463,6 +464,67 @@ class Client:
         images (``embed_images``), so texts and images compare by cosine.
         """
         return self._run(plans.embed(texts, model, normalize, truncate), timeout)
+
+    @overload
+    def transcribe(  # type: ignore[overload-overlap]  # a str (a path) is also a Sequence[str]
+        self,
+        audio: AudioInput,
+        *,
+        model: str | None = None,
+        language: str | None = None,
+        task: str = "transcribe",
+        timestamps: bool = False,
+        prompt: str | None = None,
+        temperature: float = 0.0,
+        seed: int | None = None,
+        max_tokens: int | None = None,
+        timeout: float | None = None,
+    ) -> Transcription: ...
+    @overload
+    def transcribe(
+        self,
+        audio: Sequence[AudioInput],
+        *,
+        model: str | None = None,
+        language: str | None = None,
+        task: str = "transcribe",
+        timestamps: bool = False,
+        prompt: str | None = None,
+        temperature: float = 0.0,
+        seed: int | None = None,
+        max_tokens: int | None = None,
+        timeout: float | None = None,
+    ) -> list[Transcription]: ...
+
+    def transcribe(
+        self,
+        audio: AudioInput | Sequence[AudioInput],
+        *,
+        model: str | None = None,
+        language: str | None = None,
+        task: str = "transcribe",
+        timestamps: bool = False,
+        prompt: str | None = None,
+        temperature: float = 0.0,
+        seed: int | None = None,
+        max_tokens: int | None = None,
+        timeout: float | None = None,
+    ) -> Transcription | list[Transcription]:
+        """What each file says, with an automatic-speech-recognition model (Whisper).
+
+        Audio is a path, the bytes of a WAV/FLAC/OGG/MP3 file, or ``(samples, sampling_rate)``
+        (sent as a lossless float WAV); any rate and channel count: the server mixes down and
+        resamples. One file gives one ``Transcription``, a list a list. ``language``: the spoken
+        language's code (default: detected, and returned); ``task="translate"``: into English;
+        ``timestamps=True``: timed segments (otherwise one segment, the whole file). Files longer
+        than the model's 30 s window are read whole, window after window. ``prompt``: text that came
+        before (names, spelling, style). ``temperature`` > 0 samples, reproducibly with ``seed``;
+        ``max_tokens`` bounds the tokens of each window. A file the server cannot use (damaged,
+        silent, past its length limit) raises ``InvalidInputError`` naming it.
+        """
+        return self._run(
+            plans.transcribe(audio, model, language, task, timestamps, prompt, temperature, seed, max_tokens), timeout
+        )
 
     def embed_images(
         self,

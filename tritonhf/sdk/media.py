@@ -1,4 +1,4 @@
-"""Images as the SDK sends them: encoded bytes, whatever the caller holds.
+"""Images and audio as the SDK sends them: encoded bytes, whatever the caller holds.
 
 The server decodes (one decoder for every client, a few kB on the wire instead of raw
 pixels), so the SDK only turns what it is given into the bytes of a file:
@@ -10,6 +10,11 @@ pixels), so the SDK only turns what it is given into the bytes of a file:
   RGB, RGBA), ``uint8``: encoded as PNG here, without Pillow.
 
 One image gives one answer; a list or tuple (or a 4-D array) gives a list.
+
+Audio likewise: a path or ``bytes`` of a WAV, FLAC, OGG or MP3 file go as they are; samples as
+``(array, sampling_rate)`` (float [frames] or [frames, channels]) go as a 32-bit float WAV, lossless
+and written here without any audio library; the server mixes down and resamples. One file gives one
+answer, a list gives a list.
 """
 
 from __future__ import annotations
@@ -31,6 +36,9 @@ if TYPE_CHECKING:
 
 # What an image may be, for the SDK's image methods.
 ImageInput = Union[str, "os.PathLike[str]", bytes, "np.ndarray[Any, Any]", "PILImage"]
+
+# What audio may be, for Client.transcribe: a path, file bytes, or (samples, sampling rate).
+AudioInput = Union[str, "os.PathLike[str]", bytes, "tuple[np.ndarray[Any, Any], int]"]
 
 _PNG_COLOUR = {1: 0, 2: 4, 3: 2, 4: 6}  # channels -> PNG colour type: grey, grey+alpha, RGB, RGBA
 
@@ -86,3 +94,53 @@ def png(array: np.ndarray[Any, Any], name: str = "image") -> bytes:
 
     header = struct.pack(">IIBBBBB", width, height, 8, _PNG_COLOUR[channels], 0, 0, 0)
     return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw, 1)) + chunk(b"IEND", b"")
+
+
+def audio_list(audio: AudioInput | Sequence[AudioInput], name: str = "audio") -> tuple[list[bytes], bool]:
+    """``(encoded files, was_single)``; a ``(samples, rate)`` tuple is one file, a list many."""
+    if _is_samples(audio) or isinstance(audio, (str, bytes, bytearray, memoryview, os.PathLike)):
+        return [encode_audio(audio, name)], True
+    if isinstance(audio, Sequence):
+        return [encode_audio(item, f"{name}[{index}]") for index, item in enumerate(audio)], False
+    return [encode_audio(audio, name)], True
+
+
+def _is_samples(audio: object) -> bool:
+    return isinstance(audio, tuple) and len(audio) == 2 and isinstance(audio[0], np.ndarray)
+
+
+def encode_audio(audio: object, name: str = "audio") -> bytes:
+    """One audio as the bytes of a file."""
+    if isinstance(audio, tuple) and _is_samples(audio):
+        return wav(audio[0], audio[1], name)
+    if isinstance(audio, (bytes, bytearray, memoryview)):
+        data = bytes(audio)
+        if not data:
+            raise InvalidInputError(f"{name} is empty (0 bytes).")
+        return data
+    if isinstance(audio, (str, os.PathLike)):
+        path = Path(audio)
+        try:
+            return path.read_bytes()
+        except OSError as exc:
+            raise InvalidInputError(f"{name}: cannot read {str(path)!r} ({exc.strerror or exc}).") from exc
+    raise InvalidInputError(
+        f"{name} must be a path, the bytes of an audio file or (samples, sampling_rate), not {type(audio).__name__}."
+    )
+
+
+def wav(samples: np.ndarray[Any, Any], rate: object, name: str = "audio") -> bytes:
+    """Float samples [frames] or [frames, channels] as a 32-bit float WAV (WAVE_FORMAT_IEEE_FLOAT)."""
+    if not isinstance(rate, int) or isinstance(rate, bool) or not 1000 <= rate <= 384_000:
+        raise InvalidInputError(f"{name}: the sampling rate must be an int of Hz (1000-384000), not {rate!r}.")
+    if samples.dtype.kind not in "fiu" or samples.ndim not in (1, 2) or samples.shape[0] == 0:
+        raise InvalidInputError(
+            f"{name} is a {samples.dtype} array of shape {tuple(samples.shape)}; samples are numbers, "
+            "[frames] or [frames, channels]."
+        )
+    frames = np.ascontiguousarray(samples.reshape(samples.shape[0], -1), dtype="<f4")
+    channels = frames.shape[1]
+    data = frames.tobytes()
+    fmt = struct.pack("<HHIIHH", 3, channels, rate, rate * channels * 4, channels * 4, 32)
+    body = b"WAVE" + b"fmt " + struct.pack("<I", len(fmt)) + fmt + b"data" + struct.pack("<I", len(data)) + data
+    return b"RIFF" + struct.pack("<I", len(body)) + body

@@ -41,6 +41,27 @@ class ZeroShotClassification:
 
 
 @dataclass(frozen=True)
+class Segment:
+    """A stretch of a transcription and its times in the file (seconds)."""
+
+    start: float
+    end: float
+    text: str
+
+
+@dataclass(frozen=True)
+class Transcription:
+    """What was said (or its English translation), the language, the file's length and timed segments.
+
+    Without ``timestamps=True`` there is one segment: the whole file."""
+
+    text: str
+    language: str
+    duration: float
+    segments: tuple[Segment, ...] = ()
+
+
+@dataclass(frozen=True)
 class Entity:
     """A named entity: its group (PER, LOC ...), its text, character offsets and score."""
 

@@ -1,0 +1,228 @@
+"""automatic-speech-recognition: decoding with limits, the template on a tiny Whisper against transformers
+in-process (each row alone), and bad files failing their own request only."""
+
+from __future__ import annotations
+
+import io
+import json
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import fake_pb_utils as pb
+import numpy as np
+import pytest
+import soundfile
+from template_harness import answers, instantiate
+
+from harness.audio import FORMATS, AudioOracle, encode, random_audio, read, sound
+from tritonhf import Client, InvalidInputError, Segment
+from tritonhf.errors import GalleryError
+from tritonhf.gallery import AddRequest, add_model
+from tritonhf.runtime.audio import decode_audio
+from tritonhf.runtime.common import BadRequest
+from tritonhf.sdk.media import audio_list, wav
+from tritonhf.sdk.testing import FakeServer, MemoryTransport
+
+
+@pytest.mark.parametrize(("container", "subtype"), FORMATS)
+@pytest.mark.parametrize(("rate", "channels"), [(16000, 1), (48000, 2), (8000, 2)])
+def test_every_format_rate_and_channel_count_reads_as_the_reference(
+    container: str, subtype: str, rate: int, channels: int
+) -> None:
+    data = encode(sound(random.Random(rate + channels), 1.5, rate, channels), rate, container, subtype)
+    got = decode_audio(data, 16000)
+    assert got.dtype == np.float32 and got.ndim == 1
+    np.testing.assert_array_equal(got, read(data, 16000))
+    assert abs(len(got) / 16000 - 1.5) < 0.1  # mixed down and resampled, not cut (MP3 and Opus pad a little)
+
+
+@pytest.mark.parametrize(
+    ("data", "words"),
+    [
+        (b"", "is empty"),
+        (b"not audio at all" * 10, "not audio libsndfile can read (Format not recognised"),
+        (b"\x89PNG\r\n\x1a\n" + bytes(200), "not audio"),
+        (encode(np.zeros((16000, 1), np.float32)), "is silent (1.00 s of zeros)"),
+    ],
+)
+def test_unusable_audio_is_refused_saying_why(data: bytes, words: str) -> None:
+    with pytest.raises(BadRequest) as caught:
+        decode_audio(data, 16000)
+    assert words in str(caught.value)
+
+
+def test_too_long_audio_is_refused_from_its_header_before_decoding() -> None:
+    hour = encode(np.full((8000 * 3700, 1), 0.1, np.float32), 8000, "FLAC")  # 61 min, a few MB compressed
+    started = time.perf_counter()
+    with pytest.raises(BadRequest, match=r"is 3,700.0 s long, over the limit of 3,600 s \(parameter max_audio"):
+        decode_audio(hour, 16000)
+    assert time.perf_counter() - started < 1  # read from the header: decoding an hour takes far longer
+    with pytest.raises(BadRequest, match="over the limit of 2 s"):
+        decode_audio(encode(sound(random.Random(1), 2.5)), 16000, max_seconds=2)
+
+
+# ------------------------------------------------------------------ the template
+
+
+@pytest.fixture(scope="module")
+def whisper(tiny: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Any:
+    repo = tmp_path_factory.mktemp("asr") / "repo"
+    return instantiate(add_model(AddRequest("whisper", str(tiny["whisper"]), repo, name="asr")))
+
+
+def _column(*values: Any, dtype: Any = object) -> np.ndarray:
+    return np.array([[value] for value in values], dtype=dtype)
+
+
+def _outputs(response: Any) -> dict[str, Any]:
+    assert not response.has_error(), response.error().message()
+    found = {tensor.name(): tensor.as_numpy() for tensor in response.output_tensors}
+    return {
+        "text": [value.decode() for value in found["TEXT"].reshape(-1)],
+        "language": [value.decode() for value in found["SPOKEN_LANGUAGE"].reshape(-1)],
+        "duration": found["DURATION"].reshape(-1).tolist(),
+        "segments": [json.loads(value) for value in found["SEGMENTS"].reshape(-1)],
+    }
+
+
+def test_each_row_equals_transformers_alone_and_bad_files_fail_alone(whisper: Any, tiny: dict[str, Path]) -> None:
+    oracle = AudioOracle(tiny["whisper"])
+    rng = random.Random(5)
+    files = [random_audio(rng)[0] for _ in range(6)]
+    requests = [
+        pb.InferenceRequest(AUDIO=_column(files[0], files[1])),
+        pb.InferenceRequest(AUDIO=_column(b"junk" * 50)),
+        pb.InferenceRequest(AUDIO=_column(files[2]), LANGUAGE=_column(b"de"), TIMESTAMPS=_column(True, dtype=bool)),
+        pb.InferenceRequest(AUDIO=_column(files[3], encode(np.zeros((800, 1), np.float32)))),
+        pb.InferenceRequest(AUDIO=_column(files[4]), TASK=_column(b"translate"), MAX_TOKENS=_column(5, dtype=np.int32)),
+        pb.InferenceRequest(AUDIO=_column(files[5]), PROMPT=_column(b"an earlier sentence")),
+        pb.InferenceRequest(AUDIO=_column(files[0]), LANGUAGE=_column(b"xx")),
+        pb.InferenceRequest(AUDIO=_column(files[0]), MAX_TOKENS=_column(0, dtype=np.int32)),
+        pb.InferenceRequest(AUDIO=_column(files[0]), TASK=_column(b"summarise")),
+    ]
+    got = answers(whisper, requests)
+    first = _outputs(got[0])
+    for row in range(2):
+        expected = oracle.transcribe(files[row])
+        assert first["text"][row] == expected["text"] and first["language"][row] == expected["language"]
+        assert abs(first["duration"][row] - expected["duration"]) < 1e-4
+        (segment,) = first["segments"][row]
+        assert segment["start"] == 0.0 and segment["text"] == expected["text"]
+        assert segment["end"] == pytest.approx(expected["duration"], abs=0.005)
+    assert got[1].has_error() and "input 'AUDIO' is not audio" in got[1].error().message()
+    third = _outputs(got[2])
+    assert third["text"][0] == oracle.transcribe(files[2], language="de", timestamps=True)["text"]
+    assert third["language"] == ["de"]
+    segments = third["segments"][0]
+    assert segments and "".join(s["text"] for s in segments).replace(" ", "") == third["text"][0].replace(" ", "")
+    assert all(0 <= s["start"] <= s["end"] <= third["duration"][0] + 1e-6 for s in segments)
+    assert got[3].has_error() and got[3].error().message().startswith("row 1: input 'AUDIO' is silent")
+    fifth = _outputs(got[4])
+    assert fifth["text"][0] == oracle.transcribe(files[4], task="translate", max_tokens=5)["text"]
+    assert len(fifth["text"][0]) <= 5  # one character a token in this vocabulary
+    assert _outputs(got[5])["text"][0] == oracle.transcribe(files[5], prompt="an earlier sentence")["text"]
+    assert "input 'LANGUAGE' 'xx' is not a language of this model; it knows: de, en, fr" in got[6].error().message()
+    assert "input 'MAX_TOKENS' is 0; it must be between 1 and 64" in got[7].error().message()
+    assert "input 'TASK' is 'summarise'; it must be transcribe or translate" in got[8].error().message()
+
+
+def test_a_file_longer_than_a_window_is_read_whole_with_times_into_the_file(
+    whisper: Any, tiny: dict[str, Path]
+) -> None:
+    data = encode(sound(random.Random(8), 70.0), 16000, "FLAC")
+    (found,) = answers(whisper, [pb.InferenceRequest(AUDIO=_column(data), LANGUAGE=_column(b"en"))])
+    got = _outputs(found)
+    assert got["text"][0] == AudioOracle(tiny["whisper"]).transcribe(data, language="en")["text"]
+    assert got["duration"] == [70.0]
+    starts = [segment["start"] for segment in got["segments"][0]]
+    assert starts == sorted(starts) and starts[-1] >= 30.0, "the later windows' times count from the file's start"
+
+
+def test_sampling_is_seeded_per_request_whatever_it_is_batched_with(whisper: Any, tiny: dict[str, Path]) -> None:
+    rng = random.Random(9)
+    data = random_audio(rng)[0]
+    options = {"TEMPERATURE": _column(0.8, dtype=np.float32), "SEED": _column(4, dtype=np.int64),
+               "LANGUAGE": _column(b"en")}  # fmt: skip
+    (alone,) = answers(whisper, [pb.InferenceRequest(AUDIO=_column(data), **options)])
+    batched = answers(
+        whisper,
+        [pb.InferenceRequest(AUDIO=_column(random_audio(rng)[0])), pb.InferenceRequest(AUDIO=_column(data), **options)],
+    )
+    assert _outputs(batched[1])["text"] == _outputs(alone)["text"]
+    expected = AudioOracle(tiny["whisper"]).transcribe(data, language="en", temperature=0.8, seed=4)["text"]
+    assert _outputs(alone)["text"] == [expected]
+
+
+def test_speech_models_refuse_what_they_cannot_do(tiny: dict[str, Path], tmp_path: Path) -> None:
+    with pytest.raises(GalleryError, match="served with PyTorch"):
+        add_model(AddRequest("whisper", str(tiny["whisper"]), tmp_path / "repo", backend="onnx"))
+
+
+# ------------------------------------------------------------------ the SDK
+
+
+def test_what_a_caller_holds_becomes_the_bytes_of_a_file(tmp_path: Path) -> None:
+    samples = sound(random.Random(2), 0.5, 22050, 2)
+    data = wav(samples, 22050)
+    back, rate = soundfile.read(io.BytesIO(data), dtype="float32", always_2d=True)
+    assert rate == 22050 and np.array_equal(back, samples)  # float WAV: lossless
+    path = tmp_path / "a.flac"
+    path.write_bytes(encode(samples, 22050, "FLAC"))
+    assert audio_list(path) == ([path.read_bytes()], True)
+    assert audio_list([data, (samples, 22050)]) == ([data, data], False)
+    assert audio_list((samples[:, 0], 22050))[1] is True
+
+
+@pytest.mark.parametrize(
+    ("held", "words"),
+    [
+        (b"", "is empty"),
+        ("/nonexistent.wav", "cannot read"),
+        ((np.zeros(10), 44.1), "sampling rate must be an int"),
+        ((np.array(["a"]), 16000), "samples are numbers"),
+        (3.5, "must be a path, the bytes of an audio file or (samples, sampling_rate)"),
+    ],
+)
+def test_what_is_not_audio_is_refused_before_sending(held: object, words: str) -> None:
+    with pytest.raises(InvalidInputError) as caught:
+        audio_list(held)  # type: ignore[arg-type]
+    assert words in str(caught.value)
+
+
+def test_transcribe_sends_files_and_options_splits_batches_and_reads_segments() -> None:
+    seen: list[dict[str, np.ndarray]] = []
+
+    def handler(inputs: dict[str, np.ndarray]) -> dict[str, Any]:
+        seen.append(inputs)
+        sizes = [len(bytes(item)) for item in inputs["AUDIO"].reshape(-1)]
+        return {
+            "TEXT": np.array([[f"{size} bytes".encode()] for size in sizes], dtype=object),
+            "SPOKEN_LANGUAGE": np.array([[b"de"] for _ in sizes], dtype=object),
+            "DURATION": np.array([[size / 100] for size in sizes], dtype=np.float32),
+            "SEGMENTS": np.array(
+                [[json.dumps([{"start": 0.0, "end": 1.5, "text": f"{size}"}]).encode()] for size in sizes], dtype=object
+            ),
+        }
+
+    server = FakeServer()
+    server.add("asr", "automatic-speech-recognition", handler, max_batch_size=2)
+    files = [encode(sound(random.Random(i), 0.2 + 0.1 * i)) for i in range(3)]
+    with Client(transport=MemoryTransport(server), timeout=5) as client:
+        one = client.transcribe(files[0])
+        many = client.transcribe(files, language="de", task="translate", timestamps=True, prompt="before",
+                                 temperature=0.5, seed=7, max_tokens=9)  # fmt: skip
+        with pytest.raises(InvalidInputError, match="task must be 'transcribe' or 'translate'"):
+            client.transcribe(files[0], task="summarise")
+    assert one.text == f"{len(files[0])} bytes" and one.language == "de"
+    assert one.segments == (Segment(0.0, 1.5, str(len(files[0]))),)
+    assert [t.text for t in many] == [f"{len(f)} bytes" for f in files]
+    assert "LANGUAGE" not in seen[0] and "TEMPERATURE" not in seen[0]  # defaults are the server's
+    chunks = seen[1:]
+    assert sorted(len(c["AUDIO"]) for c in chunks) == [1, 2]
+    for chunk in chunks:
+        assert chunk["LANGUAGE"][0, 0] == b"de" and chunk["TASK"][0, 0] == b"translate"
+        assert chunk["TIMESTAMPS"].all() and chunk["PROMPT"][0, 0] == b"before"
+        assert chunk["TEMPERATURE"][0, 0] == pytest.approx(0.5) and chunk["SEED"][0, 0] == 7
+        assert chunk["MAX_TOKENS"][0, 0] == 9

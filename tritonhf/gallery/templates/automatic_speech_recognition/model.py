@@ -1,0 +1,271 @@
+"""Speech recognition (Whisper) on Triton's Python backend (tritonhf gallery template).
+
+Requests carry encoded audio (WAV, FLAC, OGG, MP3), one file per row. This template:
+
+1. decodes each row (libsndfile), mixes it down to mono and resamples it to the model's rate
+   (soxr), refusing before decoding a file past ``max_audio_seconds``; a bad, empty or silent
+   file fails its own request only, naming the row and what is wrong;
+2. runs the model's own feature extractor on each file;
+3. detects the language of rows that do not give one (one pass over their first window);
+4. transcribes: files within one window (30 s for Whisper) are decoded together, one
+   ``generate`` per group of rows that share language, task, timestamps and prompt (greedy;
+   all windows are the same size, so nothing is padded and no row depends on another);
+   each row keeps at most its own MAX_TOKENS. Longer files, and rows that sample
+   (TEMPERATURE > 0, seeded by SEED), run alone: transformers' long-form decoding reads
+   window after window, each starting where the last complete segment ended, so nothing is
+   cut and timestamps count from the start of the file;
+5. answers each request with exactly its own rows.
+
+Decoding runs on the stub's thread while the previous batch computes on the pipeline's
+worker (runtime.Pipeline).
+
+Inputs:  AUDIO [n, 1] BYTES; optional per row: LANGUAGE (code, default detect), TASK
+         (transcribe | translate), TIMESTAMPS, PROMPT, TEMPERATURE, SEED, MAX_TOKENS.
+Outputs: TEXT, SPOKEN_LANGUAGE, DURATION (seconds), SEGMENTS (JSON: [{start, end, text}]).
+"""
+
+import json
+
+import numpy as np
+import torch
+import triton_python_backend_utils as pb_utils
+import tritonhf_runtime as runtime
+from transformers import AutoModelForSpeechSeq2Seq, AutoProcessor
+
+TASKS = ("transcribe", "translate")
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        params = runtime.parameters(args)
+        runtime.limit_threads(args)
+        self.device = runtime.device(args, params)
+        location = runtime.weights_location(args, params)
+        self.processor = AutoProcessor.from_pretrained(location, trust_remote_code=runtime.trust_remote_code(params))
+        self.features = self.processor.feature_extractor
+        self.tokenizer = self.processor.tokenizer
+        self.model = runtime.load_model(AutoModelForSpeechSeq2Seq, args, params, self.device)
+        self.generation = self.model.generation_config
+        self.sampling_rate = self.features.sampling_rate
+        self.window = self.features.n_samples  # samples in one window (30 s for Whisper)
+        self.max_seconds = runtime.int_parameter(
+            params, runtime.PARAM_MAX_AUDIO_SECONDS, runtime.DEFAULT_MAX_AUDIO_SECONDS
+        )
+        lang_to_id = getattr(self.generation, "lang_to_id", None) or {}
+        self.languages = {token.strip("<|>"): token_id for token, token_id in lang_to_id.items()}
+        self.multilingual = bool(getattr(self.generation, "is_multilingual", False)) and bool(self.languages)
+        self.codes = {token_id: code for code, token_id in self.languages.items()}
+        # Half the decoder's context per window, as Whisper was trained (the rest: task tokens and the prompt).
+        self.max_tokens = self.model.config.max_target_positions // 2
+        self.first_timestamp = self.generation.no_timestamps_token_id + 1
+        self.pipeline = runtime.Pipeline()
+
+    # ------------------------------------------------------------------ reading a batch
+
+    def execute(self, requests):
+        batch = runtime.Batch(requests, "AUDIO", binary=True)
+        languages = batch.option("LANGUAGE", b"", _is_text, "UTF-8 text")
+        tasks = batch.option("TASK", b"transcribe", lambda t: _text(t) in TASKS, "transcribe or translate")
+        timestamps = batch.option("TIMESTAMPS", False)
+        prompts = [_text(value) for value in batch.option("PROMPT", b"", _is_text, "UTF-8 text")]
+        temperatures = batch.option("TEMPERATURE", 0.0, lambda t: 0.0 <= t <= 2.0, "between 0 and 2")
+        seeds = batch.option("SEED", 0)
+        limits = batch.option(
+            "MAX_TOKENS", self.max_tokens, lambda k: 1 <= k <= self.max_tokens, f"between 1 and {self.max_tokens}"
+        )
+        rows = {}
+        for row in batch.live_rows():
+            try:
+                language = self.language(languages[row])
+                rows[row] = self.prepare(batch.texts[row], language, _text(tasks[row]), prompts[row])
+            except runtime.BadRequest as exc:  # args: (what is wrong, the input's name when not AUDIO)
+                batch.fail_row(row, f"input '{exc.args[1] if len(exc.args) > 1 else 'AUDIO'}' {exc.args[0]}")
+        live = set(batch.live_rows())
+        rows = {row: item for row, item in rows.items() if row in live}
+        for row, item in rows.items():
+            item.update(timestamps=bool(timestamps[row]), temperature=float(temperatures[row]),
+                        seed=int(seeds[row]), max_tokens=int(limits[row]))  # fmt: skip
+
+        def work():
+            self.detect_languages(rows)
+            results = self.transcribe(rows)
+
+            def answer(span):
+                found = [results[row] for row in span]
+                return pb_utils.InferenceResponse(
+                    output_tensors=[
+                        runtime.string_tensor("TEXT", [item["text"] for item in found]),
+                        runtime.string_tensor("SPOKEN_LANGUAGE", [item["language"] for item in found]),
+                        runtime.float_tensor("DURATION", np.array([[item["duration"]] for item in found], np.float32)),
+                        runtime.string_tensor("SEGMENTS", [json.dumps(item["segments"]) for item in found]),
+                    ]
+                )
+
+            return batch.respond(answer)
+
+        self.pipeline.submit(requests, work)
+
+    def language(self, value):
+        """A row's LANGUAGE as the model's code, or None to detect it; BadRequest for one it does not know."""
+        code = _text(value).strip().lower().strip("<|>")
+        if not code:
+            return None
+        if not self.multilingual:
+            if code == "en":
+                return "en"
+            raise runtime.BadRequest("is an English-only model: LANGUAGE can only be 'en'.", "LANGUAGE")
+        if code not in self.languages:
+            known = ", ".join(sorted(self.languages))
+            raise runtime.BadRequest(f"{code!r} is not a language of this model; it knows: {known}.", "LANGUAGE")
+        return code
+
+    def prepare(self, data, language, task, prompt):
+        """One row's samples, features and prompt (BadRequest naming the input when unusable)."""
+        samples = runtime.decode_audio(data, self.sampling_rate, self.max_seconds)
+        if task == "translate" and not self.multilingual:
+            raise runtime.BadRequest("is 'translate', which an English-only model cannot do.", "TASK")
+        prompt_ids = None
+        if prompt:
+            prompt_ids = torch.tensor(self.processor.get_prompt_ids(prompt), dtype=torch.long)
+            if len(prompt_ids) > self.max_tokens - 4:
+                raise runtime.BadRequest(
+                    f"is {len(prompt_ids)} tokens, over the {self.max_tokens - 4} a window leaves for it; "
+                    "send the end of the text that came before.",
+                    "PROMPT",
+                )
+        long = len(samples) > self.window
+        first = samples[: self.window]
+        features = self.features(first, sampling_rate=self.sampling_rate, return_tensors="np")["input_features"][0]
+        item = {"duration": len(samples) / self.sampling_rate, "language": language, "task": task,
+                "prompt": prompt, "prompt_ids": prompt_ids, "features": features, "long": None}  # fmt: skip
+        if long:
+            whole = self.features(samples, sampling_rate=self.sampling_rate, return_tensors="np", truncation=False,
+                                  padding="longest", return_attention_mask=True)  # fmt: skip
+            item["long"] = (whole["input_features"], whole["attention_mask"])
+        return item
+
+    # ------------------------------------------------------------------ the model's work
+
+    def detect_languages(self, rows):
+        """The language of each row that has none, from its first window (one pass for all of them)."""
+        if not self.multilingual:
+            for item in rows.values():
+                item["language"] = item["language"] or "en"
+            return
+        unknown = [row for row, item in rows.items() if item["language"] is None]
+        if unknown:
+            features = torch.from_numpy(np.stack([rows[row]["features"] for row in unknown])).to(self.device)
+            with torch.inference_mode():
+                found = self.model.detect_language(features.to(self.model.dtype))
+            for row, token in zip(unknown, found.view(-1).tolist()):
+                rows[row]["language"] = self.codes[int(token)]
+
+    def transcribe(self, rows):
+        """``{row: {text, language, duration, segments}}``: short greedy rows in groups, the rest alone."""
+        results = {}
+        groups: dict[tuple, list[int]] = {}  # (language, task, timestamps, prompt) -> rows
+        for row, item in rows.items():
+            if item["long"] is None and item["temperature"] == 0.0:
+                key = (item["language"], item["task"], item["timestamps"], item["prompt"])
+                groups.setdefault(key, []).append(row)
+            else:
+                results[row] = self.alone(item)
+        for rows_of_group in groups.values():
+            items = [rows[row] for row in rows_of_group]
+            features = np.stack([item["features"] for item in items])
+            tokens = self.generate(items[0], features, max(item["max_tokens"] for item in items))
+            for row, item, found in zip(rows_of_group, items, tokens):
+                results[row] = self.reply(item, self.ended(found)[: item["max_tokens"]])
+        return results
+
+    def generate(self, item, features, max_new_tokens, **extra):
+        """Token ids per row (the decoder's prompt not included)."""
+        options = {"language": (self.languages and item["language"]) or None, "task": item["task"] if self.multilingual
+                   else None, "return_timestamps": item["timestamps"], "max_new_tokens": max_new_tokens}  # fmt: skip
+        if item["prompt_ids"] is not None:
+            options["prompt_ids"] = item["prompt_ids"].to(self.device)
+        inputs = torch.from_numpy(np.ascontiguousarray(features)).to(self.device, self.model.dtype)
+        with torch.inference_mode():
+            out = self.model.generate(input_features=inputs, **options, **extra)
+        return out["sequences"] if isinstance(out, dict) else out
+
+    def alone(self, item):
+        """A row decoded on its own: a file longer than one window (long-form), or a sampling row."""
+        extra = {}
+        if item["temperature"] > 0.0:
+            torch.manual_seed(item["seed"])
+            extra = {"do_sample": True, "temperature": item["temperature"]}
+        if item["long"] is None:
+            found = self.generate(item, item["features"][None], item["max_tokens"], **extra)[0]
+            return self.reply(item, self.ended(found)[: item["max_tokens"]])
+        features, mask = item["long"]
+        options = {"language": (self.languages and item["language"]) or None, "task": item["task"] if self.multilingual
+                   else None, "return_timestamps": True, "return_segments": True,
+                   "max_new_tokens": item["max_tokens"], **extra}  # fmt: skip
+        if item["prompt_ids"] is not None:
+            options["prompt_ids"] = item["prompt_ids"].to(self.device)
+        inputs = torch.from_numpy(features).to(self.device, self.model.dtype)
+        with torch.inference_mode():
+            out = self.model.generate(
+                input_features=inputs, attention_mask=torch.from_numpy(mask).to(self.device), **options
+            )
+        segments = []
+        for segment in out["segments"][0]:
+            text = self.tokenizer.decode(segment["tokens"].tolist(), skip_special_tokens=True).strip()
+            start, end = float(segment["start"]), float(segment["end"])
+            segments.append(self.segment(start, end, text, item["duration"]))
+        text = self.tokenizer.decode(out["sequences"][0].tolist(), skip_special_tokens=True).strip()
+        return self.result(item, text, [segment for segment in segments if segment["text"]])
+
+    def ended(self, tokens):
+        """Token ids up to (not including) the first end-of-text."""
+        ids = [int(token) for token in tokens]
+        eos = self.generation.eos_token_id
+        stops = set(eos if isinstance(eos, list) else [eos])
+        return next((ids[:index] for index, token in enumerate(ids) if token in stops), ids)
+
+    def reply(self, item, tokens):
+        """A short row's result: its text, and segments from its timestamp tokens (or the whole file as one)."""
+        text = self.tokenizer.decode(tokens, skip_special_tokens=True).strip()
+        if not item["timestamps"]:
+            return self.result(item, text, [self.segment(0.0, item["duration"], text, item["duration"])])
+        segments, start = [], 0.0
+        pending: list[int] = []  # text tokens since the last timestamp
+        for token in tokens:
+            if token >= self.first_timestamp:  # a timestamp closes the text before it and opens the next
+                time = (token - self.first_timestamp) * 0.02
+                if pending:
+                    piece = self.tokenizer.decode(pending, skip_special_tokens=True).strip()
+                    segments.append(self.segment(start, time, piece, item["duration"]))
+                    pending = []
+                start = time
+            else:
+                pending.append(token)
+        if pending:
+            piece = self.tokenizer.decode(pending, skip_special_tokens=True).strip()
+            segments.append(self.segment(start, item["duration"], piece, item["duration"]))
+        return self.result(item, text, [segment for segment in segments if segment["text"]])
+
+    @staticmethod
+    def segment(start, end, text, duration):
+        start = min(max(start, 0.0), duration)  # within the file, to the centisecond (never past its end)
+        end = min(max(end, start), duration)
+        return {"start": min(round(start, 2), duration), "end": min(round(end, 2), duration), "text": text}
+
+    @staticmethod
+    def result(item, text, segments):
+        return {"text": text, "language": item["language"], "duration": item["duration"], "segments": segments}
+
+    def finalize(self):
+        self.pipeline.close()
+
+
+def _text(value):
+    return value.decode("utf-8", errors="replace") if isinstance(value, bytes) else str(value)
+
+
+def _is_text(value):
+    try:
+        return not isinstance(value, bytes) or bool(value.decode("utf-8")) or True
+    except UnicodeDecodeError:
+        return False
