@@ -50,11 +50,17 @@ TOLERANCE = {
     "fill-mask": 1e-4,
     "image-classification": 1e-4,
     "zero-shot-image-classification": 1e-4,
+    "automatic-speech-recognition": 0.0,  # texts exactly; the duration within a millisecond
 }
 TEXT_INPUT = {"text-ranking": "QUERY", "question-answering": "QUESTION"}  # else TEXT
 ODD_TEXTS = ["", "   \t ", "😀🎬 wonderful 👍", "東京で映画を見た", "café naïve e\u0301", "مرحبا بالعالم", "a"]
 LABEL_POOL = ["positive", "negative", "city", "food", "music", "sport", "the movie", "London"]
 AGGREGATIONS = ["none", "simple", "first", "average", "max"]
+
+
+FILES = ("IMAGE", "AUDIO")  # inputs that carry an encoded file (Row.text describes it)
+SPEECH = "automatic-speech-recognition"
+PROMPT_POOL = ["the meeting", "Dr. Okafor and Ms. Lindqvist", "ok so", "previously on the show"]
 
 
 @dataclass
@@ -71,7 +77,7 @@ class Case:
 
     def describe(self) -> str:
         def options(row: Row) -> dict[str, Any]:
-            return {name: value for name, value in row.options.items() if name != "IMAGE"}  # bytes say nothing
+            return {name: value for name, value in row.options.items() if name not in FILES}  # bytes say nothing
 
         return f"{self.model}: " + " | ".join(f"{row.text[:40]!r} {options(row)}" for row in self.rows)
 
@@ -165,26 +171,75 @@ def make_image_cases(model: str, seed: int, count: int, task: str = "image-class
     return cases
 
 
+def make_audio_cases(model: str, seed: int, count: int, long_files: int = 1) -> list[Case]:
+    """``count`` speech requests of one to three files each: random formats (WAV, FLAC, OGG Vorbis and Opus,
+    MP3), rates (8-48 kHz), channels and lengths (0.3-6 s; ``long_files`` of them past the 30 s window); per
+    row, sometimes a language (else detected), translate, timestamps, a prompt, a token limit, or seeded
+    sampling; now and then a broken file (truncated, not audio, silent), which must fail its own request only.
+    ``Row.text`` describes the file; its bytes are ``options["AUDIO"]``."""
+    from harness.audio import encode, random_audio, sound
+
+    rng = random.Random(seed)
+    broken = [
+        lambda: (random_audio(rng)[0][:40], "truncated"),
+        lambda: (b"not audio at all" * 4, "garbage"),
+        lambda: (encode(np.zeros((rng.randint(100, 9000), 1), np.float32)), "silent"),
+    ]
+    long_at = set(rng.sample(range(count), min(long_files, count)))
+    defaults: dict[str, Any] = {"LANGUAGE": "", "TASK": "transcribe", "TIMESTAMPS": False, "PROMPT": "",
+                                "MAX_TOKENS": 64, "TEMPERATURE": 0.0, "SEED": 0}  # fmt: skip
+    choices: dict[str, Any] = {
+        "LANGUAGE": lambda: rng.choice(["en", "de", "fr", ""]),
+        "TASK": lambda: rng.choice(["transcribe", "translate"]),
+        "TIMESTAMPS": lambda: rng.random() < 0.5,
+        "PROMPT": lambda: rng.choice(PROMPT_POOL),
+        "MAX_TOKENS": lambda: rng.randint(1, 64),
+        "TEMPERATURE": lambda: rng.choice([0.0, 0.7]),
+        "SEED": lambda: rng.randint(0, 1000),
+    }
+    cases = []
+    for index in range(count):
+        rows = []
+        for _ in range(rng.choice([1, 1, 2, 3])):
+            data, description = rng.choice(broken)() if rng.random() < 0.08 else random_audio(rng, longest=6.0)
+            rows.append(Row(description, {"AUDIO": data}))
+        if index in long_at:
+            seconds = rng.uniform(32, 45)
+            rows[0] = Row(f"FLAC 16000 Hz x1 {seconds:.1f} s", {"AUDIO": encode(sound(rng, seconds), 16000, "FLAC")})
+        for name in [name for name in choices if rng.random() < 0.3]:  # an option this request sends, per row
+            if name == "SEED" and "TEMPERATURE" not in rows[0].options:
+                continue
+            for row in rows:
+                row.options[name] = choices[name]() if rng.random() < 0.7 else defaults[name]
+        cases.append(Case(model, SPEECH, rows))
+    return cases
+
+
 # ---------------------------------------------------------------------------- the wire
 
 
 def tensors(case: Case) -> dict[str, np.ndarray]:
     arrays: dict[str, np.ndarray] = {}
-    if case.task in ("image-classification", "zero-shot-image-classification"):
-        arrays["IMAGE"] = np.array([[row.options["IMAGE"]] for row in case.rows], dtype=object)
+    file_input = next((name for name in FILES if name in case.rows[0].options), None)
+    if file_input is not None:
+        arrays[file_input] = np.array([[row.options[file_input]] for row in case.rows], dtype=object)
     else:
         text_input = TEXT_INPUT.get(case.task, "TEXT")
         arrays[text_input] = np.array([[row.text.encode()] for row in case.rows], dtype=object)
-    names = {name for row in case.rows for name in row.options} - {"IMAGE"}
+    names = {name for row in case.rows for name in row.options} - set(FILES)
     for name in names:
         values = [row.options[name] for row in case.rows]
         if name in ("CANDIDATE_LABELS", "DOCUMENTS"):
             width = max(len(v) for v in values)
             arrays[name] = np.array([[x.encode() for x in v] + [b""] * (width - len(v)) for v in values], dtype=object)
-        elif name in ("AGGREGATION", "CONTEXT", "TEXT_PAIR"):
+        elif name in ("AGGREGATION", "CONTEXT", "TEXT_PAIR", "LANGUAGE", "TASK", "PROMPT"):
             arrays[name] = np.array([[v.encode()] for v in values], dtype=object)
-        elif name == "TOP_K":
+        elif name in ("TOP_K", "MAX_TOKENS"):
             arrays[name] = np.array([[v] for v in values], dtype=np.int32)
+        elif name == "TEMPERATURE":
+            arrays[name] = np.array([[v] for v in values], dtype=np.float32)
+        elif name == "SEED":
+            arrays[name] = np.array([[v] for v in values], dtype=np.int64)
         else:
             arrays[name] = np.array([[v] for v in values], dtype=np.bool_)
     return arrays
@@ -200,6 +255,7 @@ OUTPUTS = {
     "fill-mask": ["TOKENS", "SCORES", "TRUNCATED"],
     "image-classification": ["LABELS", "SCORES"],
     "zero-shot-image-classification": ["LABELS", "SCORES", "EMBEDDING"],
+    SPEECH: ["TEXT", "SPOKEN_LANGUAGE", "DURATION", "SEGMENTS"],
 }
 
 
@@ -239,10 +295,13 @@ class Wire:
 
 
 def _dtype(array: np.ndarray) -> str:
-    return {"int32": "INT32", "bool": "BOOL"}[str(array.dtype)]
+    return {"int32": "INT32", "bool": "BOOL", "float32": "FP32", "int64": "INT64"}[str(array.dtype)]
 
 
 def decode_row(task: str, outputs: dict[str, np.ndarray]) -> dict[str, Any]:
+    if task == SPEECH:
+        return {"text": outputs["TEXT"][0].decode(), "language": outputs["SPOKEN_LANGUAGE"][0].decode(),
+                "duration": float(outputs["DURATION"][0]), "segments": json.loads(outputs["SEGMENTS"][0])}  # fmt: skip
     if task == "ner":
         return {"entities": json.loads(outputs["ENTITIES"][0])}
     if task == "text-ranking":
@@ -438,6 +497,31 @@ class ImageRowOracle:
         return self.oracle.ranked(row.options["IMAGE"], row.options.get("TOP_K"))
 
 
+class AudioRowOracle:
+    """transformers on one file alone (harness.audio.AudioOracle, with the row's options); "refused" for a file
+    the template must refuse (the runtime's own decoder decides: damaged, unsupported, silent, too long)."""
+
+    def __init__(self, folder: Path) -> None:
+        from harness.audio import AudioOracle
+
+        self.oracle = AudioOracle(folder)
+
+    def answer(self, row: Row) -> dict[str, Any] | str:
+        from tritonhf.runtime.audio import decode_audio
+        from tritonhf.runtime.common import BadRequest
+
+        try:
+            decode_audio(row.options["AUDIO"], self.oracle.rate)
+        except BadRequest:
+            return "refused"
+        get = row.options.get
+        return self.oracle.transcribe(
+            row.options["AUDIO"], language=get("LANGUAGE") or None, task=get("TASK", "transcribe"),
+            timestamps=get("TIMESTAMPS", False), prompt=get("PROMPT") or None, max_tokens=get("MAX_TOKENS"),
+            temperature=get("TEMPERATURE", 0.0), seed=get("SEED", 0),
+        )  # fmt: skip
+
+
 # ---------------------------------------------------------------------------- comparing
 
 
@@ -449,6 +533,12 @@ def compare(
     if expected == "refused" or isinstance(got, str) or isinstance(expected, str):
         refused = isinstance(got, str) and ("400" in got or "INVALID_ARGUMENT" in got)
         return None if expected == "refused" and refused else f"got {got!r:.200}, expected {expected!r:.200}"
+    if task == SPEECH:  # texts exactly (greedy, or sampling with the row's seed); segments where both have them
+        keys = ["text", "language", "segments"] if "segments" in expected else ["text", "language"]
+        differs = [key for key in keys if got[key] != expected[key]]
+        if abs(got["duration"] - expected["duration"]) > 1e-3:
+            differs.append("duration")
+        return None if not differs else f"{differs}: {[got[k] for k in differs]} != {[expected[k] for k in differs]}"
     if task == "text-ranking":
         if got["truncated"] != expected["truncated"] or len(got["scores"]) != len(expected["scores"]):
             return f"{got} != {expected}"
@@ -536,7 +626,7 @@ class Report:
 def check(
     url: str,
     cases: Sequence[Case],
-    oracle: Oracle | ImageRowOracle,
+    oracle: Oracle | ImageRowOracle | AudioRowOracle,
     threads: int = 16,
     alone_tolerance: float | None = None,
     versus_transformers: bool = True,

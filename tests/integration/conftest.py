@@ -51,6 +51,7 @@ def served(make_workspace: Callable[[str], Workspace], tiny: dict[str, Path]) ->
         ("summarization", tiny["seq2seq"], "summarizer", {}),
         ("image-classification", tiny["image-classifier"], "vit", {"options": small}),  # ONNX Runtime (auto)
         ("clip", tiny["clip"], "clip", {"labels": ("cat", "dog", "car"), "options": small}),
+        ("whisper", tiny["whisper"], "asr", {"options": small}),
     ):
         add_model(AddRequest(task=task, source=str(source), repository=repo, name=name, **extra))  # type: ignore[arg-type]
     shutil.copytree(DATA / "raiser", repo / "raiser")

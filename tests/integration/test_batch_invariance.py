@@ -14,7 +14,17 @@ from typing import Any
 
 import pytest
 
-from harness.invariance import Case, ImageRowOracle, Oracle, Row, check, make_cases, make_image_cases
+from harness.invariance import (
+    AudioRowOracle,
+    Case,
+    ImageRowOracle,
+    Oracle,
+    Row,
+    check,
+    make_audio_cases,
+    make_cases,
+    make_image_cases,
+)
 from tritonhf import Client, InvalidInputError
 from tritonhf.bootstrap import Server
 from tritonhf.gallery.config import parameters_of, parse_config
@@ -101,8 +111,24 @@ def test_image_text_rows_get_the_answer_they_get_alone(served: Server, tiny: dic
     _check_batched(served, url, "clip", cases, ImageRowOracle(tiny["clip"], labels=["cat", "dog", "car"]))
 
 
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_speech_rows_get_the_answer_they_get_alone(served: Server, tiny: dict[str, Path], protocol: str) -> None:
+    """Whisper: files of every format, rate, channel count and length mixed in one batch (one past the 30 s
+    window; now and then a broken or silent one, which must fail its own request only), with per-row
+    language, task, timestamps, prompt, token limit and seeded sampling: each row's text, language,
+    duration and segments equal the row alone, and its text transformers' generate on that file alone."""
+    url = served.http_url if protocol == "http" else served.grpc_url
+    cases = make_audio_cases("asr", seed=zlib.crc32(f"asr/{protocol}".encode()), count=24)
+    _check_batched(served, url, "asr", cases, AudioRowOracle(tiny["whisper"]))
+
+
 def _check_batched(
-    served: Server, url: str, model: str, cases: list[Case], oracle: Oracle | ImageRowOracle, **options: Any
+    served: Server,
+    url: str,
+    model: str,
+    cases: list[Case],
+    oracle: Oracle | ImageRowOracle | AudioRowOracle,
+    **options: Any,
 ) -> None:
     """``check`` the cases, and that Triton really batched them (else the test proved nothing)."""
     with Client(served.http_url) as client:

@@ -45,6 +45,7 @@ def gateway(make_workspace: Callable[[str], Workspace], tiny: dict[str, Path]) -
     add_model(AddRequest("text-classification", str(tiny["classifier"]), repo, name="sentiment"))
     add_model(AddRequest("rerank", str(tiny["cross-encoder"]), repo, name="reranker"))
     add_model(AddRequest("clip", str(tiny["clip"]), repo, name="clip", labels=("cat", "dog")))
+    add_model(AddRequest("whisper", str(tiny["whisper"]), repo, name="asr"))
     server = Server(workspace, http_port="auto", grpc_port="auto", metrics_port="auto", startup_timeout=300)
     with Stack(server, gateway=Gateway()) as stack:
         yield stack
@@ -403,3 +404,72 @@ def test_embeddings_take_images_for_an_image_text_model(gateway: Stack) -> None:
         status, _, answer = _post(_base(gateway) + "/embeddings", request)
         assert status == 400, (body, answer)
         assert words in json.dumps(answer), answer
+
+
+def test_audio_transcriptions_and_translations_with_the_openai_client(gateway: Stack) -> None:
+    """OpenAI's speech routes with the real openai client: a multipart file in, the SDK's transcription out
+    (json, text, verbose_json with segments, srt, vtt); translations into English; what the server cannot
+    do (word timestamps, streaming) and files it cannot read are 400s naming the parameter."""
+    import random
+
+    from harness.audio import encode, sound
+
+    data = encode(sound(random.Random(3), 3.0, 44100, 2), 44100, "FLAC")
+    client = openai.OpenAI(base_url=_base(gateway), api_key="unused-on-loopback")
+    with Client(gateway.server.grpc_url) as sdk:
+        expected = sdk.transcribe(data, model="asr", language="en", timestamps=True)
+        translated = sdk.transcribe(data, model="asr", task="translate")
+    plain = client.audio.transcriptions.create(model="asr", file=("a.flac", data), language="en")
+    assert plain.text == expected.text and plain.text
+    verbose = client.audio.transcriptions.create(
+        model="asr", file=("a.flac", data), language="en", response_format="verbose_json",
+        timestamp_granularities=["segment"],
+    )  # fmt: skip
+    assert verbose.text == expected.text and verbose.language == "en" and abs(verbose.duration - 3.0) < 1e-3
+    assert [(s.start, s.end, s.text) for s in verbose.segments or []] == [
+        (s.start, s.end, s.text) for s in expected.segments
+    ]
+    srt = client.audio.transcriptions.create(model="asr", file=("a.flac", data), language="en", response_format="srt")
+    vtt = client.audio.transcriptions.create(model="asr", file=("a.flac", data), language="en", response_format="vtt")
+    assert str(srt).startswith("1\n00:00:") and expected.segments[0].text in str(srt)
+    assert str(vtt).startswith("WEBVTT\n\n00:00:")
+    text = client.audio.transcriptions.create(model="asr", file=("a.flac", data), language="en", response_format="text")
+    assert str(text).strip() == expected.text
+    assert client.audio.translations.create(model="asr", file=("a.flac", data)).text == translated.text
+    for call, words in (
+        (lambda: client.audio.transcriptions.create(model="asr", file=("a.wav", b"RIFF junk" * 20)), "not audio"),
+        (lambda: client.audio.transcriptions.create(model="asr", file=("a.flac", data), language="xx"), "'xx'"),
+        (
+            lambda: client.audio.transcriptions.create(
+                model="asr", file=("a.flac", data), response_format="verbose_json", timestamp_granularities=["word"]
+            ),
+            "word timestamps",
+        ),
+        (lambda: client.audio.transcriptions.create(model="minilm", file=("a.flac", data)), "needs automatic-speech"),
+    ):
+        with pytest.raises(openai.BadRequestError) as caught:
+            call()
+        assert words in str(caught.value), caught.value
+    status, _, answer = _post_form(_base(gateway) + "/audio/transcriptions", {"model": "asr", "stream": "true"}, data)
+    assert status == 400 and "stream" in answer["error"]["message"], answer
+
+
+def _post_form(url: str, fields: dict[str, str], data: bytes) -> tuple[int, dict[str, str], dict[str, object]]:
+    """A multipart/form-data POST with one file, by hand (what curl -F sends)."""
+    boundary = "tritonhf-test-boundary"
+    parts = [
+        f'--{boundary}\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n{v}\r\n'.encode() for k, v in fields.items()
+    ]
+    parts.append(
+        f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="a.flac"\r\n'
+        "Content-Type: audio/flac\r\n\r\n".encode()
+        + data
+        + f"\r\n--{boundary}--\r\n".encode()
+    )
+    request = urllib.request.Request(url, data=b"".join(parts), method="POST",
+                                     headers={"Content-Type": f"multipart/form-data; boundary={boundary}"})  # fmt: skip
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return response.status, dict(response.headers), json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, dict(error.headers), json.loads(error.read())

@@ -226,3 +226,24 @@ def test_transcribe_sends_files_and_options_splits_batches_and_reads_segments() 
         assert chunk["TIMESTAMPS"].all() and chunk["PROMPT"][0, 0] == b"before"
         assert chunk["TEMPERATURE"][0, 0] == pytest.approx(0.5) and chunk["SEED"][0, 0] == 7
         assert chunk["MAX_TOKENS"][0, 0] == 9
+
+
+def test_segments_as_subtitles_in_openai_s_shapes() -> None:
+    from tritonhf.sdk.subtitles import srt, vtt
+
+    segments = [Segment(0.0, 2.5, " hello there"), Segment(2.5, 3725.0401, "general kenobi")]
+    assert srt(segments) == (
+        "1\n00:00:00,000 --> 00:00:02,500\nhello there\n\n2\n00:00:02,500 --> 01:02:05,040\ngeneral kenobi\n"
+    )
+    assert vtt(segments) == (
+        "WEBVTT\n\n00:00:00.000 --> 00:00:02.500\nhello there\n\n00:00:02.500 --> 01:02:05.040\ngeneral kenobi\n"
+    )
+
+
+def test_audio_routes_take_bodies_up_to_their_own_limit() -> None:
+    from tritonhf.serve.limits import Limits
+
+    limits = Limits(payload_limit=1000)
+    assert limits.body_limit("/v1/audio/transcriptions") == (25_000_000, "--max-audio-bytes")
+    assert limits.body_limit("/v1/embeddings") == (1000, "--payload-limit")
+    assert "--max-audio-bytes" in Limits().argv()

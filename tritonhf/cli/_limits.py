@@ -28,7 +28,13 @@ MaxBatchTokens = Annotated[
     typer.Option(help="Gateway: tokens of all inputs of one embed/classify/rerank request (413 beyond); counted "
                  "with the model's tokenizer from the repository.", rich_help_panel="Gateway limits"),
 ]  # fmt: skip
+MaxAudioBytes = Annotated[
+    int,
+    typer.Option(help="Gateway: largest body of a /v1/audio request in bytes (413 beyond; OpenAI's 25 MB).",
+                 rich_help_panel="Gateway limits"),
+]  # fmt: skip
 DEFAULT_PAYLOAD_LIMIT = _DEFAULTS.payload_limit
+DEFAULT_MAX_AUDIO_BYTES = _DEFAULTS.max_audio_bytes
 DEFAULT_MAX_CLIENT_BATCH_SIZE = _DEFAULTS.max_client_batch_size
 DEFAULT_MAX_CONCURRENT_REQUESTS = _DEFAULTS.max_concurrent_requests
 DEFAULT_MAX_BATCH_TOKENS = _DEFAULTS.max_batch_tokens

@@ -1,4 +1,5 @@
-"""One-line checks against a running server: classify, classify-image, embed, ner, generate, models; the demo."""
+"""One-line checks against a running server: classify, classify-image, transcribe, embed, ner, generate, models;
+the demo."""
 
 from __future__ import annotations
 
@@ -65,6 +66,44 @@ def classify_image_command(
                 console.print(str(file))
                 for result in ranked:
                     console.print(f"  {result.label}\t{result.score:.4f}")
+
+
+TRANSCRIPT_FORMATS = ("text", "json", "srt", "vtt")
+
+
+@friendly_errors
+def transcribe_command(
+    files: Annotated[list[Path], typer.Argument(help="Audio files: WAV, FLAC, OGG or MP3, any rate and channels.")],
+    url: UrlOption = None,
+    model: ModelOption = None,
+    language: Annotated[str | None, typer.Option(help="Spoken language code (default: detected).")] = None,
+    translate: Annotated[bool, typer.Option(help="Translate into English instead of transcribing.")] = False,
+    timestamps: Annotated[bool, typer.Option(help="Timed segments (srt and vtt always ask for them).")] = False,
+    output_format: Annotated[str, typer.Option("--format", help=f"Output: {', '.join(TRANSCRIPT_FORMATS)}.")] = "text",
+) -> None:
+    """Transcribe (or translate) audio files with the server's speech model (Whisper); the server decodes them."""
+    from tritonhf.sdk import subtitles
+
+    if output_format not in TRANSCRIPT_FORMATS:
+        raise typer.BadParameter(f"--format must be one of {', '.join(TRANSCRIPT_FORMATS)}, not {output_format!r}.")
+    timed = timestamps or output_format in ("srt", "vtt")
+    with Client(url) as client:
+        found = client.transcribe(
+            list(files), model=model, language=language, task="translate" if translate else "transcribe",
+            timestamps=timed,
+        )  # fmt: skip
+    for file, transcription in zip(files, found):
+        if output_format == "json":
+            print(json.dumps({"file": str(file), **asdict(transcription)}, ensure_ascii=False))
+        elif output_format == "srt":
+            print(subtitles.srt(transcription.segments))
+        elif output_format == "vtt":
+            print(subtitles.vtt(transcription.segments))
+        elif timed:
+            for segment in transcription.segments:
+                print(f"[{segment.start:8.2f} -> {segment.end:8.2f}] {segment.text}")
+        else:
+            print(transcription.text if len(files) == 1 else f"{file}\t{transcription.text}")
 
 
 @friendly_errors
@@ -184,17 +223,20 @@ def openai_command(
     max_client_batch_size: _limits.MaxClientBatchSize = _limits.DEFAULT_MAX_CLIENT_BATCH_SIZE,
     max_concurrent_requests: _limits.MaxConcurrentRequests = _limits.DEFAULT_MAX_CONCURRENT_REQUESTS,
     max_batch_tokens: _limits.MaxBatchTokens = _limits.DEFAULT_MAX_BATCH_TOKENS,
+    max_audio_bytes: _limits.MaxAudioBytes = _limits.DEFAULT_MAX_AUDIO_BYTES,
     repository: Annotated[
         Path | None,
-        typer.Option(help="The served model repository, where the tokenizers are (/tokenize, --max-batch-tokens); "
-                     "default: the running server's, when on this machine."),
+        typer.Option(
+            help="The served model repository, where the tokenizers are (/tokenize, --max-batch-tokens); "
+            "default: the running server's, when on this machine."
+        ),
     ] = None,
 ) -> None:
     """Serve OpenAI- and TEI-compatible routes (/v1/chat/completions, /v1/embeddings, /embed, /rerank ...)."""
     from tritonhf.serve.launch import gateway_key, gateway_repository, gateway_url, run_gateway
     from tritonhf.serve.limits import Limits
 
-    limits = Limits(payload_limit, max_client_batch_size, max_concurrent_requests, max_batch_tokens)
+    limits = Limits(payload_limit, max_client_batch_size, max_concurrent_requests, max_batch_tokens, max_audio_bytes)
     target = url or gateway_url(Workspace.at())
     key = gateway_key(Workspace.at(), host, api_key_file)
     console.print(f"gateway on http://{host}:{port}/v1 for {target}" + (" (Bearer key required)" if key else ""))

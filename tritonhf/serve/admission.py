@@ -43,12 +43,13 @@ class Admission:
             return
         self.in_flight += 1
         try:
-            body = await self._body(scope, receive)
+            limit, option = self.limits.body_limit(path)
+            body = await self._body(scope, receive, limit)
             if body is None:
                 error = GatewayError(
                     413,
-                    f"The request body is larger than the limit of {self.limits.payload_limit} bytes "
-                    "(--payload-limit); send fewer or shorter inputs per request.",
+                    f"The request body is larger than the limit of {limit} bytes "
+                    f"({option}); send fewer or shorter inputs per request.",
                     code="payload_too_large",
                 )
                 await self.respond(path, error)(scope, receive, send)
@@ -57,10 +58,10 @@ class Admission:
         finally:
             self.in_flight -= 1
 
-    async def _body(self, scope: Scope, receive: Receive) -> bytes | None:
-        """The whole body, or None once it passes the limit (a declared length is checked before reading)."""
+    async def _body(self, scope: Scope, receive: Receive, limit: int) -> bytes | None:
+        """The whole body, or None once it passes ``limit`` (a declared length is checked before reading)."""
         declared = Headers(scope=scope).get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.limits.payload_limit:
+        if declared is not None and declared.isdigit() and int(declared) > limit:
             return None
         chunks: list[bytes] = []
         size = 0
@@ -70,7 +71,7 @@ class Admission:
                 break
             chunk = message.get("body", b"")
             size += len(chunk)
-            if size > self.limits.payload_limit:
+            if size > limit:
                 return None
             chunks.append(chunk)
             if not message.get("more_body", False):

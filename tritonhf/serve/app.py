@@ -22,7 +22,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from tritonhf.errors import ClientError
 from tritonhf.sdk import AsyncClient
-from tritonhf.serve import openai, tei
+from tritonhf.serve import audio, openai, tei
 from tritonhf.serve.admission import RETRY_AFTER_SECONDS, Admission
 from tritonhf.serve.errors import GatewayError
 from tritonhf.serve.limits import Limits
@@ -64,6 +64,7 @@ def create_app(
     )
     app.include_router(openai.router)
     app.include_router(tei.router)
+    app.include_router(audio.router)
     app.state.limits = limits
     app.state.tokenizers = Tokenizers(repository)
     metrics = GatewayMetrics(

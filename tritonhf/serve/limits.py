@@ -18,6 +18,13 @@ class Limits:
     max_client_batch_size: int = 2048  # inputs (texts, documents, prompts) per request: OpenAI's embeddings limit
     max_concurrent_requests: int = 512  # requests in flight (TEI's default): 429 with Retry-After beyond
     max_batch_tokens: int = 16384  # tokens of all inputs of one encoder request (TEI's default): 413 beyond
+    max_audio_bytes: int = 25_000_000  # the body of one /v1/audio request (OpenAI's file limit): 413 beyond
+
+    def body_limit(self, path: str) -> tuple[int, str]:
+        """The largest body a route takes, and the option that sets it."""
+        if path.startswith("/v1/audio/"):
+            return self.max_audio_bytes, "--max-audio-bytes"
+        return self.payload_limit, "--payload-limit"
 
     def __post_init__(self) -> None:
         for item in fields(self):

@@ -1,0 +1,112 @@
+"""OpenAI's speech routes over Triton: ``/v1/audio/transcriptions`` and ``/v1/audio/translations``.
+
+A multipart form as OpenAI defines it: ``file`` (the encoded audio, decoded on the server), ``model``,
+``language`` (transcriptions), ``prompt``, ``temperature``, ``response_format`` (json, text, srt, vtt,
+verbose_json) and ``timestamp_granularities[]`` (``segment``; word times are not computed, a 400
+says so). ``stream=true`` is a 400: the speech template answers a file whole (OpenAI ignores it for
+whisper-1; ignoring an option silently is not this gateway's way). The body may be up to
+``--max-audio-bytes`` (OpenAI's 25 MB) where other routes take ``--payload-limit``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Any
+
+from fastapi import APIRouter, File, Form, Request, UploadFile
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
+
+from tritonhf.errors import ClientError
+from tritonhf.sdk import Transcription, subtitles
+from tritonhf.serve.errors import GatewayError, refused
+from tritonhf.serve.openai import client_of, model_for, unless_disconnected
+
+router = APIRouter()
+RESPONSE_FORMATS = ("json", "text", "srt", "verbose_json", "vtt")
+SPEECH_TASKS = ("automatic-speech-recognition",)
+
+
+@router.post("/v1/audio/transcriptions", response_model=None)
+async def transcriptions(
+    request: Request,
+    file: Annotated[UploadFile, File()],
+    model: Annotated[str | None, Form()] = None,
+    language: Annotated[str | None, Form()] = None,
+    prompt: Annotated[str | None, Form()] = None,
+    response_format: Annotated[str, Form()] = "json",
+    temperature: Annotated[float, Form()] = 0.0,
+    timestamp_granularities: Annotated[list[str] | None, Form(alias="timestamp_granularities[]")] = None,
+    stream: Annotated[bool, Form()] = False,
+) -> Response:
+    """What the file says, in its language."""
+    form = _Form(model, language, prompt, response_format, temperature, timestamp_granularities or [], stream)
+    return await _answer(request, "transcribe", file, form)
+
+
+@router.post("/v1/audio/translations", response_model=None)
+async def translations(
+    request: Request,
+    file: Annotated[UploadFile, File()],
+    model: Annotated[str | None, Form()] = None,
+    prompt: Annotated[str | None, Form()] = None,
+    response_format: Annotated[str, Form()] = "json",
+    temperature: Annotated[float, Form()] = 0.0,
+) -> Response:
+    """What the file says, in English."""
+    return await _answer(
+        request, "translate", file, _Form(model, None, prompt, response_format, temperature, [], False)
+    )
+
+
+class _Form:
+    def __init__(self, model: str | None, language: str | None, prompt: str | None, response_format: str,
+                 temperature: float, granularities: list[str], stream: bool) -> None:  # fmt: skip
+        self.model, self.language, self.prompt = model, language or None, prompt or None
+        self.response_format, self.temperature = response_format, temperature
+        self.granularities, self.stream = granularities, stream
+
+
+async def _answer(request: Request, task: str, file: UploadFile, form: _Form) -> Response:
+    route = "/v1/audio/transcriptions" if task == "transcribe" else "/v1/audio/translations"
+    if form.response_format not in RESPONSE_FORMATS:
+        raise refused("response_format", f"is {form.response_format!r}; use one of {', '.join(RESPONSE_FORMATS)}.")
+    if form.stream:
+        raise refused("stream", "is not supported: the transcription comes whole (send the request without stream).")
+    if any(granularity != "segment" for granularity in form.granularities):
+        raise refused("timestamp_granularities[]", "supports 'segment' only; word timestamps are not computed.")
+    if form.granularities and form.response_format != "verbose_json":
+        raise refused("timestamp_granularities[]", "needs response_format=verbose_json (as OpenAI's API).")
+    if not 0.0 <= form.temperature <= 1.0:
+        raise refused("temperature", f"is {form.temperature}; it must be between 0 and 1.")
+    data = await file.read()
+    if not data:
+        raise GatewayError(400, "'file' is empty: send the bytes of a WAV, FLAC, OGG or MP3 file.", param="file",
+                           code="empty_input")  # fmt: skip
+    client = client_of(request)
+    name = await model_for(client, form.model, SPEECH_TASKS, route)
+    timed = form.response_format in ("srt", "vtt", "verbose_json")
+    try:  # a client that leaves cancels the Triton call (ClientGone: 499)
+        found: Transcription = await unless_disconnected(
+            request,
+            client.transcribe(data, model=name, language=form.language, task=task, timestamps=timed,
+                              prompt=form.prompt, temperature=form.temperature),
+        )  # fmt: skip
+    except ClientError as error:
+        param = "language" if "LANGUAGE" in error.message else "prompt" if "PROMPT" in error.message else "file"
+        raise GatewayError.of(error, param) from error
+    if form.response_format == "text":
+        return PlainTextResponse(found.text + "\n")
+    if form.response_format == "srt":
+        return PlainTextResponse(subtitles.srt(found.segments))
+    if form.response_format == "vtt":
+        return PlainTextResponse(subtitles.vtt(found.segments), media_type="text/vtt")
+    usage = {"type": "duration", "seconds": math.ceil(found.duration)}
+    if form.response_format == "json":
+        return JSONResponse({"text": found.text, "usage": usage})
+    segments: list[dict[str, Any]] = [
+        {"id": index, "start": segment.start, "end": segment.end, "text": segment.text}
+        for index, segment in enumerate(found.segments)
+    ]  # OpenAI's per-segment log-probabilities and compression ratios are not computed, so not sent
+    body = {"task": "transcribe" if task == "transcribe" else "translate", "language": found.language,
+            "duration": found.duration, "text": found.text, "segments": segments, "usage": usage}  # fmt: skip
+    return JSONResponse(body)
