@@ -60,6 +60,7 @@ AGGREGATIONS = ["none", "simple", "first", "average", "max"]
 
 FILES = ("IMAGE", "AUDIO")  # inputs that carry an encoded file (Row.text describes it)
 SPEECH = "automatic-speech-recognition"
+COMMON_AUDIO_OPTIONS = ["LANGUAGE", "TIMESTAMPS", "MAX_TOKENS"]
 PROMPT_POOL = ["the meeting", "Dr. Okafor and Ms. Lindqvist", "ok so", "previously on the show"]
 
 
@@ -206,9 +207,13 @@ def make_audio_cases(model: str, seed: int, count: int, long_files: int = 1) -> 
         if index in long_at:
             seconds = rng.uniform(32, 45)
             rows[0] = Row(f"FLAC 16000 Hz x1 {seconds:.1f} s", {"AUDIO": encode(sound(rng, seconds), 16000, "FLAC")})
-        for name in [name for name in choices if rng.random() < 0.3]:  # an option this request sends, per row
-            if name == "SEED" and "TEMPERATURE" not in rows[0].options:
-                continue
+        # Triton batches only requests that send the same inputs: most send the common set (values per row),
+        # some none, a few another mix (translate, a prompt, seeded sampling), which run in smaller batches.
+        draw = rng.random()
+        names = COMMON_AUDIO_OPTIONS if draw < 0.6 else [] if draw < 0.8 else rng.sample(list(choices), 3)
+        if "SEED" in names and "TEMPERATURE" not in names:
+            names = [*names, "TEMPERATURE"]
+        for name in names:
             for row in rows:
                 row.options[name] = choices[name]() if rng.random() < 0.7 else defaults[name]
         cases.append(Case(model, SPEECH, rows))

@@ -281,3 +281,40 @@ def test_image_text_model_embeds_both_in_one_space_and_ranks_labels(served: Serv
     printed = CliRunner().invoke(app, command)
     assert printed.exit_code == 0, printed.output
     assert [line.split()[0] for line in printed.output.splitlines()[1:]] == expected["labels"]
+
+
+def test_speech_model_transcribes_over_both_protocols_and_the_cli(served: Server, tiny: dict[str, Path]) -> None:
+    """Whisper served: the SDK's transcribe over HTTP and gRPC equals transformers in-process on the same file
+    (a FLAC at 44.1 kHz stereo, samples held in memory, and one past the 30 s window); a silent file is an
+    InvalidInputError naming it; `tritonhf transcribe --format srt` prints the same segments."""
+    import random
+
+    from typer.testing import CliRunner
+
+    from harness.audio import AudioOracle, encode, sound
+    from tritonhf import InvalidInputError
+    from tritonhf.cli.main import app
+
+    oracle = AudioOracle(tiny["whisper"])
+    stereo = sound(random.Random(21), 4.0, 44100, 2)
+    flac = encode(stereo, 44100, "FLAC")
+    long = encode(sound(random.Random(22), 36.0), 16000, "FLAC")
+    for url in (served.http_url, served.grpc_url):
+        with Client(url) as client:
+            one = client.transcribe(flac, model="asr")
+            held = client.transcribe((stereo, 44100), model="asr", language="en")
+            many = client.transcribe([flac, long], model="asr", language="en", timestamps=True)
+            with pytest.raises(InvalidInputError, match="silent"):
+                client.transcribe(encode(np.zeros((4000, 1), np.float32)), model="asr")
+        expected = oracle.transcribe(flac)
+        assert (one.text, one.language) == (expected["text"], expected["language"])
+        assert abs(one.duration - 4.0) < 1e-3 and len(one.segments) == 1
+        assert held.text == oracle.transcribe(encode(stereo, 44100, "WAV", "FLOAT"), language="en")["text"]
+        assert many[0].text == oracle.transcribe(flac, language="en", timestamps=True)["text"]
+        assert many[1].text == oracle.transcribe(long, language="en")["text"] and abs(many[1].duration - 36.0) < 1e-3
+    file = Path(served.workspace.root) / "speech-check.flac"
+    file.write_bytes(flac)
+    printed = CliRunner().invoke(app, ["transcribe", str(file), "--language", "en", "--format", "srt",
+                                       "--url", served.grpc_url])  # fmt: skip
+    assert printed.exit_code == 0, printed.output
+    assert printed.output.startswith("1\n00:00:") and many[0].segments[0].text in printed.output

@@ -417,10 +417,11 @@ def test_audio_transcriptions_and_translations_with_the_openai_client(gateway: S
     data = encode(sound(random.Random(3), 3.0, 44100, 2), 44100, "FLAC")
     client = openai.OpenAI(base_url=_base(gateway), api_key="unused-on-loopback")
     with Client(gateway.server.grpc_url) as sdk:
-        expected = sdk.transcribe(data, model="asr", language="en", timestamps=True)
+        untimed = sdk.transcribe(data, model="asr", language="en")
+        expected = sdk.transcribe(data, model="asr", language="en", timestamps=True)  # what srt/vtt/verbose ask
         translated = sdk.transcribe(data, model="asr", task="translate")
     plain = client.audio.transcriptions.create(model="asr", file=("a.flac", data), language="en")
-    assert plain.text == expected.text and plain.text
+    assert plain.text == untimed.text and plain.text
     verbose = client.audio.transcriptions.create(
         model="asr", file=("a.flac", data), language="en", response_format="verbose_json",
         timestamp_granularities=["segment"],
@@ -434,7 +435,7 @@ def test_audio_transcriptions_and_translations_with_the_openai_client(gateway: S
     assert str(srt).startswith("1\n00:00:") and expected.segments[0].text in str(srt)
     assert str(vtt).startswith("WEBVTT\n\n00:00:")
     text = client.audio.transcriptions.create(model="asr", file=("a.flac", data), language="en", response_format="text")
-    assert str(text).strip() == expected.text
+    assert str(text).strip() == untimed.text
     assert client.audio.translations.create(model="asr", file=("a.flac", data)).text == translated.text
     for call, words in (
         (lambda: client.audio.transcriptions.create(model="asr", file=("a.wav", b"RIFF junk" * 20)), "not audio"),
