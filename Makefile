@@ -60,6 +60,7 @@ bench: setup
 	$(BIN)/python bench/peers.py
 	$(BIN)/python bench/images.py
 	$(BIN)/python bench/clip.py
+	$(BIN)/python bench/speech.py
 
 clean:
 	rm -rf $(VENV) triton_workspace .pytest_cache .mypy_cache .ruff_cache

@@ -368,10 +368,22 @@ def build_siglip(folder: Path) -> Path:
 WHISPER_LANGUAGES = ("en", "de", "fr")
 
 
-def build_whisper(folder: Path, languages: tuple[str, ...] = WHISPER_LANGUAGES) -> Path:
+# Sizes: the tests' tiny one, and Whisper base's shapes for benchmarks (random weights, real work per token).
+WHISPER_SIZES: dict[str, dict[str, Any]] = {
+    "tiny": {"num_mel_bins": 16, "d_model": 32, "encoder_layers": 2, "decoder_layers": 2, "encoder_attention_heads": 2,
+             "decoder_attention_heads": 2, "encoder_ffn_dim": 64, "decoder_ffn_dim": 64, "max_target_positions": 128,
+             "init_std": 0.3},
+    "base": {"num_mel_bins": 80, "d_model": 512, "encoder_layers": 6, "decoder_layers": 6, "encoder_attention_heads": 8,
+             "decoder_attention_heads": 8, "encoder_ffn_dim": 2048, "decoder_ffn_dim": 2048,
+             "max_target_positions": 448, "init_std": 0.02, "vocab_size": 51865},
+}  # fmt: skip
+
+
+def build_whisper(folder: Path, languages: tuple[str, ...] = WHISPER_LANGUAGES, size: str = "tiny") -> Path:
     """A tiny multilingual Whisper (16 mel bins, 2+2 layers, 128-token context; 30 s windows as the real
     one) with a byte-level tokenizer made here: 256 byte characters, Whisper's special tokens and its 1501
-    timestamps (``<|0.00|>`` .. ``<|30.00|>``), no merges.
+    timestamps (``<|0.00|>`` .. ``<|30.00|>``), no merges. ``size="base"``: Whisper base's shapes, the
+    vocabulary filled to its 51,865 tokens with two-character tokens (so the output layer costs what it does).
 
     Random weights at Whisper's default scale emit only special tokens or one repeated character; wider
     weights (init_std 0.3), text restricted to a-z and space by ``suppress_tokens``, and one direction of
@@ -389,10 +401,15 @@ def build_whisper(folder: Path, languages: tuple[str, ...] = WHISPER_LANGUAGES) 
     )
 
     torch.manual_seed(11)
-    vocab = {char: index for index, char in enumerate(sorted(ByteLevel.alphabet()))}
+    shape = dict(WHISPER_SIZES[size])
+    alphabet = sorted(ByteLevel.alphabet())
+    vocab = {char: index for index, char in enumerate(alphabet)}
     specials = ["<|endoftext|>", "<|startoftranscript|>", *[f"<|{code}|>" for code in languages], "<|translate|>",
                 "<|transcribe|>", "<|startoflm|>", "<|startofprev|>", "<|nospeech|>", "<|notimestamps|>",
                 *[f"<|{index * 0.02:.2f}|>" for index in range(1501)]]  # fmt: skip
+    pairs = (first + second for first in alphabet for second in alphabet)
+    for _ in range(shape.pop("vocab_size", 0) - len(vocab) - len(specials)):  # base: filler tokens up to 51,865
+        vocab[next(pairs)] = len(vocab)
     backend = Tokenizer(models.BPE(vocab=vocab, merges=[]))
     backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     backend.decoder = decoders.ByteLevel()
@@ -400,15 +417,11 @@ def build_whisper(folder: Path, languages: tuple[str, ...] = WHISPER_LANGUAGES) 
     tokenizer = WhisperTokenizerFast(tokenizer_object=backend, unk_token="<|endoftext|>", bos_token="<|endoftext|>",
                                      eos_token="<|endoftext|>", pad_token="<|endoftext|>")  # fmt: skip
     ids = {token: tokenizer.convert_tokens_to_ids(token) for token in specials[: len(languages) + 8]}
-    WhisperProcessor(feature_extractor=WhisperFeatureExtractor(feature_size=16), tokenizer=tokenizer).save_pretrained(
-        folder
-    )
+    extractor = WhisperFeatureExtractor(feature_size=shape["num_mel_bins"])
+    WhisperProcessor(feature_extractor=extractor, tokenizer=tokenizer).save_pretrained(folder)
     end, no_timestamps = ids["<|endoftext|>"], ids["<|notimestamps|>"]
-    config = WhisperConfig(vocab_size=len(tokenizer), num_mel_bins=16, d_model=32, encoder_layers=2, decoder_layers=2,
-                           encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64,
-                           decoder_ffn_dim=64, max_source_positions=1500, max_target_positions=128, init_std=0.3,
-                           decoder_start_token_id=ids["<|startoftranscript|>"], eos_token_id=end, pad_token_id=end,
-                           bos_token_id=end)  # fmt: skip
+    config = WhisperConfig(vocab_size=len(tokenizer), max_source_positions=1500, eos_token_id=end, pad_token_id=end,
+                           decoder_start_token_id=ids["<|startoftranscript|>"], bos_token_id=end, **shape)  # fmt: skip
     model = WhisperForConditionalGeneration(config).eval()
     direction = torch.randn(config.d_model)
     direction /= direction.norm()

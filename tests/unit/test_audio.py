@@ -158,6 +158,28 @@ def test_sampling_is_seeded_per_request_whatever_it_is_batched_with(whisper: Any
 def test_speech_models_refuse_what_they_cannot_do(tiny: dict[str, Path], tmp_path: Path) -> None:
     with pytest.raises(GalleryError, match="served with PyTorch"):
         add_model(AddRequest("whisper", str(tiny["whisper"]), tmp_path / "repo", backend="onnx"))
+    with pytest.raises(GalleryError, match="needs --backend auto or pytorch"):
+        add_model(AddRequest("whisper", str(tiny["whisper"]), tmp_path / "repo", backend="onnx", quantize="int8"))
+
+
+def test_int8_rows_run_alone_and_equal_the_int8_model_in_process(tiny: dict[str, Path], tmp_path: Path) -> None:
+    """--quantize int8: the gate's figures in the config; every row computed alone (dynamic int8 scales its
+    activations per tensor), so a batched row equals itself alone and PyTorch's int8 model in-process."""
+    folder = add_model(AddRequest("whisper", str(tiny["whisper"]), tmp_path / "repo", name="asr8", quantize="int8"))
+    config = (folder / "config.pbtxt").read_text()
+    assert "tritonhf.quantize" in config and "int8 encoder states within cosine" in config
+    assert "every row run alone" in config
+    model = instantiate(folder)
+    oracle = AudioOracle(tiny["whisper"], int8=True)
+    rng = random.Random(12)
+    files = [random_audio(rng)[0] for _ in range(3)]
+    requests = [pb.InferenceRequest(AUDIO=_column(files[0], files[1])),
+                pb.InferenceRequest(AUDIO=_column(files[2]), LANGUAGE=_column(b"en"))]  # fmt: skip
+    batched = answers(model, requests)
+    assert _outputs(batched[0])["text"] == [oracle.transcribe(files[0])["text"], oracle.transcribe(files[1])["text"]]
+    assert _outputs(batched[1])["text"] == [oracle.transcribe(files[2], language="en")["text"]]
+    (alone,) = answers(model, [pb.InferenceRequest(AUDIO=_column(files[1]))])
+    assert _outputs(alone)["text"][0] == _outputs(batched[0])["text"][1]
 
 
 # ------------------------------------------------------------------ the SDK

@@ -65,8 +65,10 @@ def add_command(
     instances: Annotated[int, typer.Option(help="Model instances (stub processes).")] = 1,
     max_queue_size: Annotated[
         int,
-        typer.Option(help="Requests Triton queues before refusing with UNAVAILABLE (-1: four full batches; 0: no "
-                     "bound). Generation models bound their own queue: --param max_waiting=N."),
+        typer.Option(
+            help="Requests Triton queues before refusing with UNAVAILABLE (-1: four full batches; 0: no "
+            "bound). Generation models bound their own queue: --param max_waiting=N."
+        ),
     ] = -1,
     device: Annotated[str, typer.Option(help="auto | cpu | gpu")] = "auto",
     revision: Annotated[str | None, typer.Option(help="Hub revision (branch, tag or commit).")] = None,
@@ -84,7 +86,11 @@ def add_command(
         ),
     ] = "auto",
     quantize: Annotated[
-        str | None, typer.Option(help="int8: int8 weights, per-token activations; kept only above a quality gate.")
+        str | None,
+        typer.Option(
+            help="int8: int8 weights, per-token activations (encoders; speech: dynamic int8 Linear layers, "
+            "each row alone); kept only above a quality gate."
+        ),
     ] = None,
     calibration: Annotated[
         Path | None, typer.Option(help="With --quantize: a file of texts (one per line) for the quality gate.")

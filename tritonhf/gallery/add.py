@@ -28,7 +28,7 @@ from tritonhf._progress import Progress, SilentProgress
 from tritonhf._version import __version__
 from tritonhf.bootstrap.layout import Workspace
 from tritonhf.errors import GalleryError, InvalidNameError, ModelExistsError, ModelSourceError
-from tritonhf.gallery import generation, gguf_export, models, onnx_export
+from tritonhf.gallery import generation, gguf_export, models, onnx_export, speech
 from tritonhf.gallery.config import (
     ModelOptions,
     build_config,
@@ -183,6 +183,10 @@ def _check_backend(request: AddRequest, task: Task) -> None:
         raise GalleryError(f"--quantize must be one of {', '.join(QUANTIZATIONS)}, not {request.quantize!r}.")
     if request.onnx_runtime == "native" and task.name in onnx_export.IMAGE_TASKS:
         raise GalleryError(f"{task.name} runs model.onnx inside the Python backend: drop --onnx-runtime native.")
+    if request.quantize and task.takes_audio:  # PyTorch's dynamic int8 in the stub (gallery.speech), no ONNX
+        if request.backend in ("onnx", "openvino"):
+            raise GalleryError(f"{task.name} is served with PyTorch: --quantize int8 needs --backend auto or pytorch.")
+        return
     if request.quantize and task.name in onnx_export.IMAGE_TASKS:
         raise GalleryError(f"--quantize int8 is for text encoders; {task.name} is served in fp32 (drop --quantize).")
     if request.backend == "openvino" and request.quantize:
@@ -285,6 +289,9 @@ def add_model(request: AddRequest, progress: Progress | None = None) -> Path:
                 if part_target:
                     shutil.rmtree(staging / part_target.name, ignore_errors=True)
                     part_target = None
+        if request.quantize and task.takes_audio:
+            params.update(_speech_int8(request, version_dir / VENDORED_WEIGHTS_DIR, resolved.folder, progress))
+            reason += "; Linear layers in dynamic int8, every row run alone (" + params[PARAM_INT8_QUALITY] + ")"
         if engine_params:
             backend, reason = (
                 "openvino",
@@ -332,6 +339,22 @@ def add_model(request: AddRequest, progress: Progress | None = None) -> Path:
 
 
 _ENGINE_NAMES = {"onnx": "ONNX Runtime", "pytorch": "PyTorch", "openvino": "OpenVINO"}
+PARAM_INT8_QUALITY = "tritonhf.int8_quality"
+
+
+def _speech_int8(request: AddRequest, vendored: Path, source: Path, progress: Progress) -> dict[str, str]:
+    """A speech model's int8 gate (gallery.speech): the parameters that make the template quantize, or a refusal."""
+    progress.step("Checking dynamic int8 (Linear layers) against fp32 on calibration audio")
+    found = speech.check_int8(vendored if vendored.is_dir() else source)
+    progress.step(found.summary)
+    if not found.passed and not request.force:
+        raise GalleryError(
+            f"{found.summary}: below the gate, so int8 is refused. Keep fp32 (drop --quantize), or pass --force."
+        )
+    return {
+        speech.PARAM_QUANTIZE: "int8",
+        PARAM_INT8_QUALITY: found.summary + (" (kept with --force)" if not found.passed else ""),
+    }
 
 
 def _engine_plan(request: AddRequest, task: Task) -> generation.EnginePlan | None:

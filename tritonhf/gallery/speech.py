@@ -1,0 +1,81 @@
+"""int8 for speech models: PyTorch's dynamic quantization of every Linear layer, behind a gate.
+
+Whisper's time on a CPU goes to its Linear layers (the encoder over 1,500 positions per 30 s
+window, the decoder per token). ``torch.ao.quantization.quantize_dynamic`` stores their weights
+as int8 and quantizes activations at run time: about twice the speed of fp32 on this project's
+2-core machine (docs/performance.md). Activations get one scale per tensor, so rows computed
+together would change each other's answers: the template runs every row of an int8 model alone
+(runtime parameter ``tritonhf.quantize``), and keeps answers independent of the batch.
+
+The gate, at ``gallery add``: on calibration audio made here (tones and noise, no files), the
+int8 encoder's states must stay within a cosine of ``MIN_COSINE`` of fp32's, and the greedy
+tokens are compared too (reported, not gated: a random or small model flips near-ties).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tritonhf.errors import GalleryError
+
+PARAM_QUANTIZE = "tritonhf.quantize"
+MIN_COSINE = 0.99
+CALIBRATION_SECONDS = (3.0, 11.0, 27.0)
+GATE_TOKENS = 16
+
+
+@dataclass(frozen=True)
+class Int8Check:
+    cosine: float  # the lowest, over the calibration clips, of fp32 vs int8 encoder states
+    agreement: float  # share of the first GATE_TOKENS greedy tokens that agree
+
+    @property
+    def passed(self) -> bool:
+        return self.cosine >= MIN_COSINE
+
+    @property
+    def summary(self) -> str:
+        return (
+            f"int8 encoder states within cosine {self.cosine:.4f} of fp32 (gate {MIN_COSINE}, lowest of "
+            f"{len(CALIBRATION_SECONDS)} clips); first {GATE_TOKENS} greedy tokens agree {self.agreement:.0%}"
+        )
+
+
+def calibration_audio(seconds: float, rate: int, seed: int) -> np.ndarray[Any, np.dtype[np.float32]]:
+    """A gliding, pulsed tone with a little noise: something an encoder's states depend on."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(int(seconds * rate)) / rate
+    freq = 150 + 600 * t / seconds
+    wave = 0.3 * (0.6 + 0.4 * np.sin(2 * np.pi * 2 * t)) * np.sin(2 * np.pi * np.cumsum(freq) / rate)
+    return (wave + 0.02 * rng.standard_normal(t.size)).astype(np.float32)
+
+
+def check_int8(folder: Path) -> Int8Check:
+    """fp32 against int8 on the calibration clips (GalleryError when the model cannot be loaded)."""
+    import torch
+    from transformers import AutoModelForSpeechSeq2Seq, AutoProcessor
+
+    auto: Any = AutoProcessor  # untyped in transformers
+    try:
+        processor: Any = auto.from_pretrained(folder)
+        model: Any = AutoModelForSpeechSeq2Seq.from_pretrained(folder).eval()
+    except (OSError, ValueError) as exc:
+        raise GalleryError(f"--quantize int8: the speech model in {folder} could not be loaded ({exc}).") from exc
+    dynamic: Any = torch.ao.quantization.quantize_dynamic  # untyped; deprecated for torchao, still in torch 2.13
+    quantized = dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
+    extractor = processor.feature_extractor
+    cosines, agree = [], []
+    with torch.inference_mode():
+        for seed, seconds in enumerate(CALIBRATION_SECONDS):
+            audio = calibration_audio(seconds, extractor.sampling_rate, seed)
+            features = extractor(audio, sampling_rate=extractor.sampling_rate, return_tensors="pt").input_features
+            states = [m.get_encoder()(features).last_hidden_state.flatten() for m in (model, quantized)]
+            cosines.append(float(torch.nn.functional.cosine_similarity(states[0], states[1], dim=0)))
+            options = {"max_new_tokens": GATE_TOKENS, "do_sample": False}
+            tokens = [m.generate(features, **options)[0].tolist() for m in (model, quantized)]
+            agree.append(float(np.mean([a == b for a, b in zip(*tokens)])) if tokens[0] else 1.0)
+    return Int8Check(min(cosines), float(np.mean(agree)))
