@@ -68,14 +68,15 @@ class AudioOracle:
     """transformers in-process on one file, alone: processor + ``generate`` with the model's own config."""
 
     def __init__(self, folder: Path, int8: bool = False) -> None:
-        """``int8``: PyTorch's dynamic int8 on the Linear layers, as a model added with --quantize int8."""
-        import torch
+        """``int8``: the Linear layers in per-token int8 (runtime.int8), as a model added with --quantize int8."""
         from transformers import AutoModelForSpeechSeq2Seq, AutoProcessor
 
         self.processor: Any = AutoProcessor.from_pretrained(folder)
         self.model: Any = AutoModelForSpeechSeq2Seq.from_pretrained(folder).eval()
         if int8:
-            self.model = torch.ao.quantization.quantize_dynamic(self.model, {torch.nn.Linear}, dtype=torch.qint8)
+            from tritonhf.runtime.int8 import int8_linear_layers
+
+            self.model = int8_linear_layers(self.model)
         self.rate = int(self.processor.feature_extractor.sampling_rate)
         self.window = int(self.processor.feature_extractor.n_samples)
 

@@ -162,13 +162,13 @@ def test_speech_models_refuse_what_they_cannot_do(tiny: dict[str, Path], tmp_pat
         add_model(AddRequest("whisper", str(tiny["whisper"]), tmp_path / "repo", backend="onnx", quantize="int8"))
 
 
-def test_int8_rows_run_alone_and_equal_the_int8_model_in_process(tiny: dict[str, Path], tmp_path: Path) -> None:
-    """--quantize int8: the gate's figures in the config; every row computed alone (dynamic int8 scales its
-    activations per tensor), so a batched row equals itself alone and PyTorch's int8 model in-process."""
+def test_int8_rows_are_batched_and_equal_themselves_alone(tiny: dict[str, Path], tmp_path: Path) -> None:
+    """--quantize int8: the gate's figures in the config; activations scaled per token, so rows computed
+    together (one group here) equal themselves alone and the int8 model in-process."""
     folder = add_model(AddRequest("whisper", str(tiny["whisper"]), tmp_path / "repo", name="asr8", quantize="int8"))
     config = (folder / "config.pbtxt").read_text()
     assert "tritonhf.quantize" in config and "int8 encoder states within cosine" in config
-    assert "every row run alone" in config
+    assert "a scale per token" in config
     model = instantiate(folder)
     oracle = AudioOracle(tiny["whisper"], int8=True)
     rng = random.Random(12)

@@ -291,7 +291,7 @@ def add_model(request: AddRequest, progress: Progress | None = None) -> Path:
                     part_target = None
         if request.quantize and task.takes_audio:
             params.update(_speech_int8(request, version_dir / VENDORED_WEIGHTS_DIR, resolved.folder, progress))
-            reason += "; Linear layers in dynamic int8, every row run alone (" + params[PARAM_INT8_QUALITY] + ")"
+            reason += "; Linear layers in int8, a scale per token (" + params[PARAM_INT8_QUALITY] + ")"
         if engine_params:
             backend, reason = (
                 "openvino",

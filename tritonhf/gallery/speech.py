@@ -1,11 +1,9 @@
-"""int8 for speech models: PyTorch's dynamic quantization of every Linear layer, behind a gate.
+"""int8 for speech models: every Linear layer in int8 with per-token activation scales, behind a gate.
 
 Whisper's time on a CPU goes to its Linear layers (the encoder over 1,500 positions per 30 s
-window, the decoder per token). ``torch.ao.quantization.quantize_dynamic`` stores their weights
-as int8 and quantizes activations at run time: about twice the speed of fp32 on this project's
-2-core machine (docs/performance.md). Activations get one scale per tensor, so rows computed
-together would change each other's answers: the template runs every row of an int8 model alone
-(runtime parameter ``tritonhf.quantize``), and keeps answers independent of the batch.
+window, the decoder per token). ``runtime.int8`` stores their weights as int8 per output channel
+and quantizes each token's activations with its own scale, so a row's answer does not depend on
+its batch and the template keeps batching (runtime parameter ``tritonhf.quantize``).
 
 The gate, at ``gallery add``: on calibration audio made here (tones and noise, no files), the
 int8 encoder's states must stay within a cosine of ``MIN_COSINE`` of fp32's, and the greedy
@@ -21,8 +19,10 @@ from typing import Any
 import numpy as np
 
 from tritonhf.errors import GalleryError
+from tritonhf.runtime.int8 import PARAM_QUANTIZE, int8_linear_layers
 
-PARAM_QUANTIZE = "tritonhf.quantize"
+__all__ = ["MIN_COSINE", "PARAM_QUANTIZE", "Int8Check", "check_int8"]
+
 MIN_COSINE = 0.99
 CALIBRATION_SECONDS = (3.0, 11.0, 27.0)
 GATE_TOKENS = 16
@@ -65,8 +65,7 @@ def check_int8(folder: Path) -> Int8Check:
         model: Any = AutoModelForSpeechSeq2Seq.from_pretrained(folder).eval()
     except (OSError, ValueError) as exc:
         raise GalleryError(f"--quantize int8: the speech model in {folder} could not be loaded ({exc}).") from exc
-    dynamic: Any = torch.ao.quantization.quantize_dynamic  # untyped; deprecated for torchao, still in torch 2.13
-    quantized = dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
+    quantized = int8_linear_layers(AutoModelForSpeechSeq2Seq.from_pretrained(folder).eval())
     extractor = processor.feature_extractor
     cosines, agree = [], []
     with torch.inference_mode():

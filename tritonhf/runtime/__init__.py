@@ -28,7 +28,7 @@ What a template finds here:
 
 One module per concern: ``common`` (parameter names, the single place that knows them;
 ``tritonhf.tasks`` imports them from there), ``loading``, ``batching``, ``windows``, ``images``, ``audio``,
-``replies``, ``pipeline``.
+``replies``, ``pipeline``, ``int8``.
 Templates use the names re-exported here (``runtime.Batch``).
 """
 
@@ -81,6 +81,7 @@ from .images import (
     load_image_processor,
     pixel_rows,
 )
+from .int8 import PARAM_QUANTIZE, int8_linear_layers
 from .loading import (
     OnnxModel,
     TritonOnnxModel,
@@ -143,6 +144,7 @@ __all__ = [
     "PARAM_ONNX_MODEL",
     "PARAM_ONNX_OUTPUT",
     "PARAM_PART_OF",
+    "PARAM_QUANTIZE",
     "PARAM_SOURCE",
     "PARAM_TASK",
     "PARAM_THREADS",
@@ -174,6 +176,7 @@ __all__ = [
     "forward_is_local",
     "input_array",
     "instance_threads",
+    "int8_linear_layers",
     "int_parameter",
     "int_tensor",
     "limit_threads",

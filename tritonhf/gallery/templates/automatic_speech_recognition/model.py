@@ -18,8 +18,8 @@ Requests carry encoded audio (WAV, FLAC, OGG, MP3), one file per row. This templ
 
 Decoding runs on the stub's thread while the previous batch computes on the pipeline's
 worker (runtime.Pipeline). Added with ``--quantize int8`` (parameter ``tritonhf.quantize``), the
-Linear layers run in PyTorch's dynamic int8; its activation scales are per tensor, so rows that
-ran together would change each other's answers: every row then runs alone.
+Linear layers run in int8 with a scale per token (runtime.int8), so rows are still batched and
+each answer still does not depend on the batch.
 
 Inputs:  AUDIO [n, 1] BYTES; optional per row: LANGUAGE (code, default detect), TASK
          (transcribe | translate), TIMESTAMPS, PROMPT, TEMPERATURE, SEED, MAX_TOKENS.
@@ -47,9 +47,8 @@ class TritonPythonModel:
         self.features = self.processor.feature_extractor
         self.tokenizer = self.processor.tokenizer
         self.model = runtime.load_model(AutoModelForSpeechSeq2Seq, args, params, self.device)
-        self.alone_only = params.get("tritonhf.quantize") == "int8"
-        if self.alone_only:
-            self.model = torch.ao.quantization.quantize_dynamic(self.model, {torch.nn.Linear}, dtype=torch.qint8)
+        if params.get(runtime.PARAM_QUANTIZE) == "int8":
+            self.model = runtime.int8_linear_layers(self.model)
         self.generation = self.model.generation_config
         self.sampling_rate = self.features.sampling_rate
         self.window = self.features.n_samples  # samples in one window (30 s for Whisper)
@@ -158,11 +157,11 @@ class TritonPythonModel:
                 item["language"] = item["language"] or "en"
             return
         unknown = [row for row, item in rows.items() if item["language"] is None]
-        for part in [[row] for row in unknown] if self.alone_only else [unknown] if unknown else []:
-            features = torch.from_numpy(np.stack([rows[row]["features"] for row in part])).to(self.device)
+        if unknown:
+            features = torch.from_numpy(np.stack([rows[row]["features"] for row in unknown])).to(self.device)
             with torch.inference_mode():
                 found = self.model.detect_language(features.to(self.model.dtype))
-            for row, token in zip(part, found.view(-1).tolist()):
+            for row, token in zip(unknown, found.view(-1).tolist()):
                 rows[row]["language"] = self.codes[int(token)]
 
     def transcribe(self, rows):
@@ -170,7 +169,7 @@ class TritonPythonModel:
         results = {}
         groups: dict[tuple, list[int]] = {}  # (language, task, timestamps, prompt) -> rows
         for row, item in rows.items():
-            if item["long"] is None and item["temperature"] == 0.0 and not self.alone_only:
+            if item["long"] is None and item["temperature"] == 0.0:
                 key = (item["language"], item["task"], item["timestamps"], item["prompt"])
                 groups.setdefault(key, []).append(row)
             else:
