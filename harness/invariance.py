@@ -506,10 +506,10 @@ class AudioRowOracle:
     """transformers on one file alone (harness.audio.AudioOracle, with the row's options); "refused" for a file
     the template must refuse (the runtime's own decoder decides: damaged, unsupported, silent, too long)."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, int8: bool = False) -> None:
         from harness.audio import AudioOracle
 
-        self.oracle = AudioOracle(folder)
+        self.oracle = AudioOracle(folder, int8=int8)
 
     def answer(self, row: Row) -> dict[str, Any] | str:
         from tritonhf.runtime.audio import decode_audio

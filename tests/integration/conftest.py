@@ -52,6 +52,7 @@ def served(make_workspace: Callable[[str], Workspace], tiny: dict[str, Path]) ->
         ("image-classification", tiny["image-classifier"], "vit", {"options": small}),  # ONNX Runtime (auto)
         ("clip", tiny["clip"], "clip", {"labels": ("cat", "dog", "car"), "options": small}),
         ("whisper", tiny["whisper"], "asr", {"options": small}),
+        ("whisper", tiny["whisper"], "asr-int8", {"options": small, "quantize": "int8"}),  # per-token int8
     ):
         add_model(AddRequest(task=task, source=str(source), repository=repo, name=name, **extra))  # type: ignore[arg-type]
     shutil.copytree(DATA / "raiser", repo / "raiser")

@@ -122,6 +122,13 @@ def test_speech_rows_get_the_answer_they_get_alone(served: Server, tiny: dict[st
     _check_batched(served, url, "asr", cases, AudioRowOracle(tiny["whisper"]))
 
 
+def test_int8_speech_rows_get_the_answer_they_get_alone(served: Server, tiny: dict[str, Path]) -> None:
+    """Whisper with --quantize int8 (a scale per token): batched rows equal themselves alone and the int8
+    model in-process; per-tensor activation scales would fail this."""
+    cases = make_audio_cases("asr-int8", seed=zlib.crc32(b"asr-int8"), count=16)
+    _check_batched(served, served.grpc_url, "asr-int8", cases, AudioRowOracle(tiny["whisper"], int8=True))
+
+
 def _check_batched(
     served: Server,
     url: str,
