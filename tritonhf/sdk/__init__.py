@@ -30,7 +30,7 @@ from tritonhf.sdk.results import (
     Usage,
     ZeroShotClassification,
 )
-from tritonhf.sdk.sampling import Sampling
+from tritonhf.sdk.sampling import Sampling, SpeechOptions
 
 __all__ = [
     "API_KEY_HEADER",
@@ -48,6 +48,7 @@ __all__ = [
     "Ranked",
     "Sampling",
     "Segment",
+    "SpeechOptions",
     "TextStream",
     "Transcription",
     "Usage",

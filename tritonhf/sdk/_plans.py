@@ -34,6 +34,7 @@ from tritonhf.sdk.results import (
     Transcription,
     ZeroShotClassification,
 )
+from tritonhf.sdk.sampling import SpeechOptions
 
 R = TypeVar("R")
 
@@ -555,19 +556,17 @@ SPEECH_TASKS = ("automatic-speech-recognition",)
 
 
 def transcribe(
-    audio: AudioInput | Sequence[AudioInput],
-    model: str | None,
-    language: str | None,
-    task: str,
-    timestamps: bool,
-    prompt: str | None,
-    temperature: float,
-    seed: int | None,
-    max_tokens: int | None,
+    audio: AudioInput | Sequence[AudioInput], model: str | None, options: SpeechOptions
 ) -> Plan[Transcription | list[Transcription]]:
     """``Client.transcribe``: what each file says (encoded bytes go out; the server decodes and resamples)."""
     items, single = media.audio_list(audio)
     _check_model(model)
+    unknown = set(options) - set(SpeechOptions.__annotations__)
+    if unknown:
+        raise InvalidInputError(f"transcribe takes no option {', '.join(sorted(unknown))}; see SpeechOptions.")
+    language, prompt = options.get("language"), options.get("prompt")
+    task, timestamps = options.get("task", "transcribe"), options.get("timestamps", False)
+    temperature, seed, max_tokens = options.get("temperature", 0.0), options.get("seed"), options.get("max_tokens")
     if language is not None and (not isinstance(language, str) or not language.strip()):
         raise InvalidInputError(f"language must be a language code such as 'en', not {language!r}.")
     if task not in ("transcribe", "translate"):

@@ -40,7 +40,7 @@ from tritonhf.sdk.results import (
     Usage,
     ZeroShotClassification,
 )
-from tritonhf.sdk.sampling import Sampling
+from tritonhf.sdk.sampling import Sampling, SpeechOptions
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -468,14 +468,8 @@ class AsyncClient:
         audio: AudioInput,
         *,
         model: str | None = None,
-        language: str | None = None,
-        task: str = "transcribe",
-        timestamps: bool = False,
-        prompt: str | None = None,
-        temperature: float = 0.0,
-        seed: int | None = None,
-        max_tokens: int | None = None,
         timeout: float | None = None,
+        **options: Unpack[SpeechOptions],
     ) -> Transcription: ...
     @overload
     async def transcribe(
@@ -483,14 +477,8 @@ class AsyncClient:
         audio: Sequence[AudioInput],
         *,
         model: str | None = None,
-        language: str | None = None,
-        task: str = "transcribe",
-        timestamps: bool = False,
-        prompt: str | None = None,
-        temperature: float = 0.0,
-        seed: int | None = None,
-        max_tokens: int | None = None,
         timeout: float | None = None,
+        **options: Unpack[SpeechOptions],
     ) -> list[Transcription]: ...
 
     async def transcribe(
@@ -498,30 +486,23 @@ class AsyncClient:
         audio: AudioInput | Sequence[AudioInput],
         *,
         model: str | None = None,
-        language: str | None = None,
-        task: str = "transcribe",
-        timestamps: bool = False,
-        prompt: str | None = None,
-        temperature: float = 0.0,
-        seed: int | None = None,
-        max_tokens: int | None = None,
         timeout: float | None = None,
+        **options: Unpack[SpeechOptions],
     ) -> Transcription | list[Transcription]:
         """What each file says, with an automatic-speech-recognition model (Whisper).
 
         Audio is a path, the bytes of a WAV/FLAC/OGG/MP3 file, or ``(samples, sampling_rate)``
         (sent as a lossless float WAV); any rate and channel count: the server mixes down and
-        resamples. One file gives one ``Transcription``, a list a list. ``language``: the spoken
-        language's code (default: detected, and returned); ``task="translate"``: into English;
-        ``timestamps=True``: timed segments (otherwise one segment, the whole file). Files longer
-        than the model's 30 s window are read whole, window after window. ``prompt``: text that came
-        before (names, spelling, style). ``temperature`` > 0 samples, reproducibly with ``seed``;
-        ``max_tokens`` bounds the tokens of each window. A file the server cannot use (damaged,
-        silent, past its length limit) raises ``InvalidInputError`` naming it.
+        resamples. One file gives one ``Transcription``, a list a list. Options (``SpeechOptions``):
+        ``language`` the spoken language's code (default: detected, and returned);
+        ``task="translate"`` into English; ``timestamps=True`` timed segments (otherwise one
+        segment, the whole file); ``prompt`` text that came before (names, spelling, style);
+        ``temperature`` > 0 samples, reproducibly with ``seed``; ``max_tokens`` bounds the tokens
+        of each 30 s window. Files longer than the window are read whole, window after window. A
+        file the server cannot use (damaged, silent, past its length limit) raises
+        ``InvalidInputError`` naming it.
         """
-        return await self._run(
-            plans.transcribe(audio, model, language, task, timestamps, prompt, temperature, seed, max_tokens), timeout
-        )
+        return await self._run(plans.transcribe(audio, model, options), timeout)
 
     async def embed_images(
         self,

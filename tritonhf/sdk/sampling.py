@@ -25,3 +25,15 @@ class Sampling(TypedDict, total=False):
 
 
 OPTIONS = tuple(Sampling.__annotations__)
+
+
+class SpeechOptions(TypedDict, total=False):
+    """Transcription options (``Client.transcribe``); each is optional."""
+
+    language: str | None  # the spoken language's code; None: detected from the first 30 s (and returned)
+    task: str  # "transcribe" (the default) or "translate" (into English)
+    timestamps: bool  # timed segments; otherwise one segment, the whole file
+    prompt: str | None  # text that came before: names, spelling, style
+    temperature: float  # 0 (the default): greedy; higher: sampling
+    seed: int | None  # with temperature > 0: the same seed and file give the same text
+    max_tokens: int | None  # at most this many tokens per 30 s window
