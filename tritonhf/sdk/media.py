@@ -52,19 +52,27 @@ def image_list(images: ImageInput | Sequence[ImageInput], name: str = "images") 
     return [encode_image(images, name)], True  # a str is a path here, bytes one encoded file
 
 
-def encode_image(image: object, name: str = "image") -> bytes:
-    """One image as the bytes of a file."""
-    if isinstance(image, (bytes, bytearray, memoryview)):
-        data = bytes(image)
+def file_bytes(item: object, name: str) -> bytes | None:
+    """Bytes as they are, or a path's file; None for anything else (InvalidInputError: empty, unreadable)."""
+    if isinstance(item, (bytes, bytearray, memoryview)):
+        data = bytes(item)
         if not data:
             raise InvalidInputError(f"{name} is empty (0 bytes).")
         return data
-    if isinstance(image, (str, os.PathLike)):
-        path = Path(image)
+    if isinstance(item, (str, os.PathLike)):
+        path = Path(item)
         try:
             return path.read_bytes()
         except OSError as exc:
             raise InvalidInputError(f"{name}: cannot read {str(path)!r} ({exc.strerror or exc}).") from exc
+    return None
+
+
+def encode_image(image: object, name: str = "image") -> bytes:
+    """One image as the bytes of a file."""
+    data = file_bytes(image, name)
+    if data is not None:
+        return data
     if isinstance(image, np.ndarray):
         return png(image, name)
     if hasattr(image, "save") and hasattr(image, "mode"):  # a PIL image (Pillow need not be installed otherwise)
@@ -113,17 +121,9 @@ def encode_audio(audio: object, name: str = "audio") -> bytes:
     """One audio as the bytes of a file."""
     if isinstance(audio, tuple) and _is_samples(audio):
         return wav(audio[0], audio[1], name)
-    if isinstance(audio, (bytes, bytearray, memoryview)):
-        data = bytes(audio)
-        if not data:
-            raise InvalidInputError(f"{name} is empty (0 bytes).")
+    data = file_bytes(audio, name)
+    if data is not None:
         return data
-    if isinstance(audio, (str, os.PathLike)):
-        path = Path(audio)
-        try:
-            return path.read_bytes()
-        except OSError as exc:
-            raise InvalidInputError(f"{name}: cannot read {str(path)!r} ({exc.strerror or exc}).") from exc
     raise InvalidInputError(
         f"{name} must be a path, the bytes of an audio file or (samples, sampling_rate), not {type(audio).__name__}."
     )
