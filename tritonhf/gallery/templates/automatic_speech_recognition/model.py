@@ -182,15 +182,21 @@ class TritonPythonModel:
                 results[row] = self.reply(item, self.ended(found)[: item["max_tokens"]])
         return results
 
-    def generate(self, item, features, max_new_tokens, **extra):
-        """Token ids per row (the decoder's prompt not included)."""
-        options = {"language": (self.languages and item["language"]) or None, "task": item["task"] if self.multilingual
-                   else None, "return_timestamps": item["timestamps"], "max_new_tokens": max_new_tokens}  # fmt: skip
+    def options(self, item, max_new_tokens, **extra):
+        """``generate``'s options for a row: its language, task and prompt, and ``extra``."""
+        multilingual = self.multilingual
+        options = {"language": item["language"] if multilingual else None, "task": item["task"] if multilingual
+                   else None, "max_new_tokens": max_new_tokens, **extra}  # fmt: skip
         if item["prompt_ids"] is not None:
             options["prompt_ids"] = item["prompt_ids"].to(self.device)
+        return options
+
+    def generate(self, item, features, max_new_tokens, **extra):
+        """Token ids per row (the decoder's prompt not included)."""
+        options = self.options(item, max_new_tokens, return_timestamps=item["timestamps"], **extra)
         inputs = torch.from_numpy(np.ascontiguousarray(features)).to(self.device, self.model.dtype)
         with torch.inference_mode():
-            out = self.model.generate(input_features=inputs, **options, **extra)
+            out = self.model.generate(input_features=inputs, **options)
         return out["sequences"] if isinstance(out, dict) else out
 
     def alone(self, item):
@@ -203,11 +209,7 @@ class TritonPythonModel:
             found = self.generate(item, item["features"][None], item["max_tokens"], **extra)[0]
             return self.reply(item, self.ended(found)[: item["max_tokens"]])
         features, mask = item["long"]
-        options = {"language": (self.languages and item["language"]) or None, "task": item["task"] if self.multilingual
-                   else None, "return_timestamps": True, "return_segments": True,
-                   "max_new_tokens": item["max_tokens"], **extra}  # fmt: skip
-        if item["prompt_ids"] is not None:
-            options["prompt_ids"] = item["prompt_ids"].to(self.device)
+        options = self.options(item, item["max_tokens"], return_timestamps=True, return_segments=True, **extra)
         inputs = torch.from_numpy(features).to(self.device, self.model.dtype)
         with torch.inference_mode():
             out = self.model.generate(
@@ -237,7 +239,7 @@ class TritonPythonModel:
         pending: list[int] = []  # text tokens since the last timestamp
         for token in tokens:
             if token >= self.first_timestamp:  # a timestamp closes the text before it and opens the next
-                time = (token - self.first_timestamp) * 0.02
+                time = (token - self.first_timestamp) * 0.02  # Whisper's timestamps: 30 s over 1,500 steps
                 if pending:
                     piece = self.tokenizer.decode(pending, skip_special_tokens=True).strip()
                     segments.append(self.segment(start, time, piece, item["duration"]))
@@ -269,7 +271,9 @@ def _text(value):
 
 
 def _is_text(value):
-    try:
-        return not isinstance(value, bytes) or bool(value.decode("utf-8")) or True
-    except UnicodeDecodeError:
-        return False
+    if isinstance(value, bytes):
+        try:
+            value.decode("utf-8")
+        except UnicodeDecodeError:
+            return False
+    return True
