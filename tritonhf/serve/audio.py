@@ -11,6 +11,7 @@ whisper-1; ignoring an option silently is not this gateway's way). The body may 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 from fastapi import APIRouter, File, Form, Request, UploadFile
@@ -39,7 +40,8 @@ async def transcriptions(
     stream: Annotated[bool, Form()] = False,
 ) -> Response:
     """What the file says, in its language."""
-    form = _Form(model, language, prompt, response_format, temperature, timestamp_granularities or [], stream)
+    form = _Form(model, language or None, prompt or None, response_format, temperature, timestamp_granularities or [],
+                 stream)  # fmt: skip
     return await _answer(request, "transcribe", file, form)
 
 
@@ -53,17 +55,21 @@ async def translations(
     temperature: Annotated[float, Form()] = 0.0,
 ) -> Response:
     """What the file says, in English."""
-    return await _answer(
-        request, "translate", file, _Form(model, None, prompt, response_format, temperature, [], False)
-    )
+    form = _Form(model, None, prompt or None, response_format, temperature, [], False)
+    return await _answer(request, "translate", file, form)
 
 
+@dataclass(frozen=True)
 class _Form:
-    def __init__(self, model: str | None, language: str | None, prompt: str | None, response_format: str,
-                 temperature: float, granularities: list[str], stream: bool) -> None:  # fmt: skip
-        self.model, self.language, self.prompt = model, language or None, prompt or None
-        self.response_format, self.temperature = response_format, temperature
-        self.granularities, self.stream = granularities, stream
+    """The form fields both routes share (translations have no language, timestamps or stream)."""
+
+    model: str | None
+    language: str | None
+    prompt: str | None
+    response_format: str
+    temperature: float
+    granularities: list[str]
+    stream: bool
 
 
 async def _answer(request: Request, task: str, file: UploadFile, form: _Form) -> Response:
