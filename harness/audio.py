@@ -120,3 +120,22 @@ class AudioOracle:
         sequences = out["sequences"] if isinstance(out, dict) else out
         text = self.processor.tokenizer.decode(sequences[0], skip_special_tokens=True).strip()
         return {"text": text, "language": language, "duration": len(samples) / self.rate}
+
+
+class CtcOracle:
+    """transformers' own ASR pipeline on one file (a CTC model: wav2vec2), with 30 s windows and 5 s strides."""
+
+    def __init__(self, folder: Path) -> None:
+        from transformers import pipeline
+
+        self.pipe: Any = pipeline("automatic-speech-recognition", model=str(folder), chunk_length_s=30,
+                                  stride_length_s=5)  # fmt: skip
+        self.rate = int(self.pipe.feature_extractor.sampling_rate)
+
+    def transcribe(self, data: bytes, timestamps: bool = False) -> dict[str, Any]:
+        samples = read(data, self.rate)
+        found = self.pipe(
+            {"raw": samples, "sampling_rate": self.rate}, return_timestamps="word" if timestamps else None
+        )
+        words = [(c["timestamp"][0], c["timestamp"][1], c["text"]) for c in found.get("chunks", [])]
+        return {"text": found["text"], "duration": len(samples) / self.rate, "words": words}

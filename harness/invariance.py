@@ -172,12 +172,13 @@ def make_image_cases(model: str, seed: int, count: int, task: str = "image-class
     return cases
 
 
-def make_audio_cases(model: str, seed: int, count: int, long_files: int = 1) -> list[Case]:
+def make_audio_cases(model: str, seed: int, count: int, long_files: int = 1, options: bool = True) -> list[Case]:
     """``count`` speech requests of one to three files each: random formats (WAV, FLAC, OGG Vorbis and Opus,
     MP3), rates (8-48 kHz), channels and lengths (0.3-6 s; ``long_files`` of them past the 30 s window); per
     row, sometimes a language (else detected), translate, timestamps, a prompt, a token limit, or seeded
     sampling; now and then a broken file (truncated, not audio, silent), which must fail its own request only.
-    ``Row.text`` describes the file; its bytes are ``options["AUDIO"]``."""
+    ``Row.text`` describes the file; its bytes are ``options["AUDIO"]``. ``options=False``: files only (a CTC
+    model takes none of those options)."""
     from harness.audio import encode, random_audio, sound
 
     rng = random.Random(seed)
@@ -211,6 +212,8 @@ def make_audio_cases(model: str, seed: int, count: int, long_files: int = 1) -> 
         # some none, a few another mix (translate, a prompt, seeded sampling), which run in smaller batches.
         draw = rng.random()
         names = COMMON_AUDIO_OPTIONS if draw < 0.6 else [] if draw < 0.8 else rng.sample(list(choices), 3)
+        if not options:
+            names = ["TIMESTAMPS"] if draw < 0.5 else []
         if "SEED" in names and "TEMPERATURE" not in names:
             names = [*names, "TEMPERATURE"]
         for name in names:
@@ -506,20 +509,27 @@ class AudioRowOracle:
     """transformers on one file alone (harness.audio.AudioOracle, with the row's options); "refused" for a file
     the template must refuse (the runtime's own decoder decides: damaged, unsupported, silent, too long)."""
 
-    def __init__(self, folder: Path, int8: bool = False) -> None:
-        from harness.audio import AudioOracle
+    def __init__(self, folder: Path, int8: bool = False, ctc: bool = False) -> None:
+        """``ctc``: a CTC model (wav2vec2), answered by transformers' own ASR pipeline (harness.audio.CtcOracle)."""
+        from harness.audio import AudioOracle, CtcOracle
 
-        self.oracle = AudioOracle(folder, int8=int8)
+        self.ctc = CtcOracle(folder) if ctc else None
+        self.oracle = AudioOracle(folder, int8=int8) if not ctc else None
+        self.rate = (self.ctc or self.oracle).rate
 
     def answer(self, row: Row) -> dict[str, Any] | str:
         from tritonhf.runtime.audio import decode_audio
         from tritonhf.runtime.common import BadRequest
 
         try:
-            decode_audio(row.options["AUDIO"], self.oracle.rate)
+            decode_audio(row.options["AUDIO"], self.rate)
         except BadRequest:
             return "refused"
         get = row.options.get
+        if self.ctc is not None:
+            found = self.ctc.transcribe(row.options["AUDIO"], timestamps=get("TIMESTAMPS", False))
+            return {"text": found["text"], "language": "", "duration": found["duration"]}
+        assert self.oracle is not None
         return self.oracle.transcribe(
             row.options["AUDIO"], language=get("LANGUAGE") or None, task=get("TASK", "transcribe"),
             timestamps=get("TIMESTAMPS", False), prompt=get("PROMPT") or None, max_tokens=get("MAX_TOKENS"),

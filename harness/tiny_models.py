@@ -440,3 +440,35 @@ def build_whisper(folder: Path, languages: tuple[str, ...] = WHISPER_LANGUAGES, 
     )  # fmt: skip
     model.save_pretrained(folder)
     return folder
+
+
+def build_wav2vec2_ctc(folder: Path) -> Path:
+    """A tiny wav2vec2 CTC model (3 conv layers, 80 samples per frame, 2 transformer layers) with a letter
+    vocabulary made here; wide random weights (initializer_range 0.5) so the letters depend on the audio."""
+    from transformers import (
+        Wav2Vec2Config,
+        Wav2Vec2CTCTokenizer,
+        Wav2Vec2FeatureExtractor,
+        Wav2Vec2ForCTC,
+        Wav2Vec2Processor,
+    )
+
+    torch.manual_seed(12)
+    vocab = {
+        "<pad>": 0,
+        "<unk>": 1,
+        "|": 2,
+        **{char: index + 3 for index, char in enumerate("abcdefghijklmnopqrstuvwxyz'")},
+    }
+    (folder / "vocab.json").write_text(json.dumps(vocab))
+    tokenizer = Wav2Vec2CTCTokenizer(str(folder / "vocab.json"), unk_token="<unk>", pad_token="<pad>",
+                                     word_delimiter_token="|")  # fmt: skip
+    extractor = Wav2Vec2FeatureExtractor(feature_size=1, sampling_rate=16000, padding_value=0.0, do_normalize=True,
+                                         return_attention_mask=False)  # fmt: skip
+    Wav2Vec2Processor(feature_extractor=extractor, tokenizer=tokenizer).save_pretrained(folder)
+    config = Wav2Vec2Config(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                            intermediate_size=64, conv_dim=(32, 32, 32), conv_stride=(5, 4, 4), conv_kernel=(10, 8, 8),
+                            num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=2, pad_token_id=0,
+                            feat_extract_norm="group", do_stable_layer_norm=False, initializer_range=0.5)  # fmt: skip
+    Wav2Vec2ForCTC(config).eval().save_pretrained(folder)
+    return folder

@@ -51,6 +51,7 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "image-classifier": tiny_models.build_image_classifier,
         "clip": tiny_models.build_clip,
         "whisper": tiny_models.build_whisper,
+        "wav2vec2": tiny_models.build_wav2vec2_ctc,
         "siglip": tiny_models.build_siglip,
     }
     built = {}

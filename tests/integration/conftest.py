@@ -53,6 +53,7 @@ def served(make_workspace: Callable[[str], Workspace], tiny: dict[str, Path]) ->
         ("clip", tiny["clip"], "clip", {"labels": ("cat", "dog", "car"), "options": small}),
         ("whisper", tiny["whisper"], "asr", {"options": small}),
         ("whisper", tiny["whisper"], "asr-int8", {"options": small, "quantize": "int8"}),  # per-token int8
+        ("asr", tiny["wav2vec2"], "ctc", {"options": small}),  # a CTC model: every file alone
     ):
         add_model(AddRequest(task=task, source=str(source), repository=repo, name=name, **extra))  # type: ignore[arg-type]
     shutil.copytree(DATA / "raiser", repo / "raiser")

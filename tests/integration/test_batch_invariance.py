@@ -129,6 +129,13 @@ def test_int8_speech_rows_get_the_answer_they_get_alone(served: Server, tiny: di
     _check_batched(served, served.grpc_url, "asr-int8", cases, AudioRowOracle(tiny["whisper"], int8=True))
 
 
+def test_ctc_speech_rows_get_the_answer_they_get_alone(served: Server, tiny: dict[str, Path]) -> None:
+    """wav2vec2 (CTC): mixed files (one of 32-45 s, read in the pipeline's overlapping windows) with and
+    without timestamps: each equals itself alone and transformers' own ASR pipeline on that file."""
+    cases = make_audio_cases("ctc", seed=zlib.crc32(b"ctc"), count=16, options=False)
+    _check_batched(served, served.grpc_url, "ctc", cases, AudioRowOracle(tiny["wav2vec2"], ctc=True))
+
+
 def _check_batched(
     served: Server,
     url: str,

@@ -269,3 +269,62 @@ def test_audio_routes_take_bodies_up_to_their_own_limit() -> None:
     assert limits.body_limit("/v1/audio/transcriptions") == (25_000_000, "--max-audio-bytes")
     assert limits.body_limit("/v1/embeddings") == (1000, "--payload-limit")
     assert "--max-audio-bytes" in Limits().argv()
+
+
+# ------------------------------------------------------------------ CTC models (wav2vec2)
+
+
+@pytest.fixture(scope="module")
+def wav2vec2(tiny: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Any:
+    repo = tmp_path_factory.mktemp("ctc") / "repo"
+    return instantiate(add_model(AddRequest("asr", str(tiny["wav2vec2"]), repo, name="ctc")))
+
+
+def test_ctc_rows_equal_transformers_pipeline_alone_long_files_in_its_windows(
+    wav2vec2: Any, tiny: dict[str, Path]
+) -> None:
+    """A CTC model: each file equals transformers' own ASR pipeline (chunk_length_s=30, stride_length_s=5) on
+    that file, a 70 s file included (three overlapping windows); word timestamps as segments."""
+    from harness.audio import CtcOracle
+
+    oracle = CtcOracle(tiny["wav2vec2"])
+    rng = random.Random(14)
+    files = [random_audio(rng)[0] for _ in range(3)]
+    long = encode(sound(random.Random(15), 70.0), 16000, "FLAC")
+    requests = [
+        pb.InferenceRequest(AUDIO=_column(files[0], files[1])),
+        pb.InferenceRequest(AUDIO=_column(long)),
+        pb.InferenceRequest(AUDIO=_column(files[2]), TIMESTAMPS=_column(True, dtype=bool)),
+    ]
+    got = answers(wav2vec2, requests)
+    first = _outputs(got[0])
+    assert first["text"] == [oracle.transcribe(files[0])["text"], oracle.transcribe(files[1])["text"]]
+    assert first["language"] == ["", ""] and all(first["text"])
+    assert _outputs(got[1])["text"] == [oracle.transcribe(long)["text"]]
+    timed = _outputs(got[2])
+    expected = oracle.transcribe(files[2], timestamps=True)
+    assert timed["text"] == [expected["text"]]
+    segments = timed["segments"][0]
+    assert [s["text"] for s in segments] == [word for _, _, word in expected["words"]]
+    for segment, (start, end, _) in zip(segments, expected["words"]):
+        assert segment["start"] == pytest.approx(start, abs=0.006) and segment["end"] == pytest.approx(end, abs=0.006)
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "words"),
+    [
+        ("LANGUAGE", _column(b"en"), "input 'LANGUAGE' is given, but a CTC model has no language option"),
+        ("TASK", _column(b"translate"), "input 'TASK' is 'translate': a CTC model only transcribes"),
+        ("PROMPT", _column(b"earlier"), "input 'PROMPT' is given, but a CTC model takes no prompt"),
+        ("TEMPERATURE", _column(0.5, dtype=np.float32), "input 'TEMPERATURE' is above 0"),
+        ("MAX_TOKENS", _column(5, dtype=np.int32), "input 'MAX_TOKENS'"),
+    ],
+)
+def test_ctc_refuses_options_it_cannot_honour(wav2vec2: Any, option: str, value: np.ndarray, words: str) -> None:
+    data = random_audio(random.Random(16))[0]
+    good, bad = answers(
+        wav2vec2,
+        [pb.InferenceRequest(AUDIO=_column(data)), pb.InferenceRequest(AUDIO=_column(data), **{option: value})],
+    )
+    assert _outputs(good)["text"][0]
+    assert bad.has_error() and words in bad.error().message(), bad.error().message()

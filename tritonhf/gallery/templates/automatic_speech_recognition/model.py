@@ -1,4 +1,4 @@
-"""Speech recognition (Whisper) on Triton's Python backend (tritonhf gallery template).
+"""Speech recognition (Whisper; CTC models such as wav2vec2) on Triton's Python backend (tritonhf gallery template).
 
 Requests carry encoded audio (WAV, FLAC, OGG, MP3), one file per row. This template:
 
@@ -21,6 +21,10 @@ worker (runtime.Pipeline). Added with ``--quantize int8`` (parameter ``tritonhf.
 Linear layers run in int8 with a scale per token (runtime.int8), so rows are still batched and
 each answer still does not depend on the batch.
 
+A CTC model (not encoder-decoder: wav2vec2, HuBERT ...) is read by ``ctc.py`` beside this file:
+each file alone, in the transformers pipeline's overlapping 30 s windows; options it cannot
+honour (language, translate, prompt, sampling, a token limit) are 400s.
+
 Inputs:  AUDIO [n, 1] BYTES; optional per row: LANGUAGE (code, default detect), TASK
          (transcribe | translate), TIMESTAMPS, PROMPT, TEMPERATURE, SEED, MAX_TOKENS.
 Outputs: TEXT, SPOKEN_LANGUAGE, DURATION (seconds), SEGMENTS (JSON: [{start, end, text}]).
@@ -32,7 +36,7 @@ import numpy as np
 import torch
 import triton_python_backend_utils as pb_utils
 import tritonhf_runtime as runtime
-from transformers import AutoModelForSpeechSeq2Seq, AutoProcessor
+from transformers import AutoConfig, AutoModelForCTC, AutoModelForSpeechSeq2Seq, AutoProcessor
 
 TASKS = ("transcribe", "translate")
 
@@ -46,15 +50,27 @@ class TritonPythonModel:
         self.processor = AutoProcessor.from_pretrained(location, trust_remote_code=runtime.trust_remote_code(params))
         self.features = self.processor.feature_extractor
         self.tokenizer = self.processor.tokenizer
+        self.sampling_rate = self.features.sampling_rate
+        self.max_seconds = runtime.int_parameter(
+            params, runtime.PARAM_MAX_AUDIO_SECONDS, runtime.DEFAULT_MAX_AUDIO_SECONDS
+        )
+        self.pipeline = runtime.Pipeline()
+        config = AutoConfig.from_pretrained(location, trust_remote_code=runtime.trust_remote_code(params))
+        self.ctc = None
+        if not getattr(config, "is_encoder_decoder", False):  # wav2vec2, HuBERT ...: CTC
+            from ctc import CtcTranscriber
+
+            model = runtime.load_model(AutoModelForCTC, args, params, self.device)
+            if params.get(runtime.PARAM_QUANTIZE) == "int8":
+                model = runtime.int8_linear_layers(model)
+            self.ctc = CtcTranscriber(model, self.processor, self.device)
+            self.multilingual, self.max_tokens = False, 0  # no language, no token limit to set
+            return
         self.model = runtime.load_model(AutoModelForSpeechSeq2Seq, args, params, self.device)
         if params.get(runtime.PARAM_QUANTIZE) == "int8":
             self.model = runtime.int8_linear_layers(self.model)
         self.generation = self.model.generation_config
-        self.sampling_rate = self.features.sampling_rate
         self.window = self.features.n_samples  # samples in one window (30 s for Whisper)
-        self.max_seconds = runtime.int_parameter(
-            params, runtime.PARAM_MAX_AUDIO_SECONDS, runtime.DEFAULT_MAX_AUDIO_SECONDS
-        )
         lang_to_id = getattr(self.generation, "lang_to_id", None) or {}
         self.languages = {token.strip("<|>"): token_id for token, token_id in lang_to_id.items()}
         self.multilingual = bool(getattr(self.generation, "is_multilingual", False)) and bool(self.languages)
@@ -62,7 +78,6 @@ class TritonPythonModel:
         # Half the decoder's context per window, as Whisper was trained (the rest: task tokens and the prompt).
         self.max_tokens = self.model.config.max_target_positions // 2
         self.first_timestamp = self.generation.no_timestamps_token_id + 1
-        self.pipeline = runtime.Pipeline()
 
     # ------------------------------------------------------------------ reading a batch
 
@@ -74,12 +89,15 @@ class TritonPythonModel:
         prompts = [_text(value) for value in batch.option("PROMPT", b"", _is_text, "UTF-8 text")]
         temperatures = batch.option("TEMPERATURE", 0.0, lambda t: 0.0 <= t <= 2.0, "between 0 and 2")
         seeds = batch.option("SEED", 0)
-        limits = batch.option(
-            "MAX_TOKENS", self.max_tokens, lambda k: 1 <= k <= self.max_tokens, f"between 1 and {self.max_tokens}"
-        )
+        top = self.max_tokens
+        limits = batch.option("MAX_TOKENS", None, lambda k: 1 <= k <= top, f"between 1 and {top}")
         rows = {}
         for row in batch.live_rows():
             try:
+                if self.ctc is not None:
+                    rows[row] = self.prepare_ctc(batch.texts[row], languages[row], tasks[row], prompts[row],
+                                                 temperatures[row], limits[row])  # fmt: skip
+                    continue
                 language = self.language(languages[row])
                 rows[row] = self.prepare(batch.texts[row], language, _text(tasks[row]), prompts[row])
             except runtime.BadRequest as exc:  # args: (what is wrong, the input's name when not AUDIO)
@@ -88,11 +106,14 @@ class TritonPythonModel:
         rows = {row: item for row, item in rows.items() if row in live}
         for row, item in rows.items():
             item.update(timestamps=bool(timestamps[row]), temperature=float(temperatures[row]),
-                        seed=int(seeds[row]), max_tokens=int(limits[row]))  # fmt: skip
+                        seed=int(seeds[row]), max_tokens=int(limits[row] or self.max_tokens))  # fmt: skip
 
         def work():
-            self.detect_languages(rows)
-            results = self.transcribe(rows)
+            if self.ctc is not None:
+                results = {row: self.transcribe_ctc(item) for row, item in rows.items()}
+            else:
+                self.detect_languages(rows)
+                results = self.transcribe(rows)
 
             def answer(span):
                 found = [results[row] for row in span]
@@ -122,6 +143,22 @@ class TritonPythonModel:
             known = ", ".join(sorted(self.languages))
             raise runtime.BadRequest(f"{code!r} is not a language of this model; it knows: {known}.", "LANGUAGE")
         return code
+
+    def prepare_ctc(self, data, language, task, prompt, temperature, max_tokens):
+        """A CTC row: its samples, once its options are ones a CTC model honours."""
+        assert self.ctc is not None
+        refused = self.ctc.refused(_text(language).strip(), _text(task), prompt, float(temperature), max_tokens)
+        if refused is not None:
+            raise runtime.BadRequest(refused[1], refused[0])
+        samples = runtime.decode_audio(data, self.sampling_rate, self.max_seconds)
+        return {"samples": samples, "duration": len(samples) / self.sampling_rate, "language": ""}
+
+    def transcribe_ctc(self, item):
+        assert self.ctc is not None
+        text, words = self.ctc.transcribe(item["samples"], item["timestamps"])
+        if words is None:
+            return self.result(item, text, [self.segment(0.0, item["duration"], text, item["duration"])])
+        return self.result(item, text, [self.segment(start, end, word, item["duration"]) for start, end, word in words])
 
     def prepare(self, data, language, task, prompt):
         """One row's samples, features and prompt (BadRequest naming the input when unusable)."""
