@@ -167,7 +167,7 @@ def test_int8_rows_are_batched_and_equal_themselves_alone(tiny: dict[str, Path],
     together (one group here) equal themselves alone and the int8 model in-process."""
     folder = add_model(AddRequest("whisper", str(tiny["whisper"]), tmp_path / "repo", name="asr8", quantize="int8"))
     config = (folder / "config.pbtxt").read_text()
-    assert "tritonhf.quantize" in config and "int8 encoder states within cosine" in config
+    assert "tritonhf.quantize" in config and "int8 encoder states (CTC: logits) within cosine" in config
     assert "a scale per token" in config
     model = instantiate(folder)
     oracle = AudioOracle(tiny["whisper"], int8=True)
@@ -328,3 +328,10 @@ def test_ctc_refuses_options_it_cannot_honour(wav2vec2: Any, option: str, value:
     )
     assert _outputs(good)["text"][0]
     assert bad.has_error() and words in bad.error().message(), bad.error().message()
+
+
+def test_ctc_int8_passes_its_gate_and_answers(tiny: dict[str, Path], tmp_path: Path) -> None:
+    folder = add_model(AddRequest("asr", str(tiny["wav2vec2"]), tmp_path / "repo", name="ctc8", quantize="int8"))
+    assert "within cosine" in (folder / "config.pbtxt").read_text()
+    (found,) = answers(instantiate(folder), [pb.InferenceRequest(AUDIO=_column(random_audio(random.Random(17))[0]))])
+    assert _outputs(found)["text"][0]

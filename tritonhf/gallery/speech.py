@@ -40,7 +40,7 @@ class Int8Check:
     @property
     def summary(self) -> str:
         return (
-            f"int8 encoder states within cosine {self.cosine:.4f} of fp32 (gate {MIN_COSINE}, lowest of "
+            f"int8 encoder states (CTC: logits) within cosine {self.cosine:.4f} of fp32 (gate {MIN_COSINE}, lowest of "
             f"{len(CALIBRATION_SECONDS)} clips); first {GATE_TOKENS} greedy tokens agree {self.agreement:.0%}"
         )
 
@@ -55,26 +55,37 @@ def calibration_audio(seconds: float, rate: int, seed: int) -> np.ndarray[Any, n
 
 
 def check_int8(folder: Path) -> Int8Check:
-    """fp32 against int8 on the calibration clips (GalleryError when the model cannot be loaded)."""
+    """fp32 against int8 on the calibration clips (GalleryError when the model cannot be loaded).
+
+    Whisper: the encoder's states, and the first greedy tokens; a CTC model (wav2vec2): its logits, and
+    the argmax frames."""
     import torch
-    from transformers import AutoModelForSpeechSeq2Seq, AutoProcessor
+    from transformers import AutoConfig, AutoModelForCTC, AutoModelForSpeechSeq2Seq, AutoProcessor
 
     auto: Any = AutoProcessor  # untyped in transformers
     try:
         processor: Any = auto.from_pretrained(folder)
-        model: Any = AutoModelForSpeechSeq2Seq.from_pretrained(folder).eval()
+        seq2seq = bool(getattr(AutoConfig.from_pretrained(folder), "is_encoder_decoder", False))
+        kind: Any = AutoModelForSpeechSeq2Seq if seq2seq else AutoModelForCTC
+        model: Any = kind.from_pretrained(folder).eval()
+        quantized: Any = int8_linear_layers(kind.from_pretrained(folder).eval())
     except (OSError, ValueError) as exc:
         raise GalleryError(f"--quantize int8: the speech model in {folder} could not be loaded ({exc}).") from exc
-    quantized = int8_linear_layers(AutoModelForSpeechSeq2Seq.from_pretrained(folder).eval())
     extractor = processor.feature_extractor
     cosines, agree = [], []
     with torch.inference_mode():
         for seed, seconds in enumerate(CALIBRATION_SECONDS):
             audio = calibration_audio(seconds, extractor.sampling_rate, seed)
-            features = extractor(audio, sampling_rate=extractor.sampling_rate, return_tensors="pt").input_features
-            states = [m.get_encoder()(features).last_hidden_state.flatten() for m in (model, quantized)]
-            cosines.append(float(torch.nn.functional.cosine_similarity(states[0], states[1], dim=0)))
-            options = {"max_new_tokens": GATE_TOKENS, "do_sample": False}
-            tokens = [m.generate(features, **options)[0].tolist() for m in (model, quantized)]
+            inputs = extractor(audio, sampling_rate=extractor.sampling_rate, return_tensors="pt")
+            if seq2seq:
+                features = inputs.input_features
+                states = [m.get_encoder()(features).last_hidden_state for m in (model, quantized)]
+                options = {"max_new_tokens": GATE_TOKENS, "do_sample": False}
+                tokens = [m.generate(features, **options)[0].tolist() for m in (model, quantized)]
+            else:
+                states = [m(input_values=inputs.input_values).logits for m in (model, quantized)]
+                tokens = [state.argmax(-1)[0].tolist() for state in states]
+            flat = [state.flatten() for state in states]
+            cosines.append(float(torch.nn.functional.cosine_similarity(flat[0], flat[1], dim=0)))
             agree.append(float(np.mean([a == b for a, b in zip(*tokens)])) if tokens[0] else 1.0)
     return Int8Check(min(cosines), float(np.mean(agree)))
