@@ -314,7 +314,7 @@ def test_speech_model_transcribes_over_both_protocols_and_the_cli(served: Server
         assert many[1].text == oracle.transcribe(long, language="en")["text"] and abs(many[1].duration - 36.0) < 1e-3
     file = Path(served.workspace.root) / "speech-check.flac"
     file.write_bytes(flac)
-    printed = CliRunner().invoke(app, ["transcribe", str(file), "--language", "en", "--format", "srt",
-                                       "--url", served.grpc_url])  # fmt: skip
+    printed = CliRunner().invoke(app, ["transcribe", str(file), "--model", "asr", "--language", "en", "--format",
+                                       "srt", "--url", served.grpc_url])  # fmt: skip
     assert printed.exit_code == 0, printed.output
     assert printed.output.startswith("1\n00:00:") and many[0].segments[0].text in printed.output
