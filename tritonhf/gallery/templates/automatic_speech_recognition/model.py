@@ -78,6 +78,8 @@ class TritonPythonModel:
         # Half the decoder's context per window, as Whisper was trained (the rest: task tokens and the prompt).
         self.max_tokens = self.model.config.max_target_positions // 2
         self.first_timestamp = self.generation.no_timestamps_token_id + 1
+        eos = self.generation.eos_token_id
+        self.stops = set(eos if isinstance(eos, list) else [eos])  # end-of-text ids, read once
 
     # ------------------------------------------------------------------ reading a batch
 
@@ -263,9 +265,7 @@ class TritonPythonModel:
     def ended(self, tokens):
         """Token ids up to (not including) the first end-of-text."""
         ids = [int(token) for token in tokens]
-        eos = self.generation.eos_token_id
-        stops = set(eos if isinstance(eos, list) else [eos])
-        return next((ids[:index] for index, token in enumerate(ids) if token in stops), ids)
+        return next((ids[:index] for index, token in enumerate(ids) if token in self.stops), ids)
 
     def reply(self, item, tokens):
         """A short row's result: its text, and segments from its timestamp tokens (or the whole file as one)."""
