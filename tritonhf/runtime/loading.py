@@ -67,6 +67,12 @@ class OnnxModel:
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
         options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+        # Its threads spin between the operators of one run (waking sleeping threads at every operator
+        # slows a lone request) and stop spinning when the run ends: a pool that spins on after a batch
+        # takes the cores that Triton, the stub's I/O and a gateway beside them need next. Both
+        # alternatives measured slower on 2 cores (docs/performance.md).
+        options.add_session_config_entry("session.intra_op.allow_spinning", "1")
+        options.add_session_config_entry("session.force_spinning_stop", "1")
         self.session = onnxruntime.InferenceSession(
             str(Path(folder) / file_name), options, providers=["CPUExecutionProvider"]
         )
