@@ -331,6 +331,43 @@ def test_nothing_is_cut_unasked_and_a_cut_is_said(gateway: Stack) -> None:
         sdk.generate("word " * 9000, model="smollm2", max_tokens=4)
 
 
+def _triton_requests(stack: Stack, model: str) -> int:
+    """Requests Triton has answered for ``model`` (its own Prometheus counter)."""
+    with urllib.request.urlopen(stack.server.metrics_url, timeout=10) as response:
+        text = response.read().decode()
+    found = re.search(rf'nv_inference_request_success{{model="{model}",version="1"}} (\d+)', text)
+    return int(found.group(1)) if found else 0
+
+
+def test_concurrent_embeddings_go_together_each_answered_as_alone_and_a_bad_one_fails_alone(gateway: Stack) -> None:
+    texts = [f"sentence number {i} about " + "cats " * (i % 7) for i in range(24)]
+    with Client(gateway.server.grpc_url) as sdk:
+        alone = [sdk.embed(text, model="minilm", normalize=True).reshape(-1) for text in texts]
+
+    async def together(bad: bool) -> list[object]:
+        client = openai.AsyncOpenAI(base_url=_base(gateway), api_key="x", max_retries=0)
+        calls = [client.embeddings.create(model="minilm", input=text) for text in texts]
+        if bad:
+            calls.insert(9, client.embeddings.create(model="minilm", input=["fine", LONG]))
+        try:
+            return await asyncio.gather(*calls, return_exceptions=True)
+        finally:
+            await client.close()
+
+    before = _triton_requests(gateway, "minilm")
+    first = asyncio.run(together(bad=False))
+    sent = _triton_requests(gateway, "minilm") - before
+    assert sent < len(texts), f"{len(texts)} concurrent requests reached Triton as {sent}: nothing went together"
+    second = asyncio.run(together(bad=True))
+    refused = second.pop(9)
+    assert isinstance(refused, openai.BadRequestError) and refused.code == "context_length_exceeded"
+    for answers in (first, second):
+        for answer, expected in zip(answers, alone, strict=True):
+            assert not isinstance(answer, BaseException), answer
+            got = np.array(answer.data[0].embedding, dtype=np.float32)  # type: ignore[attr-defined]
+            np.testing.assert_allclose(got, expected, atol=1e-5)
+
+
 def test_tei_pairs_tokenize_info_limits_empties_and_metrics(gateway: Stack) -> None:
     root = _base(gateway).removesuffix("/v1")
     pairs = [["a great film", "it was fun"], ["dull", "very boring"]]

@@ -19,6 +19,7 @@ class ModelConfig:
     outputs: Mapping[str, tuple[int, ...]] = field(default_factory=dict)  # name -> dims
     task: str | None = None
     decoupled: bool = False
+    instances: int = 1  # copies of the model that compute at once (instance_group counts)
 
     @classmethod
     def parse(cls, raw: Mapping[str, Any]) -> ModelConfig:
@@ -43,4 +44,5 @@ class ModelConfig:
             outputs=outputs,
             task=str(task) if task else None,
             decoupled=bool(policy.get("decoupled", False)),
+            instances=max(sum(int(group.get("count", 1) or 1) for group in config.get("instance_group", [])), 1),
         )

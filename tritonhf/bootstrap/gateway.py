@@ -22,10 +22,10 @@ GATEWAY_MODULE = "tritonhf.serve"
 
 def require_gateway_packages() -> None:
     """FastAPI and uvicorn are an extra (``tritonhf[serve]``): say so before anything starts."""
-    missing = [name for name in ("fastapi", "uvicorn") if importlib.util.find_spec(name) is None]
+    missing = [name for name in ("fastapi", "uvicorn", "orjson") if importlib.util.find_spec(name) is None]
     if missing:
         raise ServerStartError(
-            f"The OpenAI gateway needs {' and '.join(missing)}: pip install 'tritonhf[serve]'"
+            f"The OpenAI gateway needs {', '.join(missing)}: pip install 'tritonhf[serve]'"
             " (or leave out --openai-port)."
         )
 

@@ -110,6 +110,7 @@ def model_infos(index: Sequence[Mapping[str, Any]], configs: Mapping[str, ModelC
                 config.task if config else None,
                 config.max_batch_size if config else 0,
                 str(entry.get("reason", "")),
+                config.instances if config else 1,
             )
         )
     return found
@@ -216,7 +217,5 @@ def merge(parts: Sequence[Tensors], names: Sequence[str]) -> Tensors:
     return merged
 
 
-
 def never_answered(model: str, deadline: Deadline) -> ClientError:
     return deadline.timeout_error(model, "finish the stream")
-

@@ -10,6 +10,7 @@ cancels the request on the server. Generated from ``client.py`` (tools/generate_
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import AsyncIterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Literal, TypeVar, overload
@@ -208,7 +209,7 @@ class AsyncClient:
             raw = await self._call(name, lambda: self._transport.model_config(name, deadline.remaining()), deadline)
             config = ModelConfig.parse(raw)
             if not config.name:
-                config = ModelConfig(name, config.max_batch_size, config.inputs, config.outputs, config.task)
+                config = dataclasses.replace(config, name=name)
             self._directory.store_config(config)
         return config
 

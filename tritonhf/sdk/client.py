@@ -16,6 +16,7 @@ bounds the whole stream, and ``idle_timeout=`` (optional) the wait between two c
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Literal, TypeVar, overload
@@ -211,7 +212,7 @@ class Client:
             raw = self._call(name, lambda: self._transport.model_config(name, deadline.remaining()), deadline)
             config = ModelConfig.parse(raw)
             if not config.name:
-                config = ModelConfig(name, config.max_batch_size, config.inputs, config.outputs, config.task)
+                config = dataclasses.replace(config, name=name)
             self._directory.store_config(config)
         return config
 

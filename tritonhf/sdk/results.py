@@ -139,6 +139,7 @@ class ModelInfo:
     task: str | None = None
     max_batch_size: int = 0
     reason: str = ""
+    instances: int = 1  # copies of the model that compute at once (its config's instance groups)
 
     @property
     def ready(self) -> bool:

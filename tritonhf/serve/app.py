@@ -24,9 +24,11 @@ from tritonhf.errors import ClientError
 from tritonhf.sdk import AsyncClient
 from tritonhf.serve import audio, openai, tei
 from tritonhf.serve.admission import RETRY_AFTER_SECONDS, Admission
+from tritonhf.serve.coalesce import Coalescer
 from tritonhf.serve.errors import GatewayError
 from tritonhf.serve.limits import Limits
 from tritonhf.serve.metrics import GatewayMetrics, Metered
+from tritonhf.serve.responses import FastJSONResponse
 from tritonhf.serve.tokenizers import Tokenizers
 
 OPEN_PATHS = ("/health",)
@@ -54,13 +56,17 @@ def create_app(
         app.state.client = AsyncClient(
             url, timeout=timeout, concurrency=concurrency, unavailable_timeout=UNREACHABLE_SECONDS
         )
+        app.state.coalescer = Coalescer(app.state.client)
         try:
             yield
         finally:
             await app.state.client.close()
 
     app = FastAPI(
-        title="tritonhf gateway", description="OpenAI- and TEI-compatible routes over Triton", lifespan=lifespan
+        title="tritonhf gateway",
+        description="OpenAI- and TEI-compatible routes over Triton",
+        lifespan=lifespan,
+        default_response_class=FastJSONResponse,
     )
     app.include_router(openai.router)
     app.include_router(tei.router)

@@ -20,13 +20,15 @@ from typing import Any, TypeVar
 
 import numpy as np
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import Response, StreamingResponse
 from fastapi.sse import format_sse_event
 
 from tritonhf._wire import codecs
 from tritonhf.errors import ClientError
 from tritonhf.sdk import AsyncClient, AsyncTextStream
+from tritonhf.serve.coalesce import Coalescer
 from tritonhf.serve.errors import GatewayError, empty, refused
+from tritonhf.serve.responses import FastJSONResponse
 from tritonhf.serve.schemas import ChatBody, CompletionBody, EmbeddingBody, GenerationBody
 from tritonhf.serve.tokenizers import Tokenizers, byte_bound, count
 
@@ -42,6 +44,10 @@ class ClientGone(Exception):
 
 def client_of(request: Request) -> AsyncClient:
     return request.app.state.client  # type: ignore[no-any-return]
+
+
+def coalescer_of(request: Request) -> Coalescer:
+    return request.app.state.coalescer  # type: ignore[no-any-return]
 
 
 def tokenizers_of(request: Request) -> Tokenizers:
@@ -372,7 +378,7 @@ def image_bytes(item: str, where: str) -> bytes:
 
 
 @router.post("/v1/embeddings")
-async def embeddings(body: EmbeddingBody, request: Request) -> JSONResponse:
+async def embeddings(body: EmbeddingBody, request: Request) -> FastJSONResponse:
     client = client_of(request)
     inputs = [body.input] if isinstance(body.input, str) else body.input
     if not all(isinstance(item, str) for item in inputs):
@@ -390,13 +396,13 @@ async def embeddings(body: EmbeddingBody, request: Request) -> JSONResponse:
     await check_tokens(request, name, texts, truncate=body.truncate)
     try:  # as OpenAI: a text past the model's window is a 400 (context_length_exceeded), unless truncate
         result = await unless_disconnected(
-            request, client.embeddings(texts, model=name, normalize=True, truncate=body.truncate)
+            request, coalescer_of(request).embeddings(texts, model=name, normalize=True, truncate=body.truncate)
         )
     except ClientError as error:
         raise GatewayError.of(error, "input") from error
     data = []
     for index, vector in enumerate(result.vectors):
-        value: Any = vector.tolist()
+        value: Any = vector  # orjson writes the array itself
         if body.encoding_format == "base64":
             value = base64.b64encode(np.ascontiguousarray(vector, dtype="<f4").tobytes()).decode()
         item = {"object": "embedding", "index": index, "embedding": value}
@@ -405,12 +411,12 @@ async def embeddings(body: EmbeddingBody, request: Request) -> JSONResponse:
         data.append(item)
     usage = {"prompt_tokens": result.total_tokens, "total_tokens": result.total_tokens}
     # A response of its own: FastAPI would otherwise walk every float through jsonable_encoder.
-    return JSONResponse({"object": "list", "data": data, "model": name, "usage": usage})
+    return FastJSONResponse({"object": "list", "data": data, "model": name, "usage": usage})
 
 
 async def _image_embeddings(
     client: AsyncClient, request: Request, body: EmbeddingBody, items: list[str]
-) -> JSONResponse:
+) -> FastJSONResponse:
     """``"modality": "image"``: every input an image, embedded by an image-text model (Infinity's shape)."""
     images = [image_bytes(item, f"input[{index}]") for index, item in enumerate(items)]
     name = await model_for(client, body.model, ("zero-shot-image-classification",), "/v1/embeddings (images)")
@@ -420,9 +426,9 @@ async def _image_embeddings(
         raise GatewayError.of(error, "input") from error
     data = []
     for index, vector in enumerate(vectors):
-        value: Any = vector.tolist()
+        value: Any = vector
         if body.encoding_format == "base64":
             value = base64.b64encode(np.ascontiguousarray(vector, dtype="<f4").tobytes()).decode()
         data.append({"object": "embedding", "index": index, "embedding": value})
     usage = {"prompt_tokens": 0, "total_tokens": 0}  # images are not tokens
-    return JSONResponse({"object": "list", "data": data, "model": name, "usage": usage})
+    return FastJSONResponse({"object": "list", "data": data, "model": name, "usage": usage})

@@ -26,10 +26,12 @@ from tritonhf.serve.openai import (
     check_texts,
     check_tokens,
     client_of,
+    coalescer_of,
     model_for,
     tokenizers_of,
     unless_disconnected,
 )
+from tritonhf.serve.responses import FastJSONResponse
 from tritonhf.serve.schemas import TeiEmbedBody, TeiPredictBody, TeiRerankBody, TeiTokenizeBody
 from tritonhf.serve.tokenizers import tokens_of
 
@@ -62,12 +64,14 @@ async def embed(body: TeiEmbedBody, request: Request) -> JSONResponse:
     name = await model_for(client, body.model, ("feature-extraction",), "/embed")
     await check_tokens(request, name, texts, truncate=body.truncate)
     try:
-        embedding = client.embeddings(texts, model=name, normalize=body.normalize, truncate=body.truncate)
+        embedding = coalescer_of(request).embeddings(
+            texts, model=name, normalize=body.normalize, truncate=body.truncate
+        )
         result = await unless_disconnected(request, embedding)
     except ClientError as error:
         raise GatewayError.of_tei(error, "inputs") from error
     # A response of its own, not through FastAPI's per-float response validation.
-    return _said(JSONResponse(result.vectors.tolist()), result.truncated)
+    return _said(FastJSONResponse(result.vectors), result.truncated)
 
 
 def _pairs(inputs: str | list[str] | list[list[str]]) -> tuple[list[str], list[str] | None]:
@@ -104,7 +108,7 @@ async def predict(body: TeiPredictBody, request: Request) -> JSONResponse:
         raise GatewayError.of_tei(error, "inputs") from error
     answers = [[{"label": c.label, "score": c.score} for c in labels] for labels in ranked]
     cut = [bool(labels and labels[0].truncated) for labels in ranked]
-    return _said(JSONResponse(answers[0] if isinstance(body.inputs, str) else answers), cut)
+    return _said(FastJSONResponse(answers[0] if isinstance(body.inputs, str) else answers), cut)
 
 
 @router.post("/rerank")
@@ -131,7 +135,7 @@ async def rerank(body: TeiRerankBody, request: Request) -> JSONResponse:
     cut = [False] * len(texts)
     for r in ranked:
         cut[r.index] = r.truncated
-    return _said(JSONResponse(answer), cut)
+    return _said(FastJSONResponse(answer), cut)
 
 
 @router.post("/tokenize")
@@ -144,10 +148,7 @@ async def tokenize(body: TeiTokenizeBody, request: Request) -> list[list[dict[st
     if tokenizer is None:
         raise GatewayError(501, f"The tokenizer of '{name}' is not readable by this gateway (it needs the model "
                            "repository on its machine).", "server_error", "model", "tokenizer_unavailable")  # fmt: skip
-    return [
-        [token.__dict__ for token in tokens_of(tokenizer, text, body.add_special_tokens)]
-        for text in texts
-    ]
+    return [[token.__dict__ for token in tokens_of(tokenizer, text, body.add_special_tokens)] for text in texts]
 
 
 @router.get("/info")
