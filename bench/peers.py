@@ -152,11 +152,13 @@ def main() -> None:
     workspace = Workspace(root / "workspace")
     bootstrap(workspace)
     folder = add_model(AddRequest("feature-extraction", str(minilm), workspace.model_repository, name="embed"))
-    openvino = add_model(
-        AddRequest("feature-extraction", str(minilm), workspace.model_repository, name="embed-ov", backend="openvino")
+    onnx_runtime, openvino = (
+        add_model(AddRequest("feature-extraction", str(minilm), workspace.model_repository, name=name, backend=backend))
+        for name, backend in (("embed-ort", "onnx"), ("embed-ov", "openvino"))
     )
     onnx = folder / "1" / "weights" / "model.onnx"
     print(f"# embeddings vs Infinity ({os.cpu_count()} cores, {ROUNDS} rounds, {SECONDS:.0f} s per point)")
+    print(f"# the default model (--backend auto): {chosen_engine(folder)}")
     python, why = infinity_python()
     infinity = None
     if python is not None:
@@ -179,7 +181,7 @@ def main() -> None:
                     for name in order:
                         figures.setdefault((name, level), []).append(asyncio.run(measure(urls[name], level, SECONDS)))
             lines += table(figures, list(urls))
-            lines += engine_rows(server, onnx, minilm, openvino.name)
+            lines += engine_rows(server, onnx, minilm, onnx_runtime.name, openvino.name)
     finally:
         if infinity is not None:
             infinity.terminate()
@@ -217,14 +219,21 @@ def table(
     return lines
 
 
-def engine_rows(server: Server, onnx: Path, minilm: Path, openvino: str) -> list[str]:
+def chosen_engine(folder: Path) -> str:
+    """What ``--backend auto`` chose for the model in ``folder`` and the figures it chose by (its config's notes)."""
+    notes = [line[2:] for line in (folder / "config.pbtxt").read_text().splitlines() if line.startswith("# ")]
+    found = [note for note in notes if note.startswith(("Backend:", "Engine measured"))]
+    return " ".join(found) or "not recorded"
+
+
+def engine_rows(server: Server, onnx: Path, minilm: Path, onnx_runtime: str, openvino: str) -> list[str]:
     """perf_analyzer straight to Triton against the same ONNX file in-process (batch 1 and 32), and
-    the same export served by OpenVINO (``--backend openvino``) beside ONNX Runtime."""
+    the same export served by OpenVINO (``--backend openvino``) beside ONNX Runtime (``--backend onnx``)."""
     analyzer = prepare_perf_analyzer(server)
     if analyzer is None:
         return ["", "perf_analyzer not available: the served-vs-engine rows are not measured."]
     tokenizer = AutoTokenizer.from_pretrained(minilm)
-    served = {level: analyzer.run("embed", level) for level in (1, 16)}
+    served = {level: analyzer.run(onnx_runtime, level) for level in (1, 16)}
     by_openvino = {level: analyzer.run(openvino, level) for level in (1, 16)}
     alone = {batch: in_process_onnx(onnx, tokenizer, batch) for batch in (1, 32)}
     lines = ["", "| path | texts/s | p50 ms |", "| --- | --- | --- |"]
@@ -232,7 +241,7 @@ def engine_rows(server: Server, onnx: Path, minilm: Path, openvino: str) -> list
         lines.append(f"| in-process ONNX Runtime, batch {batch} | {rate:.0f} | {ms:.1f} |")
     for level, outside in served.items():
         if outside is not None:
-            lines.append(f"| Triton via perf_analyzer, c{level} | {outside.throughput:.0f} | {outside.p50_ms:.1f} |")
+            lines.append(f"| Triton, ONNX Runtime, c{level} | {outside.throughput:.0f} | {outside.p50_ms:.1f} |")
     for level, outside in by_openvino.items():
         if outside is not None:
             lines.append(f"| Triton, OpenVINO, c{level} | {outside.throughput:.0f} | {outside.p50_ms:.1f} |")

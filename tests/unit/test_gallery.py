@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -33,7 +34,8 @@ def test_added_model_is_self_contained_and_valid(repo: Path) -> None:
     assert not (model / "1" / "weights" / "model.safetensors").exists()
     assert (model / "1" / "weights" / "tokenizer.json").is_file()
     text = (model / "config.pbtxt").read_text()
-    assert "# Backend: onnx (exported and within 0.001 of PyTorch)." in text
+    # ONNX Runtime or OpenVINO on the same file, whichever measured faster on this machine (both checked).
+    assert re.search(r"# Backend: (onnx|openvino) \(.*within 0\.001 of PyTorch", text), text
     config = parse_config(text)
     params = {k: v.string_value for k, v in config.parameters.items()}
     assert params["tritonhf.task"] == "text-classification"

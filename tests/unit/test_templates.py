@@ -7,6 +7,7 @@ Requests are built as the stub delivers them; each test sends several requests i
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import fake_pb_utils as pb
@@ -266,6 +267,39 @@ def test_openvino_runs_the_same_export_and_matches_pytorch(tmp_path: Path, tiny:
     (expected,) = answers(reference, [pb.InferenceRequest(TEXT=texts(*sentences))])
     np.testing.assert_allclose(got.output("SCORES"), expected.output("SCORES"), atol=1e-3)
     assert "openvino" in needed_packages(tmp_path / "repo")
+
+
+def test_auto_measures_both_engines_and_keeps_the_faster_one_with_both_figures(
+    tmp_path: Path, tiny: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tritonhf.gallery import calibrate
+
+    folder = _add(tmp_path, "feature-extraction", tiny["encoder"], name="measured")
+    config = (folder / "config.pbtxt").read_text()
+    figures = re.search(r"ONNX Runtime ([\d.]+) ms for one text, (\d+) texts/s.*OpenVINO ([\d.]+) ms for one text, "
+                        r"(\d+) texts/s", config)  # fmt: skip
+    assert figures and "tritonhf.engine_calibration" in config, "both engines' figures are in the config"
+    onnx = calibrate.Speed(float(figures.group(1)), float(figures.group(2)))
+    openvino = calibrate.Speed(float(figures.group(3)), float(figures.group(4)))
+    kept = calibrate.choose(onnx, openvino)
+    backend = re.search(r'key: "tritonhf.backend"\s*value\s*\{\s*string_value: "(\w+)"', config)
+    assert backend and backend.group(1) == kept
+    assert ("tritonhf.openvino_max_abs_diff" in config) == (kept == "openvino"), "OpenVINO's check is kept with it"
+    assert type(instantiate(folder).model).__name__ == ("OpenVinoModel" if kept == "openvino" else "OnnxModel")
+    # Where OpenVINO is missing, auto is ONNX Runtime as before, and says so by not measuring.
+    monkeypatch.setattr(calibrate, "openvino_available", lambda: False)
+    plain = (_add(tmp_path, "feature-extraction", tiny["encoder"], name="plain") / "config.pbtxt").read_text()
+    assert 'string_value: "onnx"' in plain and "engine_calibration" not in plain
+
+
+def test_openvino_is_kept_only_when_clearly_faster_under_load_and_not_much_slower_alone() -> None:
+    from tritonhf.gallery.calibrate import Speed, choose
+
+    onnx = Speed(lone_ms=4.0, batch_per_s=400)
+    assert choose(onnx, Speed(4.0, 480)) == "openvino"
+    assert choose(onnx, Speed(4.0, 420)) == "onnx", "5% faster is within a noisy machine's drift"
+    assert choose(onnx, Speed(6.0, 600)) == "onnx", "a lone request 1.5x slower is not worth it"
+    assert choose(onnx, Speed(3.0, 300)) == "onnx"
 
 
 def test_openvino_is_refused_where_it_cannot_apply(tmp_path: Path, tiny: dict[str, Path]) -> None:

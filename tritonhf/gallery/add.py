@@ -28,7 +28,7 @@ from tritonhf._progress import Progress, SilentProgress
 from tritonhf._version import __version__
 from tritonhf.bootstrap.layout import Workspace
 from tritonhf.errors import GalleryError, InvalidNameError, ModelExistsError, ModelSourceError
-from tritonhf.gallery import generation, gguf_export, models, onnx_export, speech
+from tritonhf.gallery import calibrate, generation, gguf_export, models, onnx_export, speech
 from tritonhf.gallery.config import (
     ModelOptions,
     build_config,
@@ -64,6 +64,9 @@ VERSION = "1"
 BACKENDS = ("auto", "pytorch", "onnx", "openvino")  # auto: ONNX Runtime for encoder tasks when the export checks out
 QUANTIZATIONS = ("int8",)
 PARAM_BACKEND_REASON = "tritonhf.backend_reason"
+PARAM_CALIBRATION = (
+    "tritonhf.engine_calibration"  # --backend auto: both engines' figures on the machine it was added on
+)
 # Where --backend onnx runs model.onnx: Triton's native onnxruntime backend (a second model,
 # NAME__onnx), onnxruntime inside the Python backend, or "auto": native when the server
 # installed beside the repository has that backend.
@@ -277,11 +280,14 @@ def add_model(request: AddRequest, progress: Progress | None = None) -> Path:
             part_name = part_target = None  # no ONNX model, so no part for it
         else:
             try:
-                params.update(_export_onnx(task, name, part_name, version_dir, staging, request, params, progress))
+                found, calibrated = _export_onnx(task, name, part_name, version_dir, staging, request, params, progress)
+                params.update(found)
                 backend, reason = "onnx", f"exported and within {onnx_export.TOLERANCE} of PyTorch"
                 if request.backend == "openvino":
                     reason = f"the ONNX export run by OpenVINO, within {onnx_export.TOLERANCE} of PyTorch"
                     backend = "openvino"
+                elif calibrated is not None:
+                    backend, reason = calibrated
             except ModelSourceError as exc:
                 if request.backend in ("onnx", "openvino"):
                     raise
@@ -395,6 +401,46 @@ def _openvino_weights(
         return generation.EnginePlan("transformers", f"the OpenVINO engine was not usable ({exc})"), {}, resolved
 
 
+def _calibrates(request: AddRequest, task: Task, part_name: str | None) -> bool:
+    """``--backend auto`` on a text encoder run inside the Python backend: measure OpenVINO against ONNX Runtime."""
+    return (
+        request.backend == "auto"
+        and part_name is None
+        and not request.quantize
+        and task.name not in onnx_export.IMAGE_TASKS
+        and calibrate.openvino_available()
+    )
+
+
+def _calibrate(
+    task: Task,
+    weights: Path,
+    exported: onnx_export.Exported,
+    request: AddRequest,
+    found: dict[str, str],
+    progress: Progress,
+) -> tuple[str, str]:
+    """(backend, reason): OpenVINO when it gives PyTorch's answers and measures faster here, else ONNX Runtime.
+    Runs before the PyTorch weights are removed (OpenVINO's answers are checked against them)."""
+    exported_reason = f"exported and within {onnx_export.TOLERANCE} of PyTorch"
+    progress.step("Measuring ONNX Runtime and OpenVINO on this machine (--backend auto; a few seconds)")
+    try:
+        difference = onnx_export.check_openvino(task.name, weights, exported)
+        choice = calibrate.compare(
+            weights, exported.path.name, list(onnx_export.CALIBRATION), request.options.instances
+        )
+    except ModelSourceError as exc:
+        return "onnx", f"{exported_reason}; OpenVINO not used ({exc})"
+    found[PARAM_CALIBRATION] = choice.summary
+    progress.step(choice.summary)
+    if choice.backend == "onnx":
+        return "onnx", f"{exported_reason}; kept over OpenVINO by measuring both here"
+    found["tritonhf.openvino_max_abs_diff"] = f"{difference:.2e}"
+    measured = "kept over ONNX Runtime by measuring both here"
+    reason = f"the ONNX export run by OpenVINO ({measured}), within {onnx_export.TOLERANCE} of PyTorch"
+    return "openvino", reason
+
+
 def _export_onnx(
     task: Task,
     name: str,
@@ -404,9 +450,10 @@ def _export_onnx(
     request: AddRequest,
     params: dict[str, str],
     progress: Progress,
-) -> dict[str, str]:
+) -> tuple[dict[str, str], tuple[str, str] | None]:
     """Export model.onnx (beside the tokenizer, or into the NAME__onnx part), quantize it when asked;
-    the parameters that say so. PyTorch weights are removed only once the export is kept."""
+    the parameters that say so, and (``--backend auto``, measured) the engine to run it with and why.
+    PyTorch weights are removed only once the export is kept."""
     weights_dir = version_dir / VENDORED_WEIGHTS_DIR
     destination = staging / part_name / VERSION if part_name else weights_dir
     destination.mkdir(parents=True, exist_ok=True)
@@ -415,6 +462,9 @@ def _export_onnx(
     if request.backend == "openvino":  # the same file, run by OpenVINO: it must give PyTorch's answer too
         progress.step(f"Checking OpenVINO's run of model.onnx against PyTorch within {onnx_export.TOLERANCE}")
         found["tritonhf.openvino_max_abs_diff"] = f"{onnx_export.check_openvino(task.name, weights_dir, exported):.2e}"
+    calibrated = None
+    if _calibrates(request, task, part_name):
+        calibrated = _calibrate(task, weights_dir, exported, request, found, progress)
     if request.quantize == "int8":
         progress.step("Quantizing to int8 (weights per channel, activations per token), measuring it against fp32")
         texts = request.calibration or tuple(onnx_export.CALIBRATION)
@@ -434,9 +484,11 @@ def _export_onnx(
     for tensor_file in weights_dir.glob("*.safetensors"):
         tensor_file.unlink()  # served from the ONNX file; config and tokenizer stay
     if part_name is None:
-        runner = "OpenVINO" if request.backend == "openvino" else "onnxruntime"
-        progress.step(f"the ONNX model will run with {runner} inside the Python backend")
-        return found
+        openvino = request.backend == "openvino" or (calibrated is not None and calibrated[0] == "openvino")
+        progress.step(
+            f"the ONNX model will run with {'OpenVINO' if openvino else 'onnxruntime'} inside the Python backend"
+        )
+        return found, calibrated
     progress.step(f"the ONNX model will run on Triton's onnxruntime backend, as model {part_name}")
     part = build_onnx_part_config(
         part_name, name, exported.inputs, exported.output, exported.output_dims, request.options, exported.rank
@@ -451,7 +503,7 @@ def _export_onnx(
             PARAM_ONNX_OUTPUT: exported.output,
         }
     )
-    return found
+    return found, calibrated
 
 
 def _notes(params: Mapping[str, str]) -> list[str]:
@@ -469,6 +521,8 @@ def _notes(params: Mapping[str, str]) -> list[str]:
             "ONNX Runtime: intra-op threads = this instance's share of the cores, inter-op 1, all graph "
             "optimisations (MiniLM, 2 cores: 613 texts/s vs 573 with 'extended' only; 266-300 on one thread)."
         )
+    if PARAM_CALIBRATION in params:
+        notes.append(f"Engine measured at gallery add: {params[PARAM_CALIBRATION]}.")
     if "tritonhf.int8_quality" in params:
         notes.append(params["tritonhf.int8_quality"] + ".")
     return notes

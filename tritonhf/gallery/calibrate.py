@@ -1,0 +1,114 @@
+"""``--backend auto`` for an encoder: ONNX Runtime or OpenVINO, whichever runs its export faster here.
+
+Both run the same ``model.onnx``; which is faster depends on the CPU (instruction sets, cores,
+caches) and on the model, so ``gallery add`` measures instead of guessing. It runs the file
+with each engine exactly as the served model will (the runtime's own ``OnnxModel`` and
+``OpenVinoModel``, this instance's share of the cores) for a short while: one text at a time
+(what a lone request waits for) and full batches (what a loaded model gets through), the two
+engines in alternating rounds so that a noisy machine slows both alike. OpenVINO is kept only
+when it gets through a batch clearly faster (``GAIN``) without making a lone text much slower
+(``LONE_SLOWDOWN``); both engines' figures go into config.pbtxt either way. OpenVINO must also
+give PyTorch's answers (``onnx_export.check_openvino``), or it is not measured at all.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+BATCH = 16  # texts per batch: what a loaded model computes at once here (c16 in the benchmarks)
+ROUNDS = 3  # alternating rounds per engine
+LONE_CALLS, BATCH_CALLS = 12, 3  # calls per round: a few hundred ms per engine for MiniLM on 2 cores
+GAIN = 1.10  # OpenVINO must get through a batch at least this much faster ...
+LONE_SLOWDOWN = 1.15  # ... and keep a lone text within this factor of ONNX Runtime's time
+
+
+@dataclass(frozen=True)
+class Speed:
+    """One engine on this machine: a lone text's time and the rate at a batch of ``BATCH``."""
+
+    lone_ms: float
+    batch_per_s: float
+
+    def __str__(self) -> str:
+        return f"{self.lone_ms:.1f} ms for one text, {self.batch_per_s:.0f} texts/s at batch {BATCH}"
+
+
+@dataclass(frozen=True)
+class Choice:
+    backend: str  # "onnx" or "openvino"
+    onnx: Speed
+    openvino: Speed
+
+    @property
+    def summary(self) -> str:
+        """One line for the console and the config: both figures, and why the winner won."""
+        kept = "OpenVINO" if self.backend == "openvino" else "ONNX Runtime"
+        return (
+            f"{kept}, measured here with {threads()} threads: ONNX Runtime {self.onnx}; OpenVINO {self.openvino} "
+            f"(OpenVINO is kept at >= {GAIN:.2f}x the batch rate and <= {LONE_SLOWDOWN:.2f}x the lone time)"
+        )
+
+
+def choose(onnx: Speed, openvino: Speed) -> str:
+    """``"openvino"`` when it is clearly faster under load and not much slower alone, else ``"onnx"``."""
+    faster = openvino.batch_per_s >= GAIN * onnx.batch_per_s
+    lone_ok = openvino.lone_ms <= LONE_SLOWDOWN * onnx.lone_ms
+    return "openvino" if faster and lone_ok else "onnx"
+
+
+def threads(instances: int = 1) -> int:
+    """The intra-op threads one instance gets when served (the runtime's rule: its share of the cores)."""
+    return max(1, (os.cpu_count() or 1) // max(instances, 1))
+
+
+def compare(weights: Path, onnx_file: str, texts: list[str], instances: int = 1) -> Choice:
+    """Both engines on ``weights/onnx_file`` (config and tokenizer beside it), measured on ``texts``."""
+    import torch
+    import transformers
+
+    from tritonhf.runtime.loading import OnnxModel, OpenVinoModel
+
+    tokenizer = transformers.AutoTokenizer.from_pretrained(weights)
+    lone = [dict(tokenizer(text, return_tensors="pt")) for text in texts]
+    batch_texts = [texts[index % len(texts)] for index in range(BATCH)]
+    full = dict(tokenizer(batch_texts, padding=True, return_tensors="pt"))
+    engines: dict[str, Any] = {
+        "onnx": OnnxModel(str(weights), threads(instances), onnx_file),
+        "openvino": OpenVinoModel(str(weights), threads(instances), onnx_file),
+    }
+    runs: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name in engines}
+    with torch.inference_mode():
+        for model in engines.values():  # a shape's first call pays for allocation and (OpenVINO) kernels for it
+            for batch in [*lone, full]:
+                model(**batch)
+        for round_ in range(ROUNDS):
+            for name in engines if round_ % 2 == 0 else reversed(list(engines)):
+                model = engines[name]
+                lone_times, batch_times = runs[name]
+                lone_times += [_timed(model, lone[i % len(lone)]) for i in range(LONE_CALLS)]
+                batch_times += [_timed(model, full) for _ in range(BATCH_CALLS)]
+    speeds = {
+        name: Speed(1000 * statistics.median(lone_times), BATCH / statistics.median(batch_times))
+        for name, (lone_times, batch_times) in runs.items()
+    }
+    return Choice(choose(speeds["onnx"], speeds["openvino"]), speeds["onnx"], speeds["openvino"])
+
+
+def _timed(model: Callable[..., Any], batch: dict[str, Any]) -> float:
+    started = time.perf_counter()
+    model(**batch)
+    return time.perf_counter() - started
+
+
+def openvino_available() -> bool:
+    try:
+        import openvino  # noqa: F401
+    except ImportError:
+        return False
+    return True
