@@ -22,7 +22,8 @@
         ├── ModelNotReadyError
         ├── AmbiguousModelError   model=None matched zero or several models
         ├── InvalidInputError     refused by the sdk (wrong Python type) or the server (shape ...)
-        │   └── ContextLengthError  a text longer than the model takes, and truncate was not asked for
+        │   ├── ContextLengthError  a text longer than the model takes, and truncate was not asked for
+        │   └── InputTooLargeError  an image or audio over the model's limit, refused from its header
         ├── InferenceError        model.py raised while running the request
         ├── PermissionDeniedError the API is restricted and the key is missing or wrong
         ├── RequestCancelledError the request was cancelled (by the caller, or the server stopping)
@@ -146,6 +147,11 @@ class InvalidInputError(ClientError, ValueError):
 class ContextLengthError(InvalidInputError):
     """A text (or a prompt with its ``max_tokens``) is longer than the model's context, and the request
     did not ask to truncate: nothing is cut silently. OpenAI's code for it is ``context_length_exceeded``."""
+
+
+class InputTooLargeError(InvalidInputError):
+    """An image with more pixels, or an audio file longer, than the model's limit (``max_image_pixels``,
+    ``max_audio_seconds``): refused from the file's header, before it was decoded. The gateway answers 413."""
 
 
 class InferenceError(ClientError):

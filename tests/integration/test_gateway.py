@@ -441,6 +441,19 @@ def test_embeddings_take_images_for_an_image_text_model(gateway: Stack) -> None:
         status, _, answer = _post(_base(gateway) + "/embeddings", request)
         assert status == 400, (body, answer)
         assert words in json.dumps(answer), answer
+    # A decompression bomb (8000 x 8000 pixels in a few kB) is a 413, refused from its header before decoding.
+    import io
+
+    from PIL import Image
+
+    bomb = io.BytesIO()
+    Image.new("1", (8000, 8000)).save(bomb, "PNG")
+    started = time.monotonic()
+    request = {"model": "clip", "modality": "image", "input": base64.b64encode(bomb.getvalue()).decode()}
+    status, _, answer = _post(_base(gateway) + "/embeddings", request)
+    assert status == 413 and answer["error"]["code"] == "input_too_large", answer  # type: ignore[index]
+    assert "64,000,000 pixels, over the limit of 40,000,000" in answer["error"]["message"]  # type: ignore[index]
+    assert time.monotonic() - started < 5, "refused without decoding"
 
 
 def test_audio_transcriptions_and_translations_with_the_openai_client(gateway: Stack) -> None:

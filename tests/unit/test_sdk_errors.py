@@ -9,6 +9,7 @@ from tritonhf.errors import (
     ClientError,
     ContextLengthError,
     InferenceError,
+    InputTooLargeError,
     InvalidInputError,
     ModelNotFoundError,
     ModelNotReadyError,
@@ -44,6 +45,12 @@ RECORDED: list[tuple[str, int, str, type[ClientError]]] = [
         400,
         "input 'TEXT' is longer than the model's context length of 512 tokens. Shorten it, or send truncate=true",
         ContextLengthError,
+    ),
+    (  # the media templates refuse a file from its header (max_image_pixels, max_audio_seconds)
+        "StatusCode.INVALID_ARGUMENT",
+        400,
+        "input 'AUDIO' is 3,700.0 s long, over the limit of 3,600 s (parameter max_audio_seconds); send less.",
+        InputTooLargeError,
     ),
 ]
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from tritonhf.errors import (
     ClientError,
     ContextLengthError,
+    InputTooLargeError,
     InferenceError,
     InvalidInputError,
     ModelNotFoundError,
@@ -56,6 +57,7 @@ RULES: tuple[Rule, ...] = (
     Rule(("UNAVAILABLE",), (403,), PermissionDeniedError, "is restricted"),
     Rule(("PERMISSION_DENIED", "UNAUTHENTICATED"), (401, 403), PermissionDeniedError),
     Rule(("INVALID_ARGUMENT",), (400,), ContextLengthError, "context length"),
+    Rule(("INVALID_ARGUMENT",), (400,), InputTooLargeError, "over the limit of"),  # the media templates' wording
     Rule(("INVALID_ARGUMENT", "OUT_OF_RANGE", "FAILED_PRECONDITION"), (400, 413, 422), InvalidInputError),
     Rule(("UNIMPLEMENTED",), (501,), InvalidInputError),
     Rule(("DEADLINE_EXCEEDED",), (408, 504), RequestTimeoutError),
@@ -74,6 +76,7 @@ TEXT_ONLY: tuple[tuple[str, type[ClientError]], ...] = (
     ("unknown model", ModelNotFoundError),
     ("is restricted", PermissionDeniedError),
     ("context length", ContextLengthError),  # before "input '": the templates' too-long texts say both
+    ("over the limit of", InputTooLargeError),
     ("input '", InvalidInputError),  # the templates name the input they refuse
     ("missing required input", InvalidInputError),
     ("unexpected shape", InvalidInputError),
@@ -88,6 +91,7 @@ _ADVICE: dict[type[ClientError], str] = {
     PermissionDeniedError: "This API is restricted on this endpoint: use the server's loopback address, or api_key=.",
     InvalidInputError: "",
     ContextLengthError: "",
+    InputTooLargeError: "",
     RequestTimeoutError: "Raise timeout= or send less.",
     RequestCancelledError: "",
     ServerBusyError: "The model is at its queue bound (overloaded): retry later, or add instances.",

@@ -2,8 +2,8 @@
 
 OpenAI routes answer ``{"error": {"message", "type", "param", "code"}}``; TEI routes answer
 ``{"error": ..., "error_type": ...}``. Statuses: 400 bad input, 401 no or wrong key, 404
-unknown model, 503 a model being loaded or repaired (or the server away), 504 timeout, 500
-the model failed.
+unknown model, 413 an image or audio over the model's limit, 503 a model being loaded or
+repaired (or the server away), 504 timeout, 500 the model failed.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from tritonhf.errors import (
     AmbiguousModelError,
     ClientError,
     ContextLengthError,
+    InputTooLargeError,
     InvalidInputError,
     ModelNotFoundError,
     ModelNotReadyError,
@@ -27,6 +28,7 @@ from tritonhf.errors import (
 # error type -> (HTTP status, OpenAI error type, OpenAI code)
 STATUSES: dict[type[ClientError], tuple[int, str, str]] = {
     ContextLengthError: (400, "invalid_request_error", "context_length_exceeded"),  # before its base class
+    InputTooLargeError: (413, "invalid_request_error", "input_too_large"),  # refused before decoding
     InvalidInputError: (400, "invalid_request_error", "invalid_value"),
     AmbiguousModelError: (404, "invalid_request_error", "model_not_found"),
     ModelNotFoundError: (404, "invalid_request_error", "model_not_found"),
