@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from tritonhf.errors import (
     ClientError,
     ContextLengthError,
-    InputTooLargeError,
     InferenceError,
+    InputTooLargeError,
     InvalidInputError,
     ModelNotFoundError,
     ModelNotReadyError,
