@@ -35,8 +35,8 @@ from run import in_process_onnx, package_folder, prepare_perf_analyzer, spread
 from transformers import AutoTokenizer
 
 from tritonhf.bootstrap import Gateway, Server, Stack, Workspace, bootstrap
+from tritonhf.bootstrap.installation.sources import cache_dir
 from tritonhf.bootstrap.ports import free_port
-from tritonhf.bootstrap.sources import cache_dir
 from tritonhf.gallery import AddRequest, add_model
 
 INFINITY = "infinity-emb[server,optimum]==0.0.78"

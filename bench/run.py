@@ -39,7 +39,7 @@ from transformers import AutoModel, AutoModelForCausalLM, AutoModelForSequenceCl
 from tritonhf import Client, Server
 from tritonhf.bench import DEFAULT_PROMPTS, StreamsResult, run_bench, run_streams
 from tritonhf.bootstrap import Gateway, Stack, Workspace, bootstrap
-from tritonhf.bootstrap.sources import cache_dir
+from tritonhf.bootstrap.installation.sources import cache_dir
 from tritonhf.errors import GalleryError
 from tritonhf.gallery import AddRequest, add_model
 from tritonhf.gallery.models import convert_gguf

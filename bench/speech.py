@@ -39,7 +39,7 @@ from harness.audio import sound
 from harness.tiny_models import build_whisper
 from tritonhf import Client
 from tritonhf.bootstrap import Server, Workspace, bootstrap
-from tritonhf.bootstrap.sources import cache_dir
+from tritonhf.bootstrap.installation.sources import cache_dir
 from tritonhf.gallery import AddRequest, ModelOptions, add_model
 
 FASTER_WHISPER = "faster-whisper==1.2.1"

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from tritonhf import Client, Server
-from tritonhf.bootstrap.install import bootstrap
+from tritonhf.bootstrap.installation.install import bootstrap
 from tritonhf.bootstrap.layout import Workspace
 from tritonhf.gallery.add import AddRequest, ensure_model
 

@@ -25,7 +25,7 @@ from rich.console import Console
 from tritonhf._progress import Progress
 from tritonhf.bench import server_view
 from tritonhf.bootstrap.gateway import require_gateway_packages
-from tritonhf.bootstrap.install import bootstrap
+from tritonhf.bootstrap.installation.install import bootstrap
 from tritonhf.bootstrap.layout import Workspace
 from tritonhf.bootstrap.process import Server
 from tritonhf.bootstrap.stack import Gateway, Stack

@@ -14,7 +14,7 @@ import pytest
 
 from tritonhf.bootstrap import network
 from tritonhf.bootstrap.doctor import elf_machine
-from tritonhf.bootstrap.sources import safe_extract, wheel_fits
+from tritonhf.bootstrap.installation.sources import safe_extract, wheel_fits
 from tritonhf.bootstrap.spawn import Identity, identity_of
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tritonhf._progress import SilentProgress
-from tritonhf.bootstrap.sources import (
+from tritonhf.bootstrap.installation.sources import (
     DirSource,
     PipWheelSource,
     TarballSource,

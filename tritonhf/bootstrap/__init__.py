@@ -2,10 +2,10 @@
 
 from tritonhf.bootstrap.diagnose import Diagnosis, diagnose
 from tritonhf.bootstrap.environment import StubEnvironment
-from tritonhf.bootstrap.install import BootstrapResult, bootstrap
+from tritonhf.bootstrap.installation.install import BootstrapResult, bootstrap
+from tritonhf.bootstrap.installation.sources import DirSource, PipWheelSource, TarballSource, WheelSource, choose_source
 from tritonhf.bootstrap.layout import Manifest, Workspace
 from tritonhf.bootstrap.process import ModelStatus, Server, ServerState
-from tritonhf.bootstrap.sources import DirSource, PipWheelSource, TarballSource, WheelSource, choose_source
 from tritonhf.bootstrap.stack import Gateway, Stack
 
 __all__ = [

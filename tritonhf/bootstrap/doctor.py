@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tritonhf.bootstrap.environment import StubEnvironment
+from tritonhf.bootstrap.installation.sources import python_version_tag
 from tritonhf.bootstrap.layout import Workspace
 from tritonhf.bootstrap.ports import holder_of, is_free
-from tritonhf.bootstrap.sources import python_version_tag
 
 MIN_GLIBC = (2, 35)
 MIN_SHM_BYTES = 256 * 1024 * 1024

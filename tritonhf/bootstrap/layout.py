@@ -16,6 +16,9 @@ from pathlib import Path
 
 from tritonhf._files import load_dataclass, save_dataclass
 
+# The Python backend's stub binary, in backends/python/ of every install (and in argv[0] of its processes).
+STUB_NAME = "triton_python_backend_stub"
+
 DEFAULT_WORKSPACE = "triton_workspace"
 WORKSPACE_ENV = "TRITONHF_WORKSPACE"
 
@@ -57,7 +60,7 @@ class Workspace:
 
     @property
     def stub(self) -> Path:
-        return self.python_backend_dir / "triton_python_backend_stub"
+        return self.python_backend_dir / STUB_NAME
 
     @property
     def manifest_path(self) -> Path:

@@ -15,7 +15,7 @@ import signal
 from dataclasses import dataclass
 from pathlib import Path
 
-from tritonhf.bootstrap.sources import STUB_NAME
+from tritonhf.bootstrap.layout import STUB_NAME
 
 _SHM_REGION_ARG = 2
 _SERVER_PID_ARG = 5

@@ -12,11 +12,11 @@ import typer
 
 from tritonhf.bootstrap.admin import ModelStatus
 from tritonhf.bootstrap.doctor import run_checks
-from tritonhf.bootstrap.install import bootstrap
+from tritonhf.bootstrap.installation.install import bootstrap
+from tritonhf.bootstrap.installation.sources import choose_source
 from tritonhf.bootstrap.layout import Workspace
 from tritonhf.bootstrap.network import LOOPBACK
 from tritonhf.bootstrap.process import MODEL_CONTROL_MODES, Server, Tls
-from tritonhf.bootstrap.sources import choose_source
 from tritonhf.bootstrap.stack import Gateway, Stack, stop_workspace
 from tritonhf.bootstrap.stubs import alive_per_model, stubs_of
 from tritonhf.bootstrap.supervisor import Counters, supervisor_file

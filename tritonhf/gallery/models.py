@@ -21,7 +21,7 @@ from typing import Any
 
 from tritonhf._files import read_json, read_json_object
 from tritonhf._progress import Progress
-from tritonhf.bootstrap.sources import cache_dir
+from tritonhf.bootstrap.installation.sources import cache_dir
 from tritonhf.errors import ModelSourceError
 
 HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*(/[A-Za-z0-9][A-Za-z0-9_.-]*)?$")

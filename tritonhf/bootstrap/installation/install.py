@@ -10,11 +10,11 @@ from pathlib import Path
 
 from tritonhf._progress import Progress, SilentProgress
 from tritonhf._version import __version__
-from tritonhf.bootstrap import stub_env
 from tritonhf.bootstrap.environment import StubEnvironment
+from tritonhf.bootstrap.installation import stub_env
+from tritonhf.bootstrap.installation.sources import PipWheelSource, ServerSource, python_version_tag
 from tritonhf.bootstrap.layout import Manifest, Workspace
 from tritonhf.bootstrap.process import Server
-from tritonhf.bootstrap.sources import PipWheelSource, ServerSource, python_version_tag
 from tritonhf.errors import BootstrapError, ServerError
 
 

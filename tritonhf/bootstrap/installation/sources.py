@@ -22,13 +22,13 @@ from pathlib import Path
 from typing import Protocol
 
 from tritonhf._progress import Progress
+from tritonhf.bootstrap.layout import STUB_NAME
 from tritonhf.errors import BootstrapError
 
 PYTRITON_WHEEL = "nvidia-pytriton==0.7.0"
 _WHEEL_SERVER_PREFIX = "pytriton/tritonserver/"
 _WHEEL_LIBS_PREFIX = "nvidia_pytriton.libs/"
 _WHEEL_STUBS = "python_backend_stubs/"
-STUB_NAME = "triton_python_backend_stub"
 
 
 def python_version_tag() -> str:
