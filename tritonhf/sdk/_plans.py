@@ -163,7 +163,7 @@ def classify_images(
 
     def build(config: ModelConfig, rows: slice) -> Tensors:
         chunk = items[rows]
-        inputs = {"IMAGE": _image_column(chunk)}
+        inputs = {"IMAGE": _file_column(chunk)}
         if top_k is not None:
             inputs["TOP_K"] = codecs.column(top_k, "INT32", len(chunk))
         return inputs
@@ -300,7 +300,8 @@ def _vectors_plan(
     )
 
 
-def _image_column(items: Sequence[bytes]) -> Array:
+def _file_column(items: Sequence[bytes]) -> Array:
+    """Encoded files (images, audio), one per row, as a [n, 1] BYTES column."""
     return np.array(list(items), dtype=np.object_).reshape(len(items), 1)
 
 
@@ -317,7 +318,7 @@ def zero_shot_images(
 
     def build(config: ModelConfig, rows: slice) -> Tensors:
         chunk = items[rows]
-        inputs = {"IMAGE": _image_column(chunk)}
+        inputs = {"IMAGE": _file_column(chunk)}
         if candidates is not None:
             inputs["CANDIDATE_LABELS"] = codecs.bytes_matrix([candidates] * len(chunk))
         return inputs
@@ -344,7 +345,7 @@ def embed_images(
 
     def build(config: ModelConfig, rows: slice) -> Tensors:
         chunk = items[rows]
-        inputs = {"IMAGE": _image_column(chunk)}
+        inputs = {"IMAGE": _file_column(chunk)}
         if normalize is not None:
             inputs["NORMALIZE"] = codecs.column(normalize, "BOOL", len(chunk))
         return inputs
@@ -583,7 +584,7 @@ def transcribe(
 
     def build(config: ModelConfig, rows: slice) -> Tensors:
         n = len(items[rows])
-        inputs = {"AUDIO": _image_column(items[rows])}  # one encoded file per row, as images go
+        inputs = {"AUDIO": _file_column(items[rows])}
         if language is not None:
             inputs["LANGUAGE"] = codecs.bytes_matrix([[language.strip()]] * n)
         if task != "transcribe":
