@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import random
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -139,6 +140,11 @@ def test_image_tasks_refuse_what_they_cannot_do(tiny: dict[str, Path], tmp_path:
         add_model(AddRequest("image-classification", source, tmp_path, quantize="int8"))
     with pytest.raises(GalleryError, match="drop --onnx-runtime native"):
         add_model(AddRequest("image-classification", source, tmp_path, backend="onnx", onnx_runtime="native"))
+    clip = str(tiny["clip"])
+    with pytest.raises(GalleryError, match="--quantize int8 is for text encoders"):
+        add_model(AddRequest("clip", clip, tmp_path, quantize="int8"))
+    with pytest.raises(GalleryError, match="its ONNX graphs inside the Python backend"):
+        add_model(AddRequest("clip", clip, tmp_path, backend="onnx", onnx_runtime="native"))
 
 
 # ------------------------------------------------------------------ the SDK
@@ -308,3 +314,42 @@ def test_siglip_scores_are_sigmoids_with_its_bias_and_texts_padded_as_trained(
     texts = _outputs(got[1])
     for row, text in enumerate(["a photo of a dog", "x"]):  # one short text beside a longer one: padded alike
         np.testing.assert_allclose(texts["EMBEDDING"][row], oracle.text_vector(text), atol=1e-5)
+
+
+@pytest.mark.parametrize("source", ["clip", "siglip"])
+def test_image_text_towers_run_as_onnx_graphs_on_either_engine_and_match_pytorch(
+    source: str, tiny: dict[str, Path], tmp_path: Path
+) -> None:
+    from harness.images import ClipOracle
+
+    oracle = ClipOracle(tiny[source])
+    image = random_image(random.Random(21))[0]
+    labels = ["cat", "dog", "car"]
+    expected = oracle.ranked(image, labels)
+    engines = {"auto": None, "onnx": "OnnxModel", "openvino": "OpenVinoModel", "pytorch": None}
+    for backend, engine in engines.items():
+        folder = add_model(AddRequest("clip", str(tiny[source]), tmp_path / "repo", name=f"{source}-{backend}",
+                                      backend=backend))  # fmt: skip
+        config = (folder / "config.pbtxt").read_text()
+        model = instantiate(folder)
+        if backend == "pytorch":
+            assert model.towers is None and "onnx_towers" not in config
+        else:  # both towers exported; the PyTorch weights are not kept (scale and bias are in the config)
+            assert "tritonhf.onnx_towers" in config and "logit_scale" in config
+            assert not list((folder / "1" / "weights").glob("*.safetensors"))
+            kept = re.search(r'key: "tritonhf.backend"\s*value\s*\{\s*string_value: "(\w+)"', config)
+            assert kept and kept.group(1) in ("onnx", "openvino")
+            names = {"onnx": "OnnxModel", "openvino": "OpenVinoModel"}
+            assert type(model.towers[0]).__name__ == (engine or names[kept.group(1)])
+            if backend == "auto":
+                assert "tritonhf.engine_calibration" in config and "images/s at batch 8" in config
+        request = [  # a request is answered once: new ones for each model
+            pb.InferenceRequest(IMAGE=_image_input(image), CANDIDATE_LABELS=_labels([lab.encode() for lab in labels])),
+            pb.InferenceRequest(TEXT=pb.texts("a photo of a dog", "x")),
+        ]
+        found, texts = (_outputs(response) for response in answers(model, request))
+        assert [label.decode() for label in found["LABELS"][0]] == expected["labels"], backend
+        np.testing.assert_allclose(found["SCORES"][0], expected["scores"], atol=1e-4)
+        np.testing.assert_allclose(found["EMBEDDING"][0], expected["vector"], atol=1e-4)
+        for row, text in enumerate(["a photo of a dog", "x"]):
+            np.testing.assert_allclose(texts["EMBEDDING"][row], oracle.text_vector(text), atol=1e-4)

@@ -28,7 +28,7 @@ from tritonhf._progress import Progress, SilentProgress
 from tritonhf._version import __version__
 from tritonhf.bootstrap.layout import Workspace
 from tritonhf.errors import GalleryError, InvalidNameError, ModelExistsError, ModelSourceError
-from tritonhf.gallery import calibrate, generation, gguf_export, models, onnx_export, speech
+from tritonhf.gallery import calibrate, generation, gguf_export, models, onnx_export, speech, tower_export
 from tritonhf.gallery.config import (
     ModelOptions,
     build_config,
@@ -184,20 +184,21 @@ def _check_backend(request: AddRequest, task: Task) -> None:
         raise GalleryError(f"--onnx-runtime must be one of {', '.join(ONNX_RUNTIMES)}, not {request.onnx_runtime!r}.")
     if request.quantize is not None and request.quantize not in QUANTIZATIONS:
         raise GalleryError(f"--quantize must be one of {', '.join(QUANTIZATIONS)}, not {request.quantize!r}.")
-    if request.onnx_runtime == "native" and task.name in onnx_export.IMAGE_TASKS:
-        raise GalleryError(f"{task.name} runs model.onnx inside the Python backend: drop --onnx-runtime native.")
+    if request.onnx_runtime == "native" and (task.name in onnx_export.IMAGE_TASKS or task.name == tower_export.TASK):
+        raise GalleryError(f"{task.name} runs its ONNX graphs inside the Python backend: drop --onnx-runtime native.")
     if request.quantize and task.takes_audio:  # PyTorch's dynamic int8 in the stub (gallery.speech), no ONNX
         if request.backend in ("onnx", "openvino"):
             raise GalleryError(f"{task.name} is served with PyTorch: --quantize int8 needs --backend auto or pytorch.")
         return
-    if request.quantize and task.name in onnx_export.IMAGE_TASKS:
+    if request.quantize and (task.name in onnx_export.IMAGE_TASKS or task.name == tower_export.TASK):
         raise GalleryError(f"--quantize int8 is for text encoders; {task.name} is served in fp32 (drop --quantize).")
     if request.backend == "openvino" and request.quantize:
         raise GalleryError("--quantize int8 makes an ONNX Runtime model: use it with --backend onnx (or auto).")
     if request.backend == "openvino" and request.onnx_runtime == "native":
         raise GalleryError("--backend openvino runs model.onnx with OpenVINO inside the Python backend, not natively.")
     if request.backend in ("onnx", "openvino") or request.quantize:
-        onnx_export.check_exportable(task.name)
+        if task.name != tower_export.TASK:  # image-text models: two graphs (gallery/tower_export.py)
+            onnx_export.check_exportable(task.name)
         if request.backend == "pytorch":
             raise GalleryError("--quantize int8 quantizes the ONNX model: use --backend onnx (or auto).")
         if not request.vendor:
@@ -295,6 +296,8 @@ def add_model(request: AddRequest, progress: Progress | None = None) -> Path:
                 if part_target:
                     shutil.rmtree(staging / part_target.name, ignore_errors=True)
                     part_target = None
+        if task.name == tower_export.TASK and request.backend != "pytorch" and request.vendor:
+            backend, reason = _export_towers(request, version_dir / VENDORED_WEIGHTS_DIR, params, progress)
         if request.quantize and task.takes_audio:
             params.update(_speech_int8(request, version_dir / VENDORED_WEIGHTS_DIR, resolved.folder, progress))
             reason += "; Linear layers in int8, a scale per token (" + params[PARAM_INT8_QUALITY] + ")"
@@ -399,6 +402,59 @@ def _openvino_weights(
         if resolved.kind == "gguf":
             resolved = models.resolve(request.source, request.revision, progress)
         return generation.EnginePlan("transformers", f"the OpenVINO engine was not usable ({exc})"), {}, resolved
+
+
+def _export_towers(request: AddRequest, weights: Path, params: dict[str, str], progress: Progress) -> tuple[str, str]:
+    """(backend, reason) for an image-text model: both towers in ONNX when they match PyTorch, run by ONNX
+    Runtime or (``--backend openvino``, or ``auto`` where it measures faster) OpenVINO; else PyTorch."""
+    missing = onnx_export.onnx_available()
+    try:
+        if missing is not None:
+            raise ModelSourceError(missing)
+        towers = tower_export.export(weights, progress)
+    except ModelSourceError as exc:
+        if request.backend in ("onnx", "openvino"):
+            raise
+        return "pytorch", f"the ONNX export was not usable ({exc})"
+    params.update(towers.parameters)
+    backend, reason = "onnx", f"both towers exported, within {onnx_export.TOLERANCE} of PyTorch"
+    if request.backend == "openvino" or (request.backend == "auto" and calibrate.openvino_available()):
+        try:
+            difference = tower_export.check_openvino(towers, weights)
+            if request.backend == "openvino":
+                backend, reason = "openvino", f"{reason}, run by OpenVINO"
+            else:
+                progress.step("Measuring ONNX Runtime and OpenVINO on the vision tower (--backend auto)")
+                choice = _measure_vision(weights, request.options.instances)
+                params[PARAM_CALIBRATION] = choice.summary
+                progress.step(choice.summary)
+                measured = "by measuring both here"
+                backend = choice.backend
+                reason += (
+                    f", run by OpenVINO (kept over ONNX Runtime {measured})"
+                    if backend == "openvino"
+                    else (f"; kept over OpenVINO {measured}")
+                )
+            if backend == "openvino":
+                params["tritonhf.openvino_max_abs_diff"] = f"{difference:.2e}"
+        except ModelSourceError as exc:
+            if request.backend == "openvino":
+                raise
+            reason += f"; OpenVINO not used ({exc})"
+    for tensor_file in weights.glob("*.safetensors"):
+        tensor_file.unlink()  # served from the two graphs; config, tokenizer and processor stay
+    return backend, reason
+
+
+def _measure_vision(weights: Path, instances: int) -> calibrate.Choice:
+    """The vision tower (where an image-text model spends its time) on both engines: the sample images one
+    at a time and in a batch of 8, two short rounds (a ViT-B/32 batch takes about a second on 2 cores)."""
+    import torch
+
+    pixels = torch.from_numpy(tower_export.samples(weights)[0]["pixel_values"])
+    lone = [{"pixel_values": pixels[index : index + 1]} for index in range(len(pixels))]
+    full = {"pixel_values": pixels[[index % len(pixels) for index in range(8)]]}
+    return calibrate.compare_inputs(weights, tower_export.VISION, lone, full, instances, "image", (2, 3, 1))
 
 
 def _calibrates(request: AddRequest, task: Task, part_name: str | None) -> bool:

@@ -30,13 +30,15 @@ LONE_SLOWDOWN = 1.15  # ... and keep a lone text within this factor of ONNX Runt
 
 @dataclass(frozen=True)
 class Speed:
-    """One engine on this machine: a lone text's time and the rate at a batch of ``BATCH``."""
+    """One engine on this machine: a lone item's time and the rate at a batch of ``batch`` items."""
 
     lone_ms: float
     batch_per_s: float
+    batch: int = BATCH
+    item: str = "text"
 
     def __str__(self) -> str:
-        return f"{self.lone_ms:.1f} ms for one text, {self.batch_per_s:.0f} texts/s at batch {BATCH}"
+        return f"{self.lone_ms:.1f} ms for one {self.item}, {self.batch_per_s:.0f} {self.item}s/s at batch {self.batch}"
 
 
 @dataclass(frozen=True)
@@ -69,15 +71,32 @@ def threads(instances: int = 1) -> int:
 
 def compare(weights: Path, onnx_file: str, texts: list[str], instances: int = 1) -> Choice:
     """Both engines on ``weights/onnx_file`` (config and tokenizer beside it), measured on ``texts``."""
-    import torch
     import transformers
-
-    from tritonhf.runtime.loading import OnnxModel, OpenVinoModel
 
     tokenizer = transformers.AutoTokenizer.from_pretrained(weights)
     lone = [dict(tokenizer(text, return_tensors="pt")) for text in texts]
     batch_texts = [texts[index % len(texts)] for index in range(BATCH)]
     full = dict(tokenizer(batch_texts, padding=True, return_tensors="pt"))
+    return compare_inputs(weights, onnx_file, lone, full, instances)
+
+
+def compare_inputs(
+    weights: Path,
+    onnx_file: str,
+    lone: list[dict[str, Any]],
+    full: dict[str, Any],
+    instances: int = 1,
+    item: str = "text",
+    calls: tuple[int, int, int] = (ROUNDS, LONE_CALLS, BATCH_CALLS),
+) -> Choice:
+    """Both engines on ``weights/onnx_file``: ``lone`` inputs one at a time, then the batch ``full`` (torch
+    tensors by input name), in ``calls`` = (rounds, lone calls, batch calls per round)."""
+    import torch
+
+    from tritonhf.runtime.loading import OnnxModel, OpenVinoModel
+
+    rounds, lone_calls, batch_calls = calls
+    size = len(next(iter(full.values())))
     engines: dict[str, Any] = {
         "onnx": OnnxModel(str(weights), threads(instances), onnx_file),
         "openvino": OpenVinoModel(str(weights), threads(instances), onnx_file),
@@ -87,14 +106,14 @@ def compare(weights: Path, onnx_file: str, texts: list[str], instances: int = 1)
         for model in engines.values():  # a shape's first call pays for allocation and (OpenVINO) kernels for it
             for batch in [*lone, full]:
                 model(**batch)
-        for round_ in range(ROUNDS):
+        for round_ in range(rounds):
             for name in engines if round_ % 2 == 0 else reversed(list(engines)):
                 model = engines[name]
                 lone_times, batch_times = runs[name]
-                lone_times += [_timed(model, lone[i % len(lone)]) for i in range(LONE_CALLS)]
-                batch_times += [_timed(model, full) for _ in range(BATCH_CALLS)]
+                lone_times += [_timed(model, lone[i % len(lone)]) for i in range(lone_calls)]
+                batch_times += [_timed(model, full) for _ in range(batch_calls)]
     speeds = {
-        name: Speed(1000 * statistics.median(lone_times), BATCH / statistics.median(batch_times))
+        name: Speed(1000 * statistics.median(lone_times), size / statistics.median(batch_times), size, item)
         for name, (lone_times, batch_times) in runs.items()
     }
     return Choice(choose(speeds["onnx"], speeds["openvino"]), speeds["onnx"], speeds["openvino"])

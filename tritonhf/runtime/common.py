@@ -24,6 +24,9 @@ PARAM_GGUF_FILE = "tritonhf.gguf_file"
 PARAM_ONNX_MODEL = "tritonhf.onnx_model"  # the part's model name
 PARAM_ONNX_INPUTS = "tritonhf.onnx_inputs"  # comma-separated: input_ids,attention_mask[,token_type_ids]
 PARAM_ONNX_OUTPUT = "tritonhf.onnx_output"  # logits | last_hidden_state
+PARAM_ONNX_TOWERS = "tritonhf.onnx_towers"  # image-text models: "vision.onnx,text.onnx", one graph per tower
+PARAM_LOGIT_SCALE = "logit_scale"  # image-text models exported to ONNX: the model's exp(logit_scale) ...
+PARAM_LOGIT_BIAS = "logit_bias"  # ... and SigLIP's logit_bias, read at `gallery add` (no PyTorch weights kept)
 PARAM_ONNX_FILE = "tritonhf.onnx_file"  # model.onnx, or model.int8.onnx with --quantize int8
 PARAM_PART_OF = "tritonhf.part_of"  # written into the part: the model it belongs to
 

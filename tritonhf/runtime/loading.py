@@ -19,6 +19,7 @@ from .common import (
     PARAM_ONNX_INPUTS,
     PARAM_ONNX_MODEL,
     PARAM_ONNX_OUTPUT,
+    PARAM_ONNX_TOWERS,
     PARAM_THREADS,
     PARAM_TRUST_REMOTE_CODE,
     PARAM_WEIGHTS,
@@ -110,11 +111,11 @@ class OpenVinoModel(OnnxModel):
         # `gallery add` (on a CPU with bf16, OpenVINO's default precision, answers moved by 2e-2 on MiniLM).
         config = {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_NUM_THREADS": threads, "INFERENCE_PRECISION_HINT": "f32"}
         self.compiled = openvino.Core().compile_model(str(Path(folder) / file_name), "CPU", config)
-        self.inputs = [port.get_any_name() for port in self.compiled.inputs]
+        self.inputs = [_port_name(port) for port in self.compiled.inputs]
         self.dtypes = {
-            port.get_any_name(): _dtype(port.get_element_type().get_type_name()) for port in self.compiled.inputs
+            _port_name(port): _dtype(port.get_element_type().get_type_name()) for port in self.compiled.inputs
         }
-        self.output = self.compiled.output(0).get_any_name()
+        self.output = _port_name(self.compiled.output(0))
         self.config = AutoConfig.from_pretrained(folder)
         self.device = _cpu()
 
@@ -127,6 +128,15 @@ class OpenVinoModel(OnnxModel):
         feeds = {name: batch[name].cpu().numpy().astype(self.dtypes[name]) for name in self.inputs}
         result = request.infer(feeds)[self.compiled.output(0)]
         return types.SimpleNamespace(**{self.output: torch.from_numpy(np.array(result))})
+
+
+def _port_name(port: Any) -> str:
+    """The graph's own name of an OpenVINO port. A port can carry several tensor names (an input that feeds
+    straight into a Cast also gets the Cast's ``/vision_model/...`` name); the exporter's internal names
+    start with ``/``, the graph's inputs and outputs do not."""
+    names = sorted(port.get_names())
+    plain = [name for name in names if not name.startswith("/")]
+    return str((plain or names or [port.get_any_name()])[0])
 
 
 class TritonOnnxModel:
@@ -217,6 +227,19 @@ def load_model(auto_class: Any, args: dict[str, str], params: dict[str, str], de
     return model.to(device_name).eval()
 
 
+def load_towers(args: dict[str, str], params: dict[str, str]) -> tuple[Any, Any] | None:
+    """An image-text model exported as two graphs (``--backend auto|onnx|openvino``): its (vision, text)
+    towers, each called as ``tower(**inputs).image_embeds`` / ``.text_embeds``; None when it is served
+    with PyTorch. ONNX Runtime or OpenVINO, as ``gallery add`` chose."""
+    towers = params.get(PARAM_ONNX_TOWERS)
+    if not towers:
+        return None
+    source = weights_location(args, params)
+    engine = OpenVinoModel if params.get(PARAM_BACKEND) == "openvino" else OnnxModel
+    vision, text = towers.split(",")
+    return engine(source, instance_threads(args), vision), engine(source, instance_threads(args), text)
+
+
 def trust_remote_code(params: dict[str, str]) -> bool:
     """Run code shipped with the model? Only when added with --trust-remote-code."""
     return params.get(PARAM_TRUST_REMOTE_CODE) == "true"
@@ -236,8 +259,8 @@ def device(args: dict[str, str], params: dict[str, str]) -> str:
     import torch
 
     wanted = params.get(PARAM_DEVICE, "auto")
-    if params.get(PARAM_BACKEND) == "onnx":
-        return "cpu"  # the onnxruntime path runs on the CPU execution provider
+    if params.get(PARAM_BACKEND) in ("onnx", "openvino"):
+        return "cpu"  # ONNX Runtime's CPU execution provider, OpenVINO's CPU plugin
     gpu_wanted = args.get("model_instance_kind") == "GPU" or wanted in ("gpu", "auto")
     if gpu_wanted and torch.cuda.is_available():
         return f"cuda:{args.get('model_instance_device_id', '0')}"

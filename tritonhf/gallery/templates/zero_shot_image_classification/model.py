@@ -8,6 +8,8 @@ One model, three uses, chosen per request by the input it carries:
 * TEXT rows: the text's vector in the same space (EMBEDDING, TRUNCATED, TOKENS), so that
   ``Client.embed(texts, model=...)`` and ``Client.embed_images`` can be compared directly.
 
+The two towers run as ONNX graphs (``vision.onnx``, ``text.onnx``; ONNX Runtime, or OpenVINO where
+`gallery add` measured it faster) when their export matched PyTorch within 1e-3, else with PyTorch.
 Images are decoded as in image-classification (runtime.pixel_rows: EXIF, RGB, the pixel limit
 first) and run through the model's own processor (PIL backend). Each label becomes the prompt
 ``hypothesis_template`` ("a photo of a {}." by default, a --param), embedded alone and kept, so a
@@ -26,7 +28,7 @@ import numpy as np
 import torch
 import triton_python_backend_utils as pb_utils
 import tritonhf_runtime as runtime
-from transformers import AutoModel
+from transformers import AutoConfig, AutoModel
 
 
 class TritonPythonModel:
@@ -37,8 +39,20 @@ class TritonPythonModel:
         location = runtime.weights_location(args, params)
         self.processor = runtime.load_image_processor(location, runtime.trust_remote_code(params))
         self.tokenizer = runtime.load_tokenizer(args, params)
-        self.model = runtime.load_model(AutoModel, args, params, self.device)
-        config = self.model.config
+        # Both towers as ONNX graphs (ONNX Runtime or OpenVINO, as `gallery add` chose), or the PyTorch model.
+        self.towers = runtime.load_towers(args, params)
+        if self.towers is None:
+            self.model = runtime.load_model(AutoModel, args, params, self.device)
+            config = self.model.config
+            self.scale = float(self.model.logit_scale.detach().exp())
+            bias = getattr(self.model, "logit_bias", None)
+            self.bias = float(bias.detach()) if bias is not None else 0.0
+            self.dtype = getattr(self.model, "dtype", torch.float32)
+        else:  # the scale and bias were read from the model at `gallery add`
+            config = AutoConfig.from_pretrained(location, trust_remote_code=runtime.trust_remote_code(params))
+            self.scale = float(params[runtime.PARAM_LOGIT_SCALE])
+            self.bias = float(params.get(runtime.PARAM_LOGIT_BIAS, "0"))
+            self.dtype = torch.float32
         # SigLIP: sigmoid scores, and a text tower that reads the last position, trained on texts padded
         # to the full length: every text is padded so, alone or batched alike.
         self.siglip = config.model_type.startswith("siglip")
@@ -49,10 +63,6 @@ class TritonPythonModel:
         self.max_pixels = runtime.int_parameter(
             params, runtime.PARAM_MAX_IMAGE_PIXELS, runtime.DEFAULT_MAX_IMAGE_PIXELS
         )
-        self.scale = float(self.model.logit_scale.detach().exp())
-        bias = getattr(self.model, "logit_bias", None)
-        self.bias = float(bias.detach()) if bias is not None else 0.0
-        self.dtype = getattr(self.model, "dtype", torch.float32)
         self.label_vectors = {}  # prompt -> unit vector, each computed alone (used on the worker only)
         blank = self.processor(images=[np.zeros((8, 8, 3), dtype=np.uint8)], return_tensors="np")
         self.image_vectors(blank["pixel_values"])  # warm-up so that the first real request is not slow
@@ -63,6 +73,8 @@ class TritonPythonModel:
     def image_vectors(self, pixel_values):
         pixels = torch.from_numpy(np.ascontiguousarray(pixel_values)).to(self.device, self.dtype)
         with torch.inference_mode():
+            if self.towers is not None:
+                return self.towers[0](pixel_values=pixels).image_embeds.float().numpy()
             return _tensor(self.model.get_image_features(pixel_values=pixels)).float().cpu().numpy()
 
     def text_vectors(self, windows):
@@ -73,6 +85,8 @@ class TritonPythonModel:
         if self.siglip:
             inputs.pop("attention_mask", None)  # SigLIP's text tower is called without one, as trained
         with torch.inference_mode():
+            if self.towers is not None:
+                return self.towers[1](**inputs).text_embeds.float().numpy()
             return _tensor(self.model.get_text_features(**inputs)).float().cpu().numpy()
 
     def label_vector(self, label):
