@@ -157,5 +157,10 @@ def test_by_default_a_lane_takes_the_models_shape_one_call_per_instance_of_one_b
             rows = [count for _, count in server.calls]
             assert rows[:2] == [1, 1], "one call per instance: the first two go at once"
             assert max(rows) == 4 and sum(rows) == 10, "the rest go together, one of the model's batches at most"
+            # The model is re-added with one instance: an idle lane reads its shape again.
+            server.models["emb"].config["instance_group"] = [{"count": 1, "kind": "KIND_CPU"}]
+            client._directory.ttl = 0  # the SDK trusts its model list for a few seconds; no waiting here
+            await coalescer.embeddings(["again"], model="emb", normalize=None, truncate=False)
+            assert coalescer._lanes[("emb", None, False)].calls == 1
 
     asyncio.run(main())

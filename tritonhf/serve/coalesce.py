@@ -66,7 +66,9 @@ class Coalescer:
         self, texts: Sequence[str], *, model: str, normalize: bool | None, truncate: bool
     ) -> Embeddings:
         key = (model, normalize, truncate)
-        lane = self._lanes.get(key) or await self._lane(key)
+        lane = self._lanes.get(key)
+        if lane is None or (lane.running == 0 and not lane.waiting):
+            lane = await self._lane(key)  # an idle lane reads the model's shape again: it may have been re-added
         if lane.running < lane.calls and not lane.waiting:
             lane.running += 1
             try:  # nobody waits: sent at once, from the caller's own task (its cancellation cancels the call)
@@ -87,9 +89,11 @@ class Coalescer:
             info = {found.name: found for found in await self.client.models()}.get(key[0])
             if info is not None:
                 instances, batch = info.instances, info.max_batch_size
-        calls = self.calls if self.calls is not None else instances
-        texts = self.max_texts if self.max_texts is not None else (batch or MAX_TEXTS)
-        return self._lanes.setdefault(key, _Lane(max(calls, 1), max(texts, 1)))
+        calls = max(self.calls if self.calls is not None else instances, 1)
+        texts = max(self.max_texts if self.max_texts is not None else (batch or MAX_TEXTS), 1)
+        lane = self._lanes.setdefault(key, _Lane(calls, texts))
+        lane.calls, lane.max_texts = calls, texts
+        return lane
 
     def _drain(self, key: tuple[str, bool | None, bool], lane: _Lane) -> None:
         """Send what waits, as one call per free slot."""
