@@ -3,7 +3,8 @@
 CLIP ViT-B/32 (224x224) with random weights at the real size (no real weights can be downloaded
 here; the work per image is the same) and a byte-level tokenizer (texts are not measured). Both
 servers are up at once: the tritonhf gateway's `/v1/embeddings` over Triton (the gallery's
-zero-shot-image-classification template, PyTorch) and Infinity 0.0.78's `/embeddings` with its
+zero-shot-image-classification template as `gallery add` makes it by default: the two towers as
+ONNX graphs, on the engine `--backend auto` measured faster) and Infinity 0.0.78's `/embeddings` with its
 torch engine (batch 32), both taking ``"modality": "image"`` and a PNG as a data: URI. One aiohttp
 client, one image per request, c1 and c16; rounds interleave the servers. A cosine check first:
 both must answer the same vector for the same image, or the comparison means nothing.
@@ -29,7 +30,7 @@ import urllib.request
 from pathlib import Path
 
 import numpy as np
-from peers import infinity_python, measure, start_infinity, table
+from peers import chosen_engine, infinity_python, measure, start_infinity, table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: the shared harness package
 from harness.images import encode, picture
@@ -88,8 +89,9 @@ def main() -> None:
         }
         workspace = Workspace(root / "workspace")
         bootstrap(workspace)
-        add_model(AddRequest("clip", str(folder), workspace.model_repository, name="clip"))
+        served = add_model(AddRequest("clip", str(folder), workspace.model_repository, name="clip"))
         print(f"# CLIP image embeddings vs Infinity ({os.cpu_count()} cores, {ROUNDS} rounds, {SECONDS:.0f} s/point)")
+        print(f"# tritonhf's model (--backend auto): {chosen_engine(served)}")
         python, why = infinity_python()
         if python is not None:
             why = infinity_with_images(python)
