@@ -33,6 +33,12 @@ MaxAudioBytes = Annotated[
     typer.Option(help="Gateway: largest body of a /v1/audio request in bytes (413 beyond; OpenAI's 25 MB).",
                  rich_help_panel="Gateway limits"),
 ]  # fmt: skip
+AllowImageUrls = Annotated[
+    bool,
+    typer.Option(help="Gateway: fetch images named by http(s) URL in /v1/embeddings (public addresses only, "
+                 "--payload-limit bytes, 10 s, no redirects); refused (400) without it.",
+                 rich_help_panel="Gateway limits"),
+]  # fmt: skip
 DEFAULT_PAYLOAD_LIMIT = _DEFAULTS.payload_limit
 DEFAULT_MAX_AUDIO_BYTES = _DEFAULTS.max_audio_bytes
 DEFAULT_MAX_CLIENT_BATCH_SIZE = _DEFAULTS.max_client_batch_size

@@ -224,6 +224,7 @@ def openai_command(
     max_concurrent_requests: _limits.MaxConcurrentRequests = _limits.DEFAULT_MAX_CONCURRENT_REQUESTS,
     max_batch_tokens: _limits.MaxBatchTokens = _limits.DEFAULT_MAX_BATCH_TOKENS,
     max_audio_bytes: _limits.MaxAudioBytes = _limits.DEFAULT_MAX_AUDIO_BYTES,
+    allow_image_urls: _limits.AllowImageUrls = False,
     repository: Annotated[
         Path | None,
         typer.Option(
@@ -236,7 +237,14 @@ def openai_command(
     from tritonhf.serve.launch import gateway_key, gateway_repository, gateway_url, run_gateway
     from tritonhf.serve.limits import Limits
 
-    limits = Limits(payload_limit, max_client_batch_size, max_concurrent_requests, max_batch_tokens, max_audio_bytes)
+    limits = Limits(
+        payload_limit,
+        max_client_batch_size,
+        max_concurrent_requests,
+        max_batch_tokens,
+        max_audio_bytes,
+        allow_image_urls,
+    )
     target = url or gateway_url(Workspace.at())
     key = gateway_key(Workspace.at(), host, api_key_file)
     console.print(f"gateway on http://{host}:{port}/v1 for {target}" + (" (Bearer key required)" if key else ""))

@@ -113,6 +113,7 @@ def up_command(
     max_concurrent_requests: _limits.MaxConcurrentRequests = _limits.DEFAULT_MAX_CONCURRENT_REQUESTS,
     max_batch_tokens: _limits.MaxBatchTokens = _limits.DEFAULT_MAX_BATCH_TOKENS,
     max_audio_bytes: _limits.MaxAudioBytes = _limits.DEFAULT_MAX_AUDIO_BYTES,
+    allow_image_urls: _limits.AllowImageUrls = False,
 ) -> None:
     """Start tritonserver in the background and wait until it and its models are ready."""
     if (tls_cert is None) != (tls_key is None) or (tls_ca is not None and tls_cert is None):
@@ -137,7 +138,14 @@ def up_command(
         startup_timeout=timeout,
         die_with_parent=False,
     )
-    limits = Limits(payload_limit, max_client_batch_size, max_concurrent_requests, max_batch_tokens, max_audio_bytes)
+    limits = Limits(
+        payload_limit,
+        max_client_batch_size,
+        max_concurrent_requests,
+        max_batch_tokens,
+        max_audio_bytes,
+        allow_image_urls,
+    )
     gateway = Gateway(openai_host, openai_port, tuple(limits.argv())) if openai_port is not None else None
     stack = Stack(server, gateway=gateway, supervise=supervise)
     if server.exposed:

@@ -19,6 +19,8 @@ class Limits:
     max_concurrent_requests: int = 512  # requests in flight (TEI's default): 429 with Retry-After beyond
     max_batch_tokens: int = 16384  # tokens of all inputs of one encoder request (TEI's default): 413 beyond
     max_audio_bytes: int = 25_000_000  # the body of one /v1/audio request (OpenAI's file limit): 413 beyond
+    # Fetch images named by http(s) URL (public addresses only, --payload-limit bytes, 10 s; serve/fetch.py).
+    allow_image_urls: bool = False
 
     def body_limit(self, path: str) -> tuple[int, str]:
         """The largest body a route takes, and the option that sets it."""
@@ -28,21 +30,25 @@ class Limits:
 
     def __post_init__(self) -> None:
         for item in fields(self):
-            if getattr(self, item.name) < 1:
+            if not isinstance(getattr(self, item.name), bool) and getattr(self, item.name) < 1:
                 raise ValueError(f"--{item.name.replace('_', '-')} must be at least 1, not {getattr(self, item.name)}.")
 
     def argv(self) -> list[str]:
         """The gateway process's arguments for these limits."""
-        return [
-            part
-            for item in fields(self)
-            for part in (f"--{item.name.replace('_', '-')}", str(getattr(self, item.name)))
-        ]
+        found: list[str] = []
+        for item in fields(self):
+            value, flag = getattr(self, item.name), f"--{item.name.replace('_', '-')}"
+            found += ([flag] if value else []) if isinstance(value, bool) else [flag, str(value)]
+        return found
 
     @staticmethod
     def add_arguments(parser: argparse.ArgumentParser) -> None:
         for item in fields(Limits):
-            parser.add_argument(f"--{item.name.replace('_', '-')}", type=int, default=item.default)
+            flag = f"--{item.name.replace('_', '-')}"
+            if isinstance(item.default, bool):
+                parser.add_argument(flag, action="store_true")
+            else:
+                parser.add_argument(flag, type=int, default=item.default)
 
     @classmethod
     def from_arguments(cls, namespace: argparse.Namespace) -> Limits:

@@ -28,6 +28,8 @@ from tritonhf.errors import ClientError
 from tritonhf.sdk import AsyncClient, AsyncTextStream
 from tritonhf.serve.coalesce import Coalescer
 from tritonhf.serve.errors import GatewayError, empty, refused
+from tritonhf.serve.fetch import FetchRefused, fetch
+from tritonhf.serve.limits import Limits
 from tritonhf.serve.responses import FastJSONResponse
 from tritonhf.serve.schemas import ChatBody, CompletionBody, EmbeddingBody, GenerationBody
 from tritonhf.serve.tokenizers import Tokenizers, byte_bound, count
@@ -360,11 +362,21 @@ async def completions(body: CompletionBody, request: Request) -> dict[str, Any] 
 EMBEDDING_TASKS = ("feature-extraction", "zero-shot-image-classification")  # texts: either; images: image-text
 
 
-def image_bytes(item: str, where: str) -> bytes:
-    """An image given as a ``data:image/...;base64,`` URI or plain base64 (as Infinity takes them). The gateway
-    never fetches a URL named in a request: that would let any caller make the server reach other hosts."""
+async def image_bytes(item: str, where: str, limits: Limits) -> bytes:
+    """An image given as a ``data:image/...;base64,`` URI or plain base64 (as Infinity takes them), or (only
+    with ``--allow-image-urls``) an http(s) URL to a public address, fetched under ``serve/fetch.py``'s rules:
+    a gateway that fetched any URL would let any caller make it reach hosts only it can see."""
     if item.startswith(("http://", "https://")):
-        raise refused(where, "is a URL; this server does not fetch URLs. Send the image as a data: URI or base64.")
+        if not limits.allow_image_urls:
+            raise refused(where, "is a URL; this server does not fetch URLs (started without --allow-image-urls). "
+                          "Send the image as a data: URI or base64.")  # fmt: skip
+        try:
+            data = await fetch(item, limits.payload_limit)
+        except FetchRefused as exc:
+            raise refused(where, f"(a URL) {exc}") from exc
+        if not data:
+            raise empty(where)
+        return data
     payload = item.split(",", 1)[1] if item.startswith("data:") and "," in item else item
     if item.startswith("data:") and ";base64," not in item[:100]:
         raise refused(where, "is a data: URI without ';base64,'; send the image's bytes base64-encoded.")
@@ -418,7 +430,8 @@ async def _image_embeddings(
     client: AsyncClient, request: Request, body: EmbeddingBody, items: list[str]
 ) -> FastJSONResponse:
     """``"modality": "image"``: every input an image, embedded by an image-text model (Infinity's shape)."""
-    images = [image_bytes(item, f"input[{index}]") for index, item in enumerate(items)]
+    limits = request.app.state.limits
+    images = [await image_bytes(item, f"input[{index}]", limits) for index, item in enumerate(items)]
     name = await model_for(client, body.model, ("zero-shot-image-classification",), "/v1/embeddings (images)")
     try:  # a client that leaves cancels the Triton call (ClientGone: 499, as on every route)
         vectors = await unless_disconnected(request, client.embed_images(images, model=name, normalize=True))
