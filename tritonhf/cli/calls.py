@@ -421,7 +421,13 @@ def _streams_table(model: str, base: str, results: list[StreamsResult]) -> None:
 @friendly_errors
 def demo_command(
     workspace: Annotated[Path | None, typer.Option("--workspace", "-w", help="Workspace folder.")] = None,
-    online: Annotated[bool, typer.Option(help="Use hub models instead of the offline weight packages.")] = False,
+    online: Annotated[
+        bool,
+        typer.Option(
+            help="Use hub models instead of the offline weight packages; adds an image classifier (ViT), CLIP and "
+            "Whisper (speech from espeak-ng when installed)."
+        ),
+    ] = False,
     keep_running: Annotated[bool, typer.Option(help="Leave the server up and print how to query it.")] = False,
 ) -> None:
     """The whole product offline: bootstrap, gallery, serve, call through the sdk, stop."""
