@@ -35,7 +35,8 @@ MaxAudioBytes = Annotated[
 ]  # fmt: skip
 AllowImageUrls = Annotated[
     bool,
-    typer.Option("--allow-image-urls", help="Gateway: fetch images named by http(s) URL in /v1/embeddings (public addresses only, "
+    typer.Option("--allow-image-urls",
+                 help="Gateway: fetch images named by http(s) URL in /v1/embeddings (public addresses only, "
                  "--payload-limit bytes, 10 s, no redirects); refused (400) without it.",
                  rich_help_panel="Gateway limits"),
 ]  # fmt: skip
