@@ -51,6 +51,8 @@ def served(make_workspace: Callable[[str], Workspace], tiny: dict[str, Path]) ->
         ("summarization", tiny["seq2seq"], "summarizer", {}),
         ("image-classification", tiny["image-classifier"], "vit", {"options": small}),  # ONNX Runtime (auto)
         ("clip", tiny["clip"], "clip", {"labels": ("cat", "dog", "car"), "options": small}),
+        # the same two tower graphs on OpenVINO (auto keeps whichever measured faster; this one is forced)
+        ("clip", tiny["clip"], "clip-ov", {"labels": ("cat", "dog", "car"), "options": small, "backend": "openvino"}),
         ("whisper", tiny["whisper"], "asr", {"options": small}),
         ("whisper", tiny["whisper"], "asr-int8", {"options": small, "quantize": "int8"}),  # per-token int8
         ("asr", tiny["wav2vec2"], "ctc", {"options": small}),  # a CTC model: every file alone

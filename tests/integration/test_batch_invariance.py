@@ -101,14 +101,17 @@ def test_image_rows_get_the_answer_they_get_alone(served: Server, tiny: dict[str
     _check_batched(served, url, "vit", cases, ImageRowOracle(tiny["image-classifier"]))
 
 
-@pytest.mark.parametrize("protocol", ["http", "grpc"])
-def test_image_text_rows_get_the_answer_they_get_alone(served: Server, tiny: dict[str, Path], protocol: str) -> None:
-    """CLIP: mixed images with per-row candidate labels (or the model's own): each row's vector and label scores
-    equal the row alone and transformers in-process on that file, each label's prompt embedded alone."""
+@pytest.mark.parametrize(("model", "protocol"), [("clip", "http"), ("clip", "grpc"), ("clip-ov", "grpc")])
+def test_image_text_rows_get_the_answer_they_get_alone(
+    served: Server, tiny: dict[str, Path], model: str, protocol: str
+) -> None:
+    """CLIP (its two towers as ONNX graphs; clip-ov on OpenVINO): mixed images with per-row candidate labels (or
+    the model's own): each row's vector and label scores equal the row alone and transformers in-process on
+    that file, each label's prompt embedded alone."""
     url = served.http_url if protocol == "http" else served.grpc_url
     task = "zero-shot-image-classification"
-    cases = make_image_cases("clip", seed=zlib.crc32(f"clip/{protocol}".encode()), count=32, task=task)
-    _check_batched(served, url, "clip", cases, ImageRowOracle(tiny["clip"], labels=["cat", "dog", "car"]))
+    cases = make_image_cases(model, seed=zlib.crc32(f"{model}/{protocol}".encode()), count=32, task=task)
+    _check_batched(served, url, model, cases, ImageRowOracle(tiny["clip"], labels=["cat", "dog", "car"]))
 
 
 @pytest.mark.parametrize("protocol", ["http", "grpc"])

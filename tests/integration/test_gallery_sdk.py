@@ -277,7 +277,7 @@ def test_image_text_model_embeds_both_in_one_space_and_ranks_labels(served: Serv
     assert list(chosen[0].labels) == oracle.ranked(image, ["boat", "tree"])["labels"]
     file = Path(served.workspace.root) / "clip-check.png"
     file.write_bytes(image)
-    command = ["classify-image", str(file), "--labels", "cat,dog,car", "--url", served.grpc_url]
+    command = ["classify-image", str(file), "--labels", "cat,dog,car", "--model", "clip", "--url", served.grpc_url]
     printed = CliRunner().invoke(app, command)
     assert printed.exit_code == 0, printed.output
     assert [line.split()[0] for line in printed.output.splitlines()[1:]] == expected["labels"]
