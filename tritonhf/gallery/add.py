@@ -420,21 +420,19 @@ def _export_towers(request: AddRequest, weights: Path, params: dict[str, str], p
     backend, reason = "onnx", f"both towers exported, within {onnx_export.TOLERANCE} of PyTorch"
     if request.backend == "openvino" or (request.backend == "auto" and calibrate.openvino_available()):
         try:
-            difference = tower_export.check_openvino(towers, weights)
+            difference = tower_export.check_openvino(towers)
             if request.backend == "openvino":
                 backend, reason = "openvino", f"{reason}, run by OpenVINO"
             else:
                 progress.step("Measuring ONNX Runtime and OpenVINO on the vision tower (--backend auto)")
-                choice = _measure_vision(weights, request.options.instances)
+                choice = _measure_vision(weights, towers, request.options.instances)
                 params[PARAM_CALIBRATION] = choice.summary
                 progress.step(choice.summary)
-                measured = "by measuring both here"
                 backend = choice.backend
-                reason += (
-                    f", run by OpenVINO (kept over ONNX Runtime {measured})"
-                    if backend == "openvino"
-                    else (f"; kept over OpenVINO {measured}")
-                )
+                if backend == "openvino":
+                    reason += ", run by OpenVINO (kept over ONNX Runtime by measuring both here)"
+                else:
+                    reason += "; kept over OpenVINO by measuring both here"
             if backend == "openvino":
                 params["tritonhf.openvino_max_abs_diff"] = f"{difference:.2e}"
         except ModelSourceError as exc:
@@ -446,12 +444,12 @@ def _export_towers(request: AddRequest, weights: Path, params: dict[str, str], p
     return backend, reason
 
 
-def _measure_vision(weights: Path, instances: int) -> calibrate.Choice:
+def _measure_vision(weights: Path, towers: tower_export.Towers, instances: int) -> calibrate.Choice:
     """The vision tower (where an image-text model spends its time) on both engines: the sample images one
     at a time and in a batch of 8, two short rounds (a ViT-B/32 batch takes about a second on 2 cores)."""
     import torch
 
-    pixels = torch.from_numpy(tower_export.samples(weights)[0]["pixel_values"])
+    pixels = torch.from_numpy(towers.pixels["pixel_values"])
     lone = [{"pixel_values": pixels[index : index + 1]} for index in range(len(pixels))]
     full = {"pixel_values": pixels[[index % len(pixels) for index in range(8)]]}
     return calibrate.compare_inputs(weights, tower_export.VISION, lone, full, instances, "image", (2, 3, 1))

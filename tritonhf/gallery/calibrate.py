@@ -46,13 +46,14 @@ class Choice:
     backend: str  # "onnx" or "openvino"
     onnx: Speed
     openvino: Speed
+    threads: int  # each engine's intra-op threads, as the served instance gets them
 
     @property
     def summary(self) -> str:
         """One line for the console and the config: both figures, and why the winner won."""
         kept = "OpenVINO" if self.backend == "openvino" else "ONNX Runtime"
         return (
-            f"{kept}, measured here with {threads()} threads: ONNX Runtime {self.onnx}; OpenVINO {self.openvino} "
+            f"{kept}, measured here with {self.threads} threads: ONNX Runtime {self.onnx}; OpenVINO {self.openvino} "
             f"(OpenVINO is kept at >= {GAIN:.2f}x the batch rate and <= {LONE_SLOWDOWN:.2f}x the lone time)"
         )
 
@@ -96,10 +97,10 @@ def compare_inputs(
     from tritonhf.runtime.loading import OnnxModel, OpenVinoModel
 
     rounds, lone_calls, batch_calls = calls
-    size = len(next(iter(full.values())))
+    size, count = len(next(iter(full.values()))), threads(instances)
     engines: dict[str, Any] = {
-        "onnx": OnnxModel(str(weights), threads(instances), onnx_file),
-        "openvino": OpenVinoModel(str(weights), threads(instances), onnx_file),
+        "onnx": OnnxModel(str(weights), count, onnx_file),
+        "openvino": OpenVinoModel(str(weights), count, onnx_file),
     }
     runs: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name in engines}
     with torch.inference_mode():
@@ -116,7 +117,7 @@ def compare_inputs(
         name: Speed(1000 * statistics.median(lone_times), size / statistics.median(batch_times), size, item)
         for name, (lone_times, batch_times) in runs.items()
     }
-    return Choice(choose(speeds["onnx"], speeds["openvino"]), speeds["onnx"], speeds["openvino"])
+    return Choice(choose(speeds["onnx"], speeds["openvino"]), speeds["onnx"], speeds["openvino"], count)
 
 
 def _timed(model: Callable[..., Any], batch: dict[str, Any]) -> float:

@@ -36,6 +36,8 @@ class Towers:
     text_inputs: tuple[str, ...]
     max_abs_diff: float
     parameters: dict[str, str]
+    pixels: dict[str, Any]  # the sample inputs the graphs were checked on, for later checks and timing
+    texts: dict[str, Any]
 
 
 def _features(output: Any) -> Any:
@@ -130,10 +132,10 @@ def export(folder: Path, progress: Progress) -> Towers:
     bias = getattr(model, "logit_bias", None)
     if bias is not None:
         parameters[PARAM_LOGIT_BIAS] = repr(float(bias.detach()))
-    return Towers(folder / VISION, folder / TEXT, tuple(texts), worst, parameters)
+    return Towers(folder / VISION, folder / TEXT, tuple(texts), worst, parameters, pixels, texts)
 
 
-def check_openvino(towers: Towers, folder: Path) -> float:
+def check_openvino(towers: Towers) -> float:
     """OpenVINO's run of both graphs against ONNX Runtime's (itself within the tolerance of PyTorch): the
     largest difference; ``ModelSourceError`` when OpenVINO is missing, fails, or differs by more."""
     try:
@@ -142,9 +144,8 @@ def check_openvino(towers: Towers, folder: Path) -> float:
         import openvino
     except ImportError as exc:
         raise ModelSourceError(f"OpenVINO is not installed ({exc})") from exc
-    pixels, texts, _ = samples(folder)
     worst = 0.0
-    for path, feeds in ((towers.vision, pixels), (towers.text, texts)):
+    for path, feeds in ((towers.vision, towers.pixels), (towers.text, towers.texts)):
         expected = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
         try:
             compiled = openvino.Core().compile_model(str(path), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
