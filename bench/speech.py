@@ -2,14 +2,16 @@
 
 Whisper base's shapes with random weights (no real weights can be downloaded here; the work per
 token is the same) and end-of-text suppressed, so every call decodes a fixed number of tokens on
-both sides. tritonhf serves the folder with the gallery's automatic-speech-recognition template
-(transformers' ``generate``, PyTorch fp32; and a second model added with ``--quantize int8``:
-dynamic int8 Linear layers, every row alone) and is called through the SDK; faster-whisper 1.2.1
-(CTranslate2, int8, ``cpu_threads`` = the cores) runs the same folder converted with CTranslate2's
-converter, in its own venv made here on first use. One 30 s clip per call; one stream (calls in
-sequence) and 8 callers (threads; faster-whisper with ``num_workers`` 1 and 4, the better kept).
-Rounds interleave the engines. Printed: seconds per clip, decoded tokens/s, the real-time factor
-(seconds of compute per second of audio) and the ratio to faster-whisper.
+both sides. tritonhf serves the folder with the gallery's automatic-speech-recognition template,
+called through the SDK, in int8 as faster-whisper runs: added with ``--quantize int8`` on each
+engine (``--backend pytorch``: transformers' ``generate`` with per-token int8 Linear layers;
+``--backend ctranslate2``: the same model converted at ``gallery add``, CTranslate2's int8 kernels),
+and ``--backend auto``'s choice printed. faster-whisper 1.2.1 (CTranslate2, int8, ``cpu_threads`` =
+the cores) runs the same folder converted with CTranslate2's converter, in its own venv made here
+on first use. One 30 s clip per call; one stream (calls in sequence) and 8 callers (threads;
+faster-whisper with ``num_workers`` 1 and 4, the better kept). Rounds interleave the engines.
+Printed: seconds per clip, decoded tokens/s, the real-time factor (seconds of compute per second of
+audio) and the ratio to faster-whisper.
 
 faster-whisper decodes a different number of tokens for the same ``max_new_tokens`` than
 transformers (its CTranslate2 call halves the length here), so it runs first, and tritonhf is
@@ -41,6 +43,7 @@ from tritonhf import Client
 from tritonhf.bootstrap import Server, Workspace, bootstrap
 from tritonhf.bootstrap.installation.sources import cache_dir
 from tritonhf.gallery import AddRequest, ModelOptions, add_model
+from tritonhf.gallery.config import parameters_of, parse_config
 
 FASTER_WHISPER = "faster-whisper==1.2.1"
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "2"))
@@ -158,15 +161,21 @@ def main() -> None:
                          f"tritonhf is asked for {tokens}")  # fmt: skip
         workspace = Workspace(root / "workspace")
         bootstrap(workspace)
-        for name, quantize in (("asr", None), ("asr8", "int8")):
-            add_model(AddRequest("whisper", str(folder), workspace.model_repository, name=name, quantize=quantize,
-                                 options=ModelOptions(max_batch_size=CALLERS)))  # fmt: skip
+        for name, backend in (("asr8", "pytorch"), ("asr-ct2", "ctranslate2"), ("asr-auto", "auto")):
+            added = add_model(AddRequest("whisper", str(folder), workspace.model_repository, name=name,
+                                         quantize="int8", backend=backend,
+                                         options=ModelOptions(max_batch_size=CALLERS)))  # fmt: skip
+            if backend == "auto":  # what gallery add chose on this machine, and its figures
+                params = parameters_of(parse_config((added / "config.pbtxt").read_text()))
+                lines.append(f"# --backend auto chose {params.get('tritonhf.backend')}: "
+                             f"{params.get('tritonhf.engine_calibration')}")  # fmt: skip
         figures: dict[tuple[str, int], list[dict[str, float]]] = {}
         with Server(workspace, http_port="auto", grpc_port="auto", metrics_port="auto", startup_timeout=600) as server:
             for index in range(ROUNDS):
                 for callers in (1, CALLERS):
                     runs = [(label, lambda c=callers, m=model: tritonhf(server.grpc_url, m, data, c, tokens))
-                            for label, model in (("tritonhf", "asr"), ("tritonhf int8", "asr8"))]  # fmt: skip
+                            for label, model in (("tritonhf PyTorch int8", "asr8"),
+                                                 ("tritonhf CTranslate2 int8", "asr-ct2"))]  # fmt: skip
                     if python is not None:
                         workers = (1,) if callers == 1 else (1, 4)
                         runs += [(f"faster-whisper x{w}", lambda c=callers, w=w: faster_whisper(

@@ -53,8 +53,9 @@ def served(make_workspace: Callable[[str], Workspace], tiny: dict[str, Path]) ->
         ("clip", tiny["clip"], "clip", {"labels": ("cat", "dog", "car"), "options": small}),
         # the same two tower graphs on OpenVINO (auto keeps whichever measured faster; this one is forced)
         ("clip", tiny["clip"], "clip-ov", {"labels": ("cat", "dog", "car"), "options": small, "backend": "openvino"}),
-        ("whisper", tiny["whisper"], "asr", {"options": small}),
-        ("whisper", tiny["whisper"], "asr-int8", {"options": small, "quantize": "int8"}),  # per-token int8
+        ("whisper", tiny["whisper"], "asr", {"options": small, "backend": "pytorch"}),
+        ("whisper", tiny["whisper"], "asr-int8", {"options": small, "quantize": "int8", "backend": "pytorch"}),
+        ("whisper", tiny["whisper"], "asr-ct2", {"options": small, "backend": "ctranslate2"}),  # float32
         ("asr", tiny["wav2vec2"], "ctc", {"options": small}),  # a CTC model: every file alone
     ):
         add_model(AddRequest(task=task, source=str(source), repository=repo, name=name, **extra))  # type: ignore[arg-type]

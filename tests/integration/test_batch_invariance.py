@@ -125,6 +125,13 @@ def test_speech_rows_get_the_answer_they_get_alone(served: Server, tiny: dict[st
     _check_batched(served, url, "asr", cases, AudioRowOracle(tiny["whisper"]))
 
 
+def test_ct2_speech_rows_get_the_answer_they_get_alone(served: Server, tiny: dict[str, Path]) -> None:
+    """Whisper on CTranslate2 (float32): the same mixed batches; each row equals itself alone and transformers'
+    greedy answer (sampling rows: themselves alone only, CTranslate2 has its own generator)."""
+    cases = make_audio_cases("asr-ct2", seed=zlib.crc32(b"asr-ct2"), count=24)
+    _check_batched(served, served.grpc_url, "asr-ct2", cases, AudioRowOracle(tiny["whisper"], own_sampling=True))
+
+
 def test_int8_speech_rows_get_the_answer_they_get_alone(served: Server, tiny: dict[str, Path]) -> None:
     """Whisper with --quantize int8 (a scale per token): batched rows equal themselves alone and the int8
     model in-process; per-tensor activation scales would fail this."""

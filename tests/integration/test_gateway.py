@@ -45,7 +45,7 @@ def gateway(make_workspace: Callable[[str], Workspace], tiny: dict[str, Path]) -
     add_model(AddRequest("text-classification", str(tiny["classifier"]), repo, name="sentiment"))
     add_model(AddRequest("rerank", str(tiny["cross-encoder"]), repo, name="reranker"))
     add_model(AddRequest("clip", str(tiny["clip"]), repo, name="clip", labels=("cat", "dog")))
-    add_model(AddRequest("whisper", str(tiny["whisper"]), repo, name="asr"))
+    add_model(AddRequest("whisper", str(tiny["whisper"]), repo, name="asr", backend="ctranslate2"))
     server = Server(workspace, http_port="auto", grpc_port="auto", metrics_port="auto", startup_timeout=300)
     with Stack(server, gateway=Gateway()) as stack:
         yield stack

@@ -66,10 +66,11 @@ def test_too_long_audio_is_refused_from_its_header_before_decoding() -> None:
 # ------------------------------------------------------------------ the template
 
 
-@pytest.fixture(scope="module")
-def whisper(tiny: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Any:
+@pytest.fixture(scope="module", params=["pytorch", "ctranslate2"])
+def whisper(request: pytest.FixtureRequest, tiny: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The template on each engine; CTranslate2 in float32 gives transformers' greedy tokens on the tiny model."""
     repo = tmp_path_factory.mktemp("asr") / "repo"
-    return instantiate(add_model(AddRequest("whisper", str(tiny["whisper"]), repo, name="asr")))
+    return instantiate(add_model(AddRequest("whisper", str(tiny["whisper"]), repo, name="asr", backend=request.param)))
 
 
 def _column(*values: Any, dtype: Any = object) -> np.ndarray:
@@ -151,21 +152,49 @@ def test_sampling_is_seeded_per_request_whatever_it_is_batched_with(whisper: Any
         [pb.InferenceRequest(AUDIO=_column(random_audio(rng)[0])), pb.InferenceRequest(AUDIO=_column(data), **options)],
     )
     assert _outputs(batched[1])["text"] == _outputs(alone)["text"]
-    expected = AudioOracle(tiny["whisper"]).transcribe(data, language="en", temperature=0.8, seed=4)["text"]
-    assert _outputs(alone)["text"] == [expected]
+    if whisper.ct2 is None:  # PyTorch: transformers' own sampling from the same seed
+        expected = AudioOracle(tiny["whisper"]).transcribe(data, language="en", temperature=0.8, seed=4)["text"]
+        assert _outputs(alone)["text"] == [expected]
+    else:  # CTranslate2 has its own generator: the seed decides, and only the seed
+        options["SEED"] = _column(5, dtype=np.int64)
+        (other,) = answers(whisper, [pb.InferenceRequest(AUDIO=_column(data), **options)])
+        assert _outputs(other)["text"] != _outputs(alone)["text"]
 
 
 def test_speech_models_refuse_what_they_cannot_do(tiny: dict[str, Path], tmp_path: Path) -> None:
     with pytest.raises(GalleryError, match="served with PyTorch"):
         add_model(AddRequest("whisper", str(tiny["whisper"]), tmp_path / "repo", backend="onnx"))
-    with pytest.raises(GalleryError, match="needs --backend auto or pytorch"):
+    with pytest.raises(GalleryError, match="--backend auto, pytorch or ctranslate2"):
         add_model(AddRequest("whisper", str(tiny["whisper"]), tmp_path / "repo", backend="onnx", quantize="int8"))
+    with pytest.raises(GalleryError, match="CTranslate2 runs Whisper models only"):
+        add_model(AddRequest("asr", str(tiny["wav2vec2"]), tmp_path / "repo", backend="ctranslate2"))
+    with pytest.raises(GalleryError, match="the converted model into the repository: no --no-vendor"):
+        add_model(AddRequest("whisper", str(tiny["whisper"]), tmp_path / "repo", backend="ctranslate2", vendor=False))
+    with pytest.raises(GalleryError, match="is for Whisper"):
+        add_model(AddRequest("feature-extraction", str(tiny["encoder"]), tmp_path / "repo", backend="ctranslate2"))
+    assert not (tmp_path / "repo").exists() or not any((tmp_path / "repo").iterdir())
+
+
+def test_auto_measures_both_engines_and_ct2_keeps_no_pytorch_weights(tiny: dict[str, Path], tmp_path: Path) -> None:
+    """--backend auto: both engines timed here, the figures and the choice in the config; a CTranslate2 model
+    is served from weights/ct2 alone (the PyTorch weights are not kept), a PyTorch one has no ct2 folder."""
+    folder = add_model(AddRequest("whisper", str(tiny["whisper"]), tmp_path / "repo", name="asr"))
+    config = (folder / "config.pbtxt").read_text()
+    assert "tritonhf.engine_calibration" in config and "PyTorch" in config and "CTranslate2" in config
+    weights = folder / "1" / "weights"
+    if 'string_value: "ctranslate2"' in config:
+        assert (weights / "ct2" / "model.bin").is_file() and not list(weights.glob("*.safetensors"))
+        assert 'key: "tritonhf.compute_type"' in config
+    else:
+        assert not (weights / "ct2").exists() and list(weights.glob("*.safetensors"))
 
 
 def test_int8_rows_are_batched_and_equal_themselves_alone(tiny: dict[str, Path], tmp_path: Path) -> None:
-    """--quantize int8: the gate's figures in the config; activations scaled per token, so rows computed
-    together (one group here) equal themselves alone and the int8 model in-process."""
-    folder = add_model(AddRequest("whisper", str(tiny["whisper"]), tmp_path / "repo", name="asr8", quantize="int8"))
+    """--backend pytorch --quantize int8: the gate's figures in the config; activations scaled per token, so rows
+    computed together (one group here) equal themselves alone and the int8 model in-process."""
+    request = AddRequest("whisper", str(tiny["whisper"]), tmp_path / "repo", name="asr8", quantize="int8",
+                         backend="pytorch")  # fmt: skip
+    folder = add_model(request)
     config = (folder / "config.pbtxt").read_text()
     assert "tritonhf.quantize" in config and "int8 encoder states (CTC: logits) within cosine" in config
     assert "a scale per token" in config
@@ -180,6 +209,25 @@ def test_int8_rows_are_batched_and_equal_themselves_alone(tiny: dict[str, Path],
     assert _outputs(batched[1])["text"] == [oracle.transcribe(files[2], language="en")["text"]]
     (alone,) = answers(model, [pb.InferenceRequest(AUDIO=_column(files[1]))])
     assert _outputs(alone)["text"][0] == _outputs(batched[0])["text"][1]
+
+
+def test_ct2_int8_passes_its_gate_and_rows_equal_themselves_alone(tiny: dict[str, Path], tmp_path: Path) -> None:
+    """--backend ctranslate2 --quantize int8: CTranslate2's int8 against its own float32 (the gate's figures in the
+    config); rows computed together equal themselves alone (CTranslate2 scales activations per row)."""
+    request = AddRequest("whisper", str(tiny["whisper"]), tmp_path / "repo", name="asr8", backend="ctranslate2",
+                         quantize="int8")  # fmt: skip
+    folder = add_model(request)
+    config = (folder / "config.pbtxt").read_text()
+    assert "int8 encoder states (CTC: logits) within cosine" in config and 'string_value: "int8"' in config
+    model = instantiate(folder)
+    rng = random.Random(13)
+    files = [random_audio(rng)[0] for _ in range(4)]
+    batched = answers(model, [pb.InferenceRequest(AUDIO=_column(*files), LANGUAGE=_column(*[b"en"] * 4))])
+    texts = _outputs(batched[0])["text"]
+    assert len(set(texts)) > 1  # the answers depend on the audio
+    for data, text in zip(files, texts):
+        (alone,) = answers(model, [pb.InferenceRequest(AUDIO=_column(data), LANGUAGE=_column(b"en"))])
+        assert _outputs(alone)["text"] == [text]
 
 
 # ------------------------------------------------------------------ the SDK

@@ -81,15 +81,16 @@ def add_command(
     backend: Annotated[
         str,
         typer.Option(
-            help="auto (ONNX Runtime for encoder tasks when the export matches PyTorch, else PyTorch), pytorch, "
-            "onnx, or openvino (the same ONNX export run by OpenVINO, also checked against PyTorch)."
+            help="auto (ONNX Runtime for encoder tasks when the export matches PyTorch; for Whisper, CTranslate2 "
+            "where it measures faster; else PyTorch), pytorch, onnx, openvino (the same ONNX export run by "
+            "OpenVINO, also checked against PyTorch), or ctranslate2 (Whisper converted at add)."
         ),
     ] = "auto",
     quantize: Annotated[
         str | None,
         typer.Option(
-            help="int8: int8 weights, per-token activations (encoders; speech: dynamic int8 Linear layers, "
-            "each row alone); kept only above a quality gate."
+            help="int8: int8 weights, per-token activations (encoders; speech: PyTorch's Linear layers or "
+            "CTranslate2's int8 kernels); kept only above a quality gate."
         ),
     ] = None,
     calibration: Annotated[

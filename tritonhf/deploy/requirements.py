@@ -37,6 +37,8 @@ def needed_packages(repository: Path) -> list[str]:
             names.append("pillow")  # decoding the images requests carry
         if task is not None and task.takes_audio:
             names += ["soundfile", "soxr"]  # decoding (libsndfile) and resampling the audio requests carry
+        if params.get(PARAM_BACKEND) == "ctranslate2":
+            names.append("ctranslate2")  # Whisper converted at gallery add (weights/ct2)
         if params.get(PARAM_TASK) in ("text-generation", "text2text-generation"):
             names.append("jinja2")  # chat templates
         files = {path.name for path in folder.rglob("*") if path.is_file()}

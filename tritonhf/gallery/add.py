@@ -28,7 +28,16 @@ from tritonhf._progress import Progress, SilentProgress
 from tritonhf._version import __version__
 from tritonhf.bootstrap.layout import Workspace
 from tritonhf.errors import GalleryError, InvalidNameError, ModelExistsError, ModelSourceError
-from tritonhf.gallery import calibrate, generation, gguf_export, models, onnx_export, speech, tower_export
+from tritonhf.gallery import (
+    calibrate,
+    generation,
+    gguf_export,
+    models,
+    onnx_export,
+    speech,
+    speech_engines,
+    tower_export,
+)
 from tritonhf.gallery.config import (
     ModelOptions,
     build_config,
@@ -39,6 +48,7 @@ from tritonhf.gallery.config import (
 )
 from tritonhf.gallery.listing import parameters_of_folder, remove_model
 from tritonhf.gallery.naming import check_name, default_name
+from tritonhf.runtime.audio import CT2_FOLDER, PARAM_COMPUTE_TYPE
 from tritonhf.runtime.images import IMAGE_BACKEND, PARAM_IMAGE_BACKEND
 from tritonhf.tasks import (
     PARAM_BACKEND,
@@ -61,7 +71,8 @@ from tritonhf.tasks import (
 
 PARAM_KEY = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 VERSION = "1"
-BACKENDS = ("auto", "pytorch", "onnx", "openvino")  # auto: ONNX Runtime for encoder tasks when the export checks out
+# auto: ONNX Runtime for encoder tasks when the export checks out, CTranslate2 for Whisper where it measures faster
+BACKENDS = ("auto", "pytorch", "onnx", "openvino", "ctranslate2")
 QUANTIZATIONS = ("int8",)
 PARAM_BACKEND_REASON = "tritonhf.backend_reason"
 PARAM_CALIBRATION = (
@@ -186,10 +197,16 @@ def _check_backend(request: AddRequest, task: Task) -> None:
         raise GalleryError(f"--quantize must be one of {', '.join(QUANTIZATIONS)}, not {request.quantize!r}.")
     if request.onnx_runtime == "native" and (task.name in onnx_export.IMAGE_TASKS or task.name == tower_export.TASK):
         raise GalleryError(f"{task.name} runs its ONNX graphs inside the Python backend: drop --onnx-runtime native.")
-    if request.quantize and task.takes_audio:  # PyTorch's dynamic int8 in the stub (gallery.speech), no ONNX
+    if task.takes_audio:  # PyTorch (int8: per-token Linear layers, gallery.speech) or CTranslate2 (Whisper), no ONNX
         if request.backend in ("onnx", "openvino"):
-            raise GalleryError(f"{task.name} is served with PyTorch: --quantize int8 needs --backend auto or pytorch.")
+            raise GalleryError(
+                f"{task.name} is served with PyTorch or CTranslate2: --backend auto, pytorch or ctranslate2."
+            )
+        if request.backend == "ctranslate2" and not request.vendor:
+            raise GalleryError("--backend ctranslate2 writes the converted model into the repository: no --no-vendor.")
         return
+    if request.backend == "ctranslate2":
+        raise GalleryError(f"--backend ctranslate2 is for Whisper (automatic-speech-recognition), not {task.name}.")
     if request.quantize and (task.name in onnx_export.IMAGE_TASKS or task.name == tower_export.TASK):
         raise GalleryError(f"--quantize int8 is for text encoders; {task.name} is served in fp32 (drop --quantize).")
     if request.backend == "openvino" and request.quantize:
@@ -298,9 +315,9 @@ def add_model(request: AddRequest, progress: Progress | None = None) -> Path:
                     part_target = None
         if task.name == tower_export.TASK and request.backend != "pytorch" and request.vendor:
             backend, reason = _export_towers(request, version_dir / VENDORED_WEIGHTS_DIR, params, progress)
-        if request.quantize and task.takes_audio:
-            params.update(_speech_int8(request, version_dir / VENDORED_WEIGHTS_DIR, resolved.folder, progress))
-            reason += "; Linear layers in int8, a scale per token (" + params[PARAM_INT8_QUALITY] + ")"
+        if task.takes_audio:
+            backend, reason = _speech_engine(request, version_dir / VENDORED_WEIGHTS_DIR, resolved.folder, params,
+                                             progress)  # fmt: skip
         if engine_params:
             backend, reason = (
                 "openvino",
@@ -347,23 +364,78 @@ def add_model(request: AddRequest, progress: Progress | None = None) -> Path:
     return target
 
 
-_ENGINE_NAMES = {"onnx": "ONNX Runtime", "pytorch": "PyTorch", "openvino": "OpenVINO"}
+_ENGINE_NAMES = {"onnx": "ONNX Runtime", "pytorch": "PyTorch", "openvino": "OpenVINO", "ctranslate2": "CTranslate2"}
 PARAM_INT8_QUALITY = "tritonhf.int8_quality"
 
 
-def _speech_int8(request: AddRequest, vendored: Path, source: Path, progress: Progress) -> dict[str, str]:
-    """A speech model's int8 gate (gallery.speech): the parameters that make the template quantize, or a refusal."""
-    progress.step("Checking dynamic int8 (Linear layers) against fp32 on calibration audio")
-    found = speech.check_int8(vendored if vendored.is_dir() else source)
+def _speech_engine(
+    request: AddRequest, vendored: Path, source: Path, params: dict[str, str], progress: Progress
+) -> tuple[str, str]:
+    """(backend, reason) for a speech model: CTranslate2 for a Whisper where asked or where it measures faster
+    (``gallery.speech_engines``), else PyTorch; with --quantize int8, the chosen engine's int8 behind its gate."""
+    folder = vendored if vendored.is_dir() else source
+    backend, reason = "pytorch", "--backend pytorch"
+    why_not = None
+    if request.backend != "pytorch":
+        if not speech_engines.is_whisper(folder):
+            why_not = "CTranslate2 runs Whisper models only"
+        elif not request.vendor:
+            why_not = "--no-vendor keeps a reference, and the converted model must be written into the repository"
+        else:
+            why_not = speech_engines.ct2_available()
+        if why_not is not None and request.backend == "ctranslate2":
+            raise GalleryError(f"--backend ctranslate2 cannot serve {request.source}: {why_not}.")
+        reason = why_not or ""
+    if why_not is None and request.backend != "pytorch":
+        converted = vendored / CT2_FOLDER
+        progress.step("Converting the model for CTranslate2")
+        try:
+            speech_engines.convert(folder, converted)
+        except GalleryError as exc:
+            if request.backend == "ctranslate2":
+                raise
+            backend, reason = "pytorch", str(exc)
+        else:
+            backend, reason = "ctranslate2", "--backend ctranslate2"
+            if request.backend == "auto":
+                progress.step("Measuring PyTorch and CTranslate2 on a 30 s window (--backend auto)")
+                choice = speech_engines.measure(folder, converted, bool(request.quantize), request.options.instances)
+                progress.step(choice.summary)
+                backend, reason = choice.backend, choice.summary
+                params[PARAM_CALIBRATION] = choice.summary
+            if backend == "pytorch":
+                shutil.rmtree(converted)
+    if backend == "ctranslate2":
+        params[PARAM_COMPUTE_TYPE] = "float32"
+        if request.quantize:
+            progress.step("Checking CTranslate2's int8 against its float32 on calibration audio")
+            params.update(_int8_gate(request, speech_engines.check_ct2_int8(folder, vendored / CT2_FOLDER), progress))
+            params[PARAM_COMPUTE_TYPE] = "int8"
+            reason += "; int8 kernels (" + params[PARAM_INT8_QUALITY] + ")"
+        for weights_file in [*vendored.glob("*.safetensors"), *vendored.glob("pytorch_model*.bin")]:
+            weights_file.unlink()  # served from ct2/; config, generation config, tokenizer and processor stay
+        return backend, reason
+    if request.quantize:
+        params.update(_speech_int8(request, folder, progress))
+        params[speech.PARAM_QUANTIZE] = "int8"
+        reason += "; Linear layers in int8, a scale per token (" + params[PARAM_INT8_QUALITY] + ")"
+    return backend, reason
+
+
+def _int8_gate(request: AddRequest, found: speech.Int8Check, progress: Progress) -> dict[str, str]:
+    """The int8 gate's verdict: its summary for the config, or a refusal (unless --force)."""
     progress.step(found.summary)
     if not found.passed and not request.force:
         raise GalleryError(
             f"{found.summary}: below the gate, so int8 is refused. Keep fp32 (drop --quantize), or pass --force."
         )
-    return {
-        speech.PARAM_QUANTIZE: "int8",
-        PARAM_INT8_QUALITY: found.summary + (" (kept with --force)" if not found.passed else ""),
-    }
+    return {PARAM_INT8_QUALITY: found.summary + (" (kept with --force)" if not found.passed else "")}
+
+
+def _speech_int8(request: AddRequest, folder: Path, progress: Progress) -> dict[str, str]:
+    """A PyTorch speech model's int8 gate (gallery.speech): its verdict, or a refusal."""
+    progress.step("Checking dynamic int8 (Linear layers) against fp32 on calibration audio")
+    return _int8_gate(request, speech.check_int8(folder), progress)
 
 
 def _engine_plan(request: AddRequest, task: Task) -> generation.EnginePlan | None:

@@ -35,7 +35,9 @@ Templates use the names re-exported here (``runtime.Batch``).
 from __future__ import annotations
 
 from .audio import (
+    CT2_FOLDER,
     DEFAULT_MAX_AUDIO_SECONDS,
+    PARAM_COMPUTE_TYPE,
     PARAM_MAX_AUDIO_SECONDS,
     decode_audio,
     resample,
@@ -131,11 +133,13 @@ from .windows import (
 )
 
 __all__ = [
+    "CT2_FOLDER",
     "DEFAULT_MAX_AUDIO_SECONDS",
     "DEFAULT_MAX_BATCH_TOKENS",
     "DEFAULT_MAX_IMAGE_PIXELS",
     "IMAGE_BACKEND",
     "PARAM_BACKEND",
+    "PARAM_COMPUTE_TYPE",
     "PARAM_DEVICE",
     "PARAM_ENGINE",
     "PARAM_GGUF_FILE",

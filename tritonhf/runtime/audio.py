@@ -20,6 +20,10 @@ from typing import Any
 from .common import BadRequest
 
 DEFAULT_MAX_AUDIO_SECONDS = 3600  # an hour: a meeting, a lecture; longer is a batch job, not a request
+# Whisper on CTranslate2 (--backend ctranslate2): the converted model's folder inside the weights,
+# and the arithmetic it runs in (float32, or int8 with --quantize int8).
+CT2_FOLDER = "ct2"
+PARAM_COMPUTE_TYPE = "tritonhf.compute_type"
 PARAM_MAX_AUDIO_SECONDS = "max_audio_seconds"
 FORMATS = "WAV, FLAC, OGG (Vorbis, Opus) or MP3"
 

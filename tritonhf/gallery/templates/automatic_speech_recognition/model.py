@@ -21,6 +21,11 @@ worker (runtime.Pipeline). Added with ``--quantize int8`` (parameter ``tritonhf.
 Linear layers run in int8 with a scale per token (runtime.int8), so rows are still batched and
 each answer still does not depend on the batch.
 
+Added with ``--backend ctranslate2`` (or ``auto`` where it measured faster; parameter
+``tritonhf.backend``), Whisper runs on CTranslate2 (``whisper_ct2.py`` beside this file): the same
+steps on the model converted at ``gallery add`` (``weights/ct2``), in float32 or int8
+(``tritonhf.compute_type``).
+
 A CTC model (not encoder-decoder: wav2vec2, HuBERT ...) is read by ``ctc.py`` beside this file:
 each file alone, in the transformers pipeline's overlapping 30 s windows; options it cannot
 honour (language, translate, prompt, sampling, a token limit) are 400s.
@@ -31,12 +36,13 @@ Outputs: TEXT, SPOKEN_LANGUAGE, DURATION (seconds), SEGMENTS (JSON: [{start, end
 """
 
 import json
+import os
 
 import numpy as np
 import torch
 import triton_python_backend_utils as pb_utils
 import tritonhf_runtime as runtime
-from transformers import AutoConfig, AutoModelForCTC, AutoModelForSpeechSeq2Seq, AutoProcessor
+from transformers import AutoConfig, AutoModelForCTC, AutoModelForSpeechSeq2Seq, AutoProcessor, GenerationConfig
 
 TASKS = ("transcribe", "translate")
 
@@ -66,17 +72,26 @@ class TritonPythonModel:
             self.ctc = CtcTranscriber(model, self.processor, self.device)
             self.multilingual, self.max_tokens = False, 0  # no language, no token limit to set
             return
-        self.model = runtime.load_model(AutoModelForSpeechSeq2Seq, args, params, self.device)
-        if params.get(runtime.PARAM_QUANTIZE) == "int8":
-            self.model = runtime.int8_linear_layers(self.model)
-        self.generation = self.model.generation_config
+        self.ct2 = None
+        if params.get(runtime.PARAM_BACKEND) == "ctranslate2":  # converted at gallery add: weights/ct2
+            from whisper_ct2 import Ct2Whisper
+
+            self.generation = GenerationConfig.from_pretrained(location)
+            compute_type = params.get(runtime.PARAM_COMPUTE_TYPE, "float32")
+            self.ct2 = Ct2Whisper(os.path.join(location, runtime.CT2_FOLDER), compute_type,
+                                  runtime.instance_threads(args), self.generation, self.tokenizer)  # fmt: skip
+        else:
+            self.model = runtime.load_model(AutoModelForSpeechSeq2Seq, args, params, self.device)
+            if params.get(runtime.PARAM_QUANTIZE) == "int8":
+                self.model = runtime.int8_linear_layers(self.model)
+            self.generation = self.model.generation_config
         self.window = self.features.n_samples  # samples in one window (30 s for Whisper)
         lang_to_id = getattr(self.generation, "lang_to_id", None) or {}
         self.languages = {token.strip("<|>"): token_id for token, token_id in lang_to_id.items()}
         self.multilingual = bool(getattr(self.generation, "is_multilingual", False)) and bool(self.languages)
         self.codes = {token_id: code for code, token_id in self.languages.items()}
         # Half the decoder's context per window, as Whisper was trained (the rest: task tokens and the prompt).
-        self.max_tokens = self.model.config.max_target_positions // 2
+        self.max_tokens = config.max_target_positions // 2
         self.first_timestamp = self.generation.no_timestamps_token_id + 1
         eos = self.generation.eos_token_id
         self.stops = set(eos if isinstance(eos, list) else [eos])  # end-of-text ids, read once
@@ -197,10 +212,14 @@ class TritonPythonModel:
             return
         unknown = [row for row, item in rows.items() if item["language"] is None]
         if unknown:
-            features = torch.from_numpy(np.stack([rows[row]["features"] for row in unknown])).to(self.device)
-            with torch.inference_mode():
-                found = self.model.detect_language(features.to(self.model.dtype))
-            for row, token in zip(unknown, found.view(-1).tolist()):
+            stacked = np.stack([rows[row]["features"] for row in unknown])
+            if self.ct2 is not None:
+                found = self.ct2.detect(stacked)
+            else:
+                with torch.inference_mode():
+                    found = self.model.detect_language(torch.from_numpy(stacked).to(self.device, self.model.dtype))
+                found = found.view(-1).tolist()
+            for row, token in zip(unknown, found):
                 rows[row]["language"] = self.codes[int(token)]
 
     def transcribe(self, rows):
@@ -232,11 +251,23 @@ class TritonPythonModel:
 
     def generate(self, item, features, max_new_tokens, **extra):
         """Token ids per row (the decoder's prompt not included)."""
+        if self.ct2 is not None:
+            sampling = {"temperature": extra["temperature"], "seed": item["seed"]} if extra else {}
+            return self.ct2.generate(features, self.ct2_prompt(item, item["timestamps"]), max_new_tokens, **sampling)
         options = self.options(item, max_new_tokens, return_timestamps=item["timestamps"], **extra)
         inputs = torch.from_numpy(np.ascontiguousarray(features)).to(self.device, self.model.dtype)
         with torch.inference_mode():
             out = self.model.generate(input_features=inputs, **options)
         return out["sequences"] if isinstance(out, dict) else out
+
+    def ct2_prompt(self, item, timestamps):
+        """The decoder's first tokens for a row on CTranslate2: as transformers' ``generate`` builds them."""
+        assert self.ct2 is not None
+        language = task = None
+        if self.multilingual:
+            language = self.languages[item["language"]]
+            task = self.tokenizer.convert_tokens_to_ids(f"<|{item['task']}|>")
+        return self.ct2.prompt(language, task, timestamps, item["prompt_ids"])
 
     def alone(self, item):
         """A row decoded on its own: a file longer than one window (long-form), or a sampling row."""
@@ -248,18 +279,26 @@ class TritonPythonModel:
             found = self.generate(item, item["features"][None], item["max_tokens"], **extra)[0]
             return self.reply(item, self.ended(found)[: item["max_tokens"]])
         features, mask = item["long"]
+        if self.ct2 is not None:
+            tokens, found = self.ct2.long_form(features[0], self.ct2_prompt(item, True), item["max_tokens"],
+                                               item["temperature"], item["seed"])  # fmt: skip
+            return self.long_reply(item, tokens, found)
         options = self.options(item, item["max_tokens"], return_timestamps=True, return_segments=True, **extra)
         inputs = torch.from_numpy(features).to(self.device, self.model.dtype)
         with torch.inference_mode():
             out = self.model.generate(
                 input_features=inputs, attention_mask=torch.from_numpy(mask).to(self.device), **options
             )
+        found = [(segment["start"], segment["end"], segment["tokens"].tolist()) for segment in out["segments"][0]]
+        return self.long_reply(item, out["sequences"][0].tolist(), found)
+
+    def long_reply(self, item, tokens, found):
+        """A long file's result: its text, and a segment per ``(start, end, tokens)`` that says something."""
         segments = []
-        for segment in out["segments"][0]:
-            text = self.tokenizer.decode(segment["tokens"].tolist(), skip_special_tokens=True).strip()
-            start, end = float(segment["start"]), float(segment["end"])
-            segments.append(self.segment(start, end, text, item["duration"]))
-        text = self.tokenizer.decode(out["sequences"][0].tolist(), skip_special_tokens=True).strip()
+        for start, end, piece in found:
+            text = self.tokenizer.decode(piece, skip_special_tokens=True).strip()
+            segments.append(self.segment(float(start), float(end), text, item["duration"]))
+        text = self.tokenizer.decode(tokens, skip_special_tokens=True).strip()
         return self.result(item, text, [segment for segment in segments if segment["text"]])
 
     def ended(self, tokens):

@@ -1,0 +1,181 @@
+"""Whisper's engine at ``gallery add``: PyTorch (transformers) or CTranslate2, chosen by measuring here.
+
+CTranslate2 is what faster-whisper runs: the same model converted once (``weights/ct2``), fused
+kernels, int8 where asked. Which engine is faster depends on the CPU and the model, so
+``--backend auto`` converts the model and times both on this machine exactly as they will serve
+(the instance's share of the cores): one 30 s window of calibration audio, a fixed number of
+greedy tokens (end-of-text suppressed, so both do the same work), alternating rounds so that a
+noisy machine slows both alike. CTranslate2 is kept when it is faster; both figures go into
+config.pbtxt. ``--backend ctranslate2`` converts without measuring; ``pytorch`` does neither.
+
+With ``--quantize int8`` the comparison is int8 against int8 (CTranslate2's int8 kernels, and
+PyTorch's per-token int8 Linear layers from ``runtime.int8``), and CTranslate2's int8 passes the
+same gate as PyTorch's (``gallery.speech``): its encoder states within a cosine of
+``MIN_COSINE`` of its own float32 on the calibration clips.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tritonhf.errors import GalleryError
+from tritonhf.gallery.calibrate import threads
+from tritonhf.gallery.speech import CALIBRATION_SECONDS, GATE_TOKENS, Int8Check, calibration_audio
+from tritonhf.runtime.int8 import int8_linear_layers
+
+__all__ = ["EngineChoice", "check_ct2_int8", "convert", "ct2_available", "is_whisper", "measure"]
+
+TIMED_TOKENS = 24  # greedy tokens per timed call: the encoder's window and some decoding, as a short answer
+ROUNDS = 2  # alternating timed rounds per engine (after one warm-up call each)
+
+
+@dataclass(frozen=True)
+class EngineChoice:
+    backend: str  # "ctranslate2" or "pytorch"
+    pytorch_s: float  # seconds for one 30 s window and TIMED_TOKENS tokens, the best round
+    ct2_s: float
+    threads: int
+    compute: str  # "float32" or "int8"
+
+    @property
+    def summary(self) -> str:
+        kept = "CTranslate2" if self.backend == "ctranslate2" else "PyTorch"
+        return (
+            f"{kept}, measured here in {self.compute} with {self.threads} threads on one 30 s window and "
+            f"{TIMED_TOKENS} tokens: PyTorch {self.pytorch_s:.2f} s, CTranslate2 {self.ct2_s:.2f} s "
+            "(the faster is kept)"
+        )
+
+
+def is_whisper(folder: Path) -> bool:
+    """Is the model in ``folder`` a Whisper (the one speech model CTranslate2 runs here)?"""
+    import json
+
+    try:
+        return str(json.loads((folder / "config.json").read_text()).get("model_type")) == "whisper"
+    except (OSError, ValueError):
+        return False
+
+
+def ct2_available() -> str | None:
+    """None when CTranslate2 imports, else why not."""
+    try:
+        import ctranslate2  # noqa: F401
+    except ImportError as exc:
+        return f"ctranslate2 is not installed ({exc}; pip install 'tritonhf[audio]')"
+    return None
+
+
+def convert(folder: Path, out: Path) -> None:
+    """The Whisper in ``folder`` as a CTranslate2 model in ``out`` (float32 weights: int8 is chosen at load)."""
+    import ctranslate2
+    from ctranslate2.converters import TransformersConverter
+    from transformers import GenerationConfig
+
+    try:
+        TransformersConverter(str(folder)).convert(str(out), quantization=None, force=True)
+        converted = ctranslate2.models.Whisper(str(out), device="cpu", intra_threads=1)
+        generation: Any = GenerationConfig.from_pretrained(folder)
+    except (OSError, ValueError, KeyError, NotImplementedError, RuntimeError) as exc:
+        raise GalleryError(f"CTranslate2 could not convert the Whisper in {folder} ({exc}).") from exc
+    multilingual = bool(getattr(generation, "is_multilingual", False) and getattr(generation, "lang_to_id", None))
+    if converted.is_multilingual != multilingual:  # it could not detect languages, or would expect them
+        raise GalleryError(
+            f"CTranslate2 reads the Whisper in {folder} as {'' if converted.is_multilingual else 'not '}multilingual, "
+            f"its generation config says {'' if multilingual else 'not '}multilingual."
+        )
+
+
+def _window(folder: Path) -> tuple[Any, Any]:
+    """The processor and one 30 s calibration window's features [1, mels, 3000]."""
+    from transformers import AutoProcessor
+
+    auto: Any = AutoProcessor  # untyped in transformers
+    processor = auto.from_pretrained(folder)
+    extractor = processor.feature_extractor
+    audio = calibration_audio(CALIBRATION_SECONDS[-1], extractor.sampling_rate, 0)
+    features = extractor(audio, sampling_rate=extractor.sampling_rate, return_tensors="np")["input_features"]
+    return processor, features.astype(np.float32)
+
+
+def measure(folder: Path, ct2_folder: Path, int8: bool, instances: int = 1) -> EngineChoice:
+    """Both engines on this machine, alternating rounds; the faster one kept."""
+    import ctranslate2
+    import torch
+    from transformers import AutoModelForSpeechSeq2Seq, GenerationConfig
+
+    count = threads(instances)
+    _, features = _window(folder)
+    generation: Any = GenerationConfig.from_pretrained(folder)
+    eos = generation.eos_token_id
+    stops = eos if isinstance(eos, list) else [eos]
+    suppress = sorted({*(generation.suppress_tokens or []), *stops})  # a fixed number of tokens on both sides
+    auto: Any = AutoModelForSpeechSeq2Seq  # untyped in transformers
+    model = auto.from_pretrained(folder).eval()
+    if int8:
+        model = int8_linear_layers(model)
+    compute = "int8" if int8 else "float32"
+    ct2 = ctranslate2.models.Whisper(str(ct2_folder), device="cpu", compute_type=compute, intra_threads=count)
+    inputs = torch.from_numpy(features)
+    # One known language (a multilingual model would detect it first: another pass), transcribe, no timestamps.
+    languages = sorted(getattr(generation, "lang_to_id", None) or {})
+    options: dict[str, Any] = {}
+    prompt = [generation.decoder_start_token_id]
+    if getattr(generation, "is_multilingual", False) and languages:
+        options = {"language": languages[0].strip("<|>"), "task": "transcribe"}
+        prompt += [generation.lang_to_id[languages[0]], generation.task_to_id["transcribe"]]
+    prompt.append(generation.no_timestamps_token_id)
+    view = ctranslate2.StorageView.from_array(features)
+    previous = torch.get_num_threads()
+    torch.set_num_threads(count)
+
+    def run_pytorch() -> None:
+        with torch.inference_mode():
+            model.generate(inputs, max_new_tokens=TIMED_TOKENS, suppress_tokens=suppress, do_sample=False, **options)
+
+    def run_ct2() -> None:
+        ct2.generate(view, [prompt], beam_size=1, max_length=2 * TIMED_TOKENS, suppress_tokens=suppress)
+
+    try:
+        timings: dict[str, list[float]] = {"pytorch": [], "ctranslate2": []}
+        run_pytorch()  # warm-up
+        run_ct2()
+        for index in range(ROUNDS):
+            order = [("pytorch", run_pytorch), ("ctranslate2", run_ct2)]
+            for name, run in order if index % 2 == 0 else order[::-1]:
+                started = time.perf_counter()
+                run()
+                timings[name].append(time.perf_counter() - started)
+    finally:
+        torch.set_num_threads(previous)
+    best = {name: min(values) for name, values in timings.items()}
+    backend = "ctranslate2" if best["ctranslate2"] <= best["pytorch"] else "pytorch"
+    return EngineChoice(backend, best["pytorch"], best["ctranslate2"], count, compute)
+
+
+def check_ct2_int8(folder: Path, ct2_folder: Path) -> Int8Check:
+    """CTranslate2's int8 against its float32 on the calibration clips: encoder states, and the first greedy tokens."""
+    import ctranslate2
+    from transformers import AutoProcessor, GenerationConfig
+
+    auto: Any = AutoProcessor  # untyped in transformers
+    extractor = auto.from_pretrained(folder).feature_extractor
+    start = [GenerationConfig.from_pretrained(folder).decoder_start_token_id]
+    kinds = ("float32", "int8")
+    engines = [ctranslate2.models.Whisper(str(ct2_folder), device="cpu", compute_type=kind) for kind in kinds]
+    cosines, agree = [], []
+    for seed, seconds in enumerate(CALIBRATION_SECONDS):
+        audio = calibration_audio(seconds, extractor.sampling_rate, seed)
+        features = extractor(audio, sampling_rate=extractor.sampling_rate, return_tensors="np")["input_features"]
+        view = ctranslate2.StorageView.from_array(np.ascontiguousarray(features, dtype=np.float32))
+        states = [np.asarray(engine.encode(view)).ravel() for engine in engines]
+        cosines.append(float(states[0] @ states[1] / (np.linalg.norm(states[0]) * np.linalg.norm(states[1]))))
+        tokens = [engine.generate(view, [start], beam_size=1, max_length=2 * GATE_TOKENS)[0].sequences_ids[0]
+                  for engine in engines]  # fmt: skip
+        agree.append(float(np.mean([a == b for a, b in zip(*tokens)])) if tokens[0] else 1.0)
+    return Int8Check(min(cosines), float(np.mean(agree)))

@@ -1,0 +1,134 @@
+"""Whisper on CTranslate2 for the speech template (``--backend ctranslate2``, or ``auto`` where it measured faster).
+
+CTranslate2 is the engine faster-whisper runs: the same Whisper, converted once at ``gallery
+add`` (``weights/ct2/``), with fused int8 kernels on a CPU. The template keeps everything else:
+its own decoding of the files, its own features (the model's processor), its own options. This
+module does what transformers' ``generate`` does for the template, step for step, so a row's
+answer is what transformers would give (to the engine's arithmetic; float32 gives the same
+greedy tokens on the test models):
+
+- the language: the first step's scores over the language tokens, from ``<|startoftranscript|>``
+  alone (CTranslate2's ``detect_language``, as transformers' ``detect_language``);
+- the decoder's prompt: ``[<|startofprev|> PROMPT] <|startoftranscript|> <|lang|> <|task|>``
+  and ``<|notimestamps|>`` unless timestamps are asked; the model's ``suppress_tokens`` (kept in
+  the converted config) and the blank suppressed at the start, as its generation config says;
+- greedy, or sampling at a row's temperature from the model's ``top_k`` with a row's seed;
+- files longer than one window: transformers' long-form rule, window after window, each starting
+  where the last complete segment ended (or after the window when it ended in a single
+  timestamp), the prompt before every window, times counted from the file's start.
+
+Rows are computed together only when they share a prompt; each row's features are its own 30 s
+window, so nothing is padded and no row depends on another (CTranslate2 quantises activations
+per row).
+"""
+
+import numpy as np
+
+WINDOW_FRAMES = 3000  # feature frames in 30 s (10 ms each)
+INPUT_STRIDE = 2  # feature frames per encoder position (a timestamp step is 0.02 s)
+TIME_STEP = 0.02
+
+
+class Ct2Whisper:
+    def __init__(self, folder, compute_type, threads, generation, tokenizer):
+        import ctranslate2
+
+        self.ct2 = ctranslate2
+        self.load = lambda: ctranslate2.models.Whisper(
+            str(folder), device="cpu", compute_type=compute_type, intra_threads=threads
+        )
+        self.model = self.load()
+        self.sot = generation.decoder_start_token_id
+        self.timestamp_begin = generation.no_timestamps_token_id + 1
+        self.no_timestamps = generation.no_timestamps_token_id
+        self.top_k = int(getattr(generation, "top_k", 0) or 0)
+        eos = generation.eos_token_id
+        self.stops = set(eos if isinstance(eos, list) else [eos])
+        self.tokenizer = tokenizer
+
+    def _features(self, features):
+        return self.ct2.StorageView.from_array(np.ascontiguousarray(features, dtype=np.float32))
+
+    def detect(self, features):
+        """The most likely language token id for each row of ``features`` [n, mels, 3000] (CTranslate2 scores the
+        language tokens after ``<|startoftranscript|>``, as transformers' ``detect_language`` does)."""
+        found = self.model.detect_language(self._features(features))
+        return [self.tokenizer.convert_tokens_to_ids(row[0][0]) for row in found]
+
+    def prompt(self, language_id, task_id, timestamps, prompt_ids):
+        """The decoder's first tokens for a row."""
+        tokens = [int(token) for token in prompt_ids] if prompt_ids is not None else []
+        tokens += [self.sot] + ([language_id] if language_id is not None else [])
+        tokens += [task_id] if task_id is not None else []
+        return tokens + ([] if timestamps else [self.no_timestamps])
+
+    def generate(self, features, prompt, max_new_tokens, temperature=0.0, seed=None, model=None):
+        """Generated token ids per row of ``features`` (all with ``prompt``), each up to its end-of-text and at
+        most ``max_new_tokens``; sampling at ``temperature`` > 0, from ``seed`` when given (on ``model``: a seeded
+        replica)."""
+        model, sampling = model or self.model, {}
+        if temperature > 0.0:
+            if seed is not None:
+                model = self.seeded(seed)
+            sampling = {"sampling_topk": self.top_k, "sampling_temperature": float(temperature)}
+        # CTranslate2 decodes at most max_length // 2 new tokens and at most max_length - len(prompt) + 1.
+        limit = max(2 * max_new_tokens, max_new_tokens + len(prompt) - 1)
+        found = model.generate(self._features(features), [prompt] * len(features), beam_size=1, max_length=limit,
+                               **sampling)  # fmt: skip
+        return [self.ended(row.sequences_ids[0])[:max_new_tokens] for row in found]
+
+    def seeded(self, seed):
+        """A replica of the model whose sampling starts from ``seed``: CTranslate2 seeds each worker thread's
+        generator once, when the thread first samples, so a request's seed needs a fresh replica (loaded
+        again from the converted folder; sampling rows are the rare case)."""
+        self.ct2.set_random_seed(int(seed))
+        return self.load()
+
+    def ended(self, tokens):
+        ids = [int(token) for token in tokens]
+        return next((ids[:index] for index, token in enumerate(ids) if token in self.stops), ids)
+
+    def long_form(self, features, prompt, max_new_tokens, temperature=0.0, seed=0):
+        """A file past one window: ``(tokens, [(start, end, tokens)])`` over its whole ``features`` [mels, frames]."""
+        model = self.seeded(seed) if temperature > 0.0 else self.model  # seeded once for the file, as transformers
+        frames = features.shape[-1]
+        seek, segments, everything = 0, [], []
+        while seek < frames:
+            count = min(frames - seek, WINDOW_FRAMES)
+            window = np.zeros((features.shape[0], WINDOW_FRAMES), np.float32)
+            window[:, :count] = features[:, seek : seek + count]  # zeros past the file, as transformers pads
+            (tokens,) = self.generate(window[None], prompt, max_new_tokens, temperature, model=model)
+            offset = seek * 0.01  # seconds: 10 ms per feature frame
+            found, advance = self.split(tokens, offset, count)
+            segments += found
+            for _, _, piece in found:
+                everything += piece
+            seek += advance
+        return everything, segments
+
+    def split(self, tokens, offset, count):
+        """One window's tokens as segments ``(start, end, tokens)`` and the frames to move on by."""
+        stamp = [token >= self.timestamp_begin for token in tokens]
+        single_ending = stamp[-2:] == [False, True]
+        cuts = [index + 1 for index in range(len(tokens) - 1) if stamp[index] and stamp[index + 1]]
+        if not cuts:  # no segment closed: the whole window is one, ending at its last timestamp if any
+            end = int(count * 0.01 / TIME_STEP) * TIME_STEP
+            stamps = [token for token, is_stamp in zip(tokens, stamp) if is_stamp]
+            if stamps and stamps[-1] != self.timestamp_begin:
+                end = (stamps[-1] - self.timestamp_begin) * TIME_STEP
+            return [(offset, offset + end, tokens)], count
+        if single_ending:
+            cuts.append(len(tokens))
+        else:
+            cuts[-1] += 1  # the last segment keeps its closing timestamp
+        segments = []
+        last = 0
+        for index, cut in enumerate(cuts):
+            piece = tokens[last:cut]
+            closing = piece[-1] if index < len(cuts) - 1 or single_ending else piece[-2]
+            start = (piece[0] - self.timestamp_begin) * TIME_STEP
+            segments.append((offset + start, offset + (closing - self.timestamp_begin) * TIME_STEP, piece))
+            last = cut
+        if single_ending:  # nothing said after the last timestamp: the window is done
+            return segments, count
+        return segments, (tokens[last - 2] - self.timestamp_begin) * INPUT_STRIDE
