@@ -57,9 +57,11 @@ def test_image_models_need_pillow_and_text_models_do_not(tmp_path: Path, tiny: d
 
 
 def test_speech_models_need_libsndfile_and_soxr(tmp_path: Path, tiny: dict[str, Path]) -> None:
-    add_model(AddRequest("whisper", str(tiny["whisper"]), tmp_path / "speech", name="asr"))
+    add_model(AddRequest("whisper", str(tiny["whisper"]), tmp_path / "speech", name="asr", backend="pytorch"))
     needed = needed_packages(tmp_path / "speech")
-    assert {"soundfile", "soxr"} <= set(needed) and "pillow" not in needed
+    assert {"soundfile", "soxr"} <= set(needed) and "pillow" not in needed and "ctranslate2" not in needed
+    add_model(AddRequest("whisper", str(tiny["whisper"]), tmp_path / "speech", name="ct2", backend="ctranslate2"))
+    assert "ctranslate2" in needed_packages(tmp_path / "speech")
 
 
 @pytest.mark.integration  # bootstraps a real server (the stub environment): not in make test-fast
