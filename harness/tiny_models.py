@@ -369,12 +369,10 @@ WHISPER_LANGUAGES = ("en", "de", "fr")
 
 
 # Sizes: the tests' tiny one, and Whisper base's shapes for benchmarks (random weights, real work per token).
-# Both have a multilingual Whisper's 51,865 tokens: CTranslate2 tells a multilingual model by its vocabulary
-# size, and detects languages only on one.
 WHISPER_SIZES: dict[str, dict[str, Any]] = {
     "tiny": {"num_mel_bins": 16, "d_model": 32, "encoder_layers": 2, "decoder_layers": 2, "encoder_attention_heads": 2,
              "decoder_attention_heads": 2, "encoder_ffn_dim": 64, "decoder_ffn_dim": 64, "max_target_positions": 128,
-             "init_std": 0.3, "vocab_size": 51865},
+             "init_std": 0.3},
     "base": {"num_mel_bins": 80, "d_model": 512, "encoder_layers": 6, "decoder_layers": 6, "encoder_attention_heads": 8,
              "decoder_attention_heads": 8, "encoder_ffn_dim": 2048, "decoder_ffn_dim": 2048,
              "max_target_positions": 448, "init_std": 0.02, "vocab_size": 51865},
@@ -406,8 +404,8 @@ def build_whisper(folder: Path, languages: tuple[str, ...] = WHISPER_LANGUAGES, 
     shape = dict(WHISPER_SIZES[size])
     alphabet = sorted(ByteLevel.alphabet())
     vocab = {char: index for index, char in enumerate(alphabet)}
-    if shape.get("vocab_size"):  # a multilingual Whisper's vocabulary holds an empty token, which is how
-        vocab[""] = len(vocab)  # CTranslate2 tells it from an English-only one
+    vocab[""] = len(vocab)  # a multilingual Whisper's vocabulary holds an empty token: how CTranslate2 tells
+    # it from an English-only one (and detects languages only on one)
     specials = ["<|endoftext|>", "<|startoftranscript|>", *[f"<|{code}|>" for code in languages], "<|translate|>",
                 "<|transcribe|>", "<|startoflm|>", "<|startofprev|>", "<|nospeech|>", "<|notimestamps|>",
                 *[f"<|{index * 0.02:.2f}|>" for index in range(1501)]]  # fmt: skip
