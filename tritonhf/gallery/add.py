@@ -374,52 +374,53 @@ def _speech_engine(
     """(backend, reason) for a speech model: CTranslate2 for a Whisper where asked or where it measures faster
     (``gallery.speech_engines``), else PyTorch; with --quantize int8, the chosen engine's int8 behind its gate."""
     folder = vendored if vendored.is_dir() else source
-    backend, reason = "pytorch", "--backend pytorch"
-    why_not = None
-    if request.backend != "pytorch":
-        if not speech_engines.is_whisper(folder):
-            why_not = "CTranslate2 runs Whisper models only"
-        elif not request.vendor:
-            why_not = "--no-vendor keeps a reference, and the converted model must be written into the repository"
-        else:
-            why_not = speech_engines.ct2_available()
-        if why_not is not None and request.backend == "ctranslate2":
-            raise GalleryError(f"--backend ctranslate2 cannot serve {request.source}: {why_not}.")
-        reason = why_not or ""
-    if why_not is None and request.backend != "pytorch":
-        converted = vendored / CT2_FOLDER
+    converted = vendored / CT2_FOLDER
+    why_not = _ct2_or_why_not(request, folder, converted, progress)
+    backend, reason = ("pytorch", why_not) if why_not is not None else ("ctranslate2", "--backend ctranslate2")
+    if backend == "ctranslate2" and request.backend == "auto":
+        progress.step("Measuring PyTorch and CTranslate2 on a 30 s window (--backend auto)")
+        choice = speech_engines.measure(folder, converted, bool(request.quantize), request.options.instances)
+        progress.step(choice.summary)
+        backend, reason = choice.backend, choice.summary
+        params[PARAM_CALIBRATION] = choice.summary
+    if backend == "pytorch":
+        shutil.rmtree(converted, ignore_errors=True)
+        if request.quantize:
+            params.update(_speech_int8(request, folder, progress))
+            params[speech.PARAM_QUANTIZE] = "int8"
+            reason += "; Linear layers in int8, a scale per token (" + params[PARAM_INT8_QUALITY] + ")"
+        return backend, reason
+    params[PARAM_COMPUTE_TYPE] = "float32"
+    if request.quantize:
+        progress.step("Checking CTranslate2's int8 against its float32 on calibration audio")
+        params.update(_int8_gate(request, speech_engines.check_ct2_int8(folder, converted), progress))
+        params[PARAM_COMPUTE_TYPE] = "int8"
+        reason += "; int8 kernels (" + params[PARAM_INT8_QUALITY] + ")"
+    for weights_file in [*vendored.glob("*.safetensors"), *vendored.glob("pytorch_model*.bin")]:
+        weights_file.unlink()  # served from ct2/; config, generation config, tokenizer and processor stay
+    return backend, reason
+
+
+def _ct2_or_why_not(request: AddRequest, folder: Path, converted: Path, progress: Progress) -> str | None:
+    """None once the model is converted for CTranslate2 into ``converted``; else why it is served with PyTorch
+    (a GalleryError instead when --backend ctranslate2 asked for it)."""
+    if request.backend == "pytorch":
+        return "--backend pytorch"
+    if not speech_engines.is_whisper(folder):
+        why_not: str | None = "CTranslate2 runs Whisper models only"
+    elif not request.vendor:
+        why_not = "--no-vendor keeps a reference, and the converted model must be written into the repository"
+    else:
+        why_not = speech_engines.ct2_available()
+    if why_not is None:
         progress.step("Converting the model for CTranslate2")
         try:
             speech_engines.convert(folder, converted)
         except GalleryError as exc:
-            if request.backend == "ctranslate2":
-                raise
-            backend, reason = "pytorch", str(exc)
-        else:
-            backend, reason = "ctranslate2", "--backend ctranslate2"
-            if request.backend == "auto":
-                progress.step("Measuring PyTorch and CTranslate2 on a 30 s window (--backend auto)")
-                choice = speech_engines.measure(folder, converted, bool(request.quantize), request.options.instances)
-                progress.step(choice.summary)
-                backend, reason = choice.backend, choice.summary
-                params[PARAM_CALIBRATION] = choice.summary
-            if backend == "pytorch":
-                shutil.rmtree(converted)
-    if backend == "ctranslate2":
-        params[PARAM_COMPUTE_TYPE] = "float32"
-        if request.quantize:
-            progress.step("Checking CTranslate2's int8 against its float32 on calibration audio")
-            params.update(_int8_gate(request, speech_engines.check_ct2_int8(folder, vendored / CT2_FOLDER), progress))
-            params[PARAM_COMPUTE_TYPE] = "int8"
-            reason += "; int8 kernels (" + params[PARAM_INT8_QUALITY] + ")"
-        for weights_file in [*vendored.glob("*.safetensors"), *vendored.glob("pytorch_model*.bin")]:
-            weights_file.unlink()  # served from ct2/; config, generation config, tokenizer and processor stay
-        return backend, reason
-    if request.quantize:
-        params.update(_speech_int8(request, folder, progress))
-        params[speech.PARAM_QUANTIZE] = "int8"
-        reason += "; Linear layers in int8, a scale per token (" + params[PARAM_INT8_QUALITY] + ")"
-    return backend, reason
+            why_not = str(exc)
+    if why_not is not None and request.backend == "ctranslate2":
+        raise GalleryError(f"--backend ctranslate2 cannot serve {request.source}: {why_not.rstrip('.')}.")
+    return why_not
 
 
 def _int8_gate(request: AddRequest, found: speech.Int8Check, progress: Progress) -> dict[str, str]:

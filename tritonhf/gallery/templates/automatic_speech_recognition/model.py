@@ -251,9 +251,9 @@ class TritonPythonModel:
 
     def generate(self, item, features, max_new_tokens, **extra):
         """Token ids per row (the decoder's prompt not included)."""
-        if self.ct2 is not None:
-            sampling = {"temperature": extra["temperature"], "seed": item["seed"]} if extra else {}
-            return self.ct2.generate(features, self.ct2_prompt(item, item["timestamps"]), max_new_tokens, **sampling)
+        if self.ct2 is not None:  # a row that samples runs alone (its temperature and seed decide)
+            prompt = self.ct2_prompt(item, item["timestamps"])
+            return self.ct2.generate(features, prompt, max_new_tokens, item["temperature"], item["seed"])
         options = self.options(item, max_new_tokens, return_timestamps=item["timestamps"], **extra)
         inputs = torch.from_numpy(np.ascontiguousarray(features)).to(self.device, self.model.dtype)
         with torch.inference_mode():
