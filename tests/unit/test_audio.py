@@ -129,6 +129,20 @@ def test_each_row_equals_transformers_alone_and_bad_files_fail_alone(whisper: An
     assert "input 'TASK' is 'summarise'; it must be transcribe or translate" in got[8].error().message()
 
 
+def test_timestamped_rows_equal_transformers_which_reads_even_a_short_file_window_after_window(
+    whisper: Any, tiny: dict[str, Path]
+) -> None:
+    """With timestamps, transformers decodes a short file again from its last complete segment (the long-form
+    loop over its one window): the served text includes what that second pass reads, on either engine."""
+    oracle = AudioOracle(tiny["whisper"])
+    rng = random.Random(21)
+    rows = [(random_audio(rng)[0], rng.randint(20, 64)) for _ in range(16)]
+    requests = [pb.InferenceRequest(AUDIO=_column(data), TIMESTAMPS=_column(True, dtype=bool),
+                                    MAX_TOKENS=_column(limit, dtype=np.int32)) for data, limit in rows]  # fmt: skip
+    got = [_outputs(found)["text"][0] for found in answers(whisper, requests)]
+    assert got == [oracle.transcribe(data, timestamps=True, max_tokens=limit)["text"] for data, limit in rows]
+
+
 def test_a_file_longer_than_a_window_is_read_whole_with_times_into_the_file(
     whisper: Any, tiny: dict[str, Path]
 ) -> None:

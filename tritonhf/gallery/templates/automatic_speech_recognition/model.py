@@ -225,10 +225,16 @@ class TritonPythonModel:
     def transcribe(self, rows):
         """``{row: {text, language, duration, segments}}``: short greedy rows in groups, the rest alone."""
         results = {}
-        groups: dict[tuple, list[int]] = {}  # (language, task, timestamps, prompt) -> rows
+        groups: dict[tuple, list[int]] = {}  # (language, task, timestamps, prompt, limit) -> rows
         for row, item in rows.items():
-            if item["long"] is None and item["temperature"] == 0.0:
-                key = (item["language"], item["task"], item["timestamps"], item["prompt"])
+            # Timestamps are read window after window even within one (transformers seeks past the last complete
+            # segment): inside generate on PyTorch, row by row on CTranslate2.
+            looped = self.ct2 is not None and item["timestamps"]
+            if item["long"] is None and item["temperature"] == 0.0 and not looped:
+                # With timestamps, transformers may decode a window twice (from its last complete segment), each
+                # pass up to the limit: such rows share a generate only with rows of the same limit.
+                limit = item["max_tokens"] if item["timestamps"] else None
+                key = (item["language"], item["task"], item["timestamps"], item["prompt"], limit)
                 groups.setdefault(key, []).append(row)
             else:
                 results[row] = self.alone(item)
@@ -237,7 +243,7 @@ class TritonPythonModel:
             features = np.stack([item["features"] for item in items])
             tokens = self.generate(items[0], features, max(item["max_tokens"] for item in items))
             for row, item, found in zip(rows_of_group, items, tokens):
-                results[row] = self.reply(item, self.ended(found)[: item["max_tokens"]])
+                results[row] = self.reply(item, self.kept(item, found))
         return results
 
     def options(self, item, max_new_tokens, **extra):
@@ -270,19 +276,21 @@ class TritonPythonModel:
         return self.ct2.prompt(language, task, timestamps, item["prompt_ids"])
 
     def alone(self, item):
-        """A row decoded on its own: a file longer than one window (long-form), or a sampling row."""
+        """A row decoded on its own: a file longer than one window (long-form), a sampling row, or (CTranslate2) a
+        row with timestamps."""
+        if self.ct2 is not None and (item["long"] is not None or item["timestamps"]):
+            features = item["long"][0][0] if item["long"] is not None else item["features"]  # [mels, frames]
+            tokens, found = self.ct2.long_form(features, self.ct2_prompt(item, True), item["max_tokens"],
+                                               item["temperature"], item["seed"])  # fmt: skip
+            return self.long_reply(item, tokens, found)
         extra = {}
         if item["temperature"] > 0.0:
             torch.manual_seed(item["seed"])
             extra = {"do_sample": True, "temperature": item["temperature"]}
         if item["long"] is None:
             found = self.generate(item, item["features"][None], item["max_tokens"], **extra)[0]
-            return self.reply(item, self.ended(found)[: item["max_tokens"]])
+            return self.reply(item, self.kept(item, found))
         features, mask = item["long"]
-        if self.ct2 is not None:
-            tokens, found = self.ct2.long_form(features[0], self.ct2_prompt(item, True), item["max_tokens"],
-                                               item["temperature"], item["seed"])  # fmt: skip
-            return self.long_reply(item, tokens, found)
         options = self.options(item, item["max_tokens"], return_timestamps=True, return_segments=True, **extra)
         inputs = torch.from_numpy(features).to(self.device, self.model.dtype)
         with torch.inference_mode():
@@ -300,6 +308,12 @@ class TritonPythonModel:
             segments.append(self.segment(float(start), float(end), text, item["duration"]))
         text = self.tokenizer.decode(tokens, skip_special_tokens=True).strip()
         return self.result(item, text, [segment for segment in segments if segment["text"]])
+
+    def kept(self, item, tokens):
+        """A short row's tokens up to its end-of-text; without timestamps, at most its own MAX_TOKENS (its group
+        decoded up to the largest); with timestamps, every pass's tokens, each pass within the limit."""
+        found = self.ended(tokens)
+        return found if item["timestamps"] else found[: item["max_tokens"]]
 
     def ended(self, tokens):
         """Token ids up to (not including) the first end-of-text."""

@@ -13,9 +13,11 @@ greedy tokens on the test models):
   and ``<|notimestamps|>`` unless timestamps are asked; the model's ``suppress_tokens`` (kept in
   the converted config) and the blank suppressed at the start, as its generation config says;
 - greedy, or sampling at a row's temperature from the model's ``top_k`` with a row's seed;
-- files longer than one window: transformers' long-form rule, window after window, each starting
-  where the last complete segment ended (or after the window when it ended in a single
-  timestamp), the prompt before every window, times counted from the file's start.
+- files longer than one window, and any file with timestamps: transformers' long-form rule, window
+  after window, each starting where the last complete segment ended (or after the window when it
+  ended in a single timestamp), the prompt before every window, times counted from the file's
+  start (transformers runs that loop for a short file with timestamps too, over its one padded
+  window: an unfinished last segment is decoded again from its start).
 
 Rows are computed together only when they share a prompt; each row's features are its own 30 s
 window, so nothing is padded and no row depends on another (CTranslate2 quantises activations
@@ -89,7 +91,8 @@ class Ct2Whisper:
         return next((ids[:index] for index, token in enumerate(ids) if token in self.stops), ids)
 
     def long_form(self, features, prompt, max_new_tokens, temperature=0.0, seed=0):
-        """A file past one window: ``(tokens, [(start, end, tokens)])`` over its whole ``features`` [mels, frames]."""
+        """``(tokens, [(start, end, tokens)])`` over a file's whole ``features`` [mels, frames] (a short file: its
+        one window of 3000 frames)."""
         model = self.seeded(seed) if temperature > 0.0 else self.model  # seeded once for the file, as transformers
         frames = features.shape[-1]
         seek, segments, everything = 0, [], []
