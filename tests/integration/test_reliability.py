@@ -48,22 +48,28 @@ def test_killed_stub_is_repaired_while_requests_keep_coming(supervised: Server) 
     The one exception is Triton's (2.51): a batch the stub was computing when it died, answered
     through its requests' response senders (``runtime.Pipeline``), is never completed by Triton,
     not even after the repair; its callers learn at their deadline. With one caller that is at
-    most the one call in flight at the kill (docs/guarantees.md says so)."""
+    most the one call in flight at the kill (docs/guarantees.md says so). That caller is then held
+    until its deadline, past the repair, so the test also sends calls of its own after the kill
+    (every 0.2 s until the model answers again) and holds them to the same rules."""
     timeout = 20.0
     with Client(supervised.grpc_url, timeout=timeout) as client:
         expected = client.classify("a wonderful movie").label
         stop = threading.Event()
         calls: list[tuple[float, float, str]] = []  # (started, ended, outcome)
 
+        def call() -> str:
+            started = time.monotonic()
+            try:
+                label = client.classify("a wonderful movie", model="clf").label
+                outcome = "ok" if label == expected else "mismatch"
+            except ClientError as exc:
+                outcome = type(exc).__name__
+            calls.append((started, time.monotonic(), outcome))
+            return outcome
+
         def load() -> None:
             while not stop.is_set():
-                started = time.monotonic()
-                try:
-                    label = client.classify("a wonderful movie", model="clf").label
-                    outcome = "ok" if label == expected else "mismatch"
-                except ClientError as exc:
-                    outcome = type(exc).__name__
-                calls.append((started, time.monotonic(), outcome))
+                call()
 
         worker = threading.Thread(target=load)
         worker.start()
@@ -74,8 +80,9 @@ def test_killed_stub_is_repaired_while_requests_keep_coming(supervised: Server) 
         killed_at = time.monotonic()
         recovered = None
         while time.monotonic() - killed_at < 30:
+            outcome = call()  # sent after the kill, whatever the load thread is waiting for
             stubs = [s for s in stubs_of(supervised.state.shm_prefix) if s.alive and s.instance.startswith("clf_")]
-            if stubs and stubs[0].pid != old and client.classify("a wonderful movie", model="clf").label == expected:
+            if outcome == "ok" and stubs and stubs[0].pid != old:
                 recovered = time.monotonic() - killed_at
                 break
             time.sleep(0.2)
