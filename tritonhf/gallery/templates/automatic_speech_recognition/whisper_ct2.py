@@ -21,7 +21,11 @@ greedy tokens on the test models):
 
 Rows are computed together only when they share a prompt; each row's features are its own 30 s
 window, so nothing is padded and no row depends on another (CTranslate2 quantises activations
-per row).
+per row). A batch of rows is cut in ``WORKERS`` parts that CTranslate2 runs at once (its
+``inter_threads``, the weights shared): two smaller batches kept the cores busier than one whose
+steps wait on each other (``bench/speech.py`` measures it). A lone row runs as before, on all
+the instance's threads. A replica loaded for a sampling row's seed has one worker, so which
+worker thread's generator samples is never left to chance.
 """
 
 import numpy as np
@@ -29,6 +33,7 @@ import numpy as np
 WINDOW_FRAMES = 3000  # feature frames in 30 s (10 ms each)
 INPUT_STRIDE = 2  # feature frames per encoder position (a timestamp step is 0.02 s)
 TIME_STEP = 0.02
+WORKERS = 2  # batches CTranslate2 runs at once (inter_threads), each on the instance's threads
 
 
 class Ct2Whisper:
@@ -36,10 +41,10 @@ class Ct2Whisper:
         import ctranslate2
 
         self.ct2 = ctranslate2
-        self.load = lambda: ctranslate2.models.Whisper(
-            str(folder), device="cpu", compute_type=compute_type, intra_threads=threads
+        self.load = lambda workers=1: ctranslate2.models.Whisper(
+            str(folder), device="cpu", compute_type=compute_type, intra_threads=threads, inter_threads=workers
         )
-        self.model = self.load()
+        self.model = self.load(WORKERS)
         self.sot = generation.decoder_start_token_id
         self.timestamp_begin = generation.no_timestamps_token_id + 1
         self.no_timestamps = generation.no_timestamps_token_id
@@ -75,8 +80,15 @@ class Ct2Whisper:
             sampling = {"sampling_topk": self.top_k, "sampling_temperature": float(temperature)}
         # CTranslate2 decodes at most max_length // 2 new tokens and at most max_length - len(prompt) + 1.
         limit = max(2 * max_new_tokens, max_new_tokens + len(prompt) - 1)
-        found = model.generate(self._features(features), [prompt] * len(features), beam_size=1, max_length=limit,
-                               **sampling)  # fmt: skip
+        options = {"beam_size": 1, "max_length": limit, **sampling}
+        parts = min(WORKERS, len(features)) if model is self.model else 1
+        if parts == 1:
+            found = model.generate(self._features(features), [prompt] * len(features), **options)
+        else:  # the parts run at once, one per worker; each row's answer is its own either way
+            cuts = np.array_split(np.arange(len(features)), parts)
+            pending = [model.generate(self._features(features[rows]), [prompt] * len(rows), asynchronous=True,
+                                      **options) for rows in cuts]  # fmt: skip
+            found = [row.result() for part in pending for row in part]
         return [self.ended(row.sequences_ids[0])[:max_new_tokens] for row in found]
 
     def seeded(self, seed):
