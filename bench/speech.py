@@ -17,7 +17,12 @@ faster-whisper decodes a different number of tokens for the same ``max_new_token
 transformers (its CTranslate2 call halves the length here), so it runs first, and tritonhf is
 asked for exactly the tokens it decoded: the same work per clip.
 
-    python bench/speech.py   # BENCH_ROUNDS (default 2), BENCH_CALLS (per caller, default 2)
+Every call gives ``language="en"``; with ``BENCH_LANGUAGE=detect`` none does, and both sides detect
+the language from the clip's first window before transcribing, as each does by default
+(faster-whisper 1.2.1 encodes that window for detection and again to decode it; tritonhf's
+CTranslate2 engine decodes from the states it detected with).
+
+    python bench/speech.py   # BENCH_ROUNDS (default 2), BENCH_CALLS (per caller, default 2), BENCH_LANGUAGE
 """
 
 from __future__ import annotations
@@ -48,6 +53,7 @@ from tritonhf.gallery.config import parameters_of, parse_config
 FASTER_WHISPER = "faster-whisper==1.2.1"
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "2"))
 CALLS = int(os.environ.get("BENCH_CALLS", "2"))
+LANGUAGE = None if os.environ.get("BENCH_LANGUAGE", "en") == "detect" else os.environ.get("BENCH_LANGUAGE", "en")
 CALLERS = 8
 TOKENS = 100  # asked of faster-whisper per clip (max_new_tokens)
 CLIP_SECONDS = 30.0
@@ -62,7 +68,7 @@ audio = decode_audio(path, sampling_rate=16000)
 model = WhisperModel(folder, device="cpu", compute_type="int8", cpu_threads=%(cores)d, num_workers=workers)
 eot = model.hf_tokenizer.token_to_id("<|endoftext|>")
 def once():
-    segments, _ = model.transcribe(audio, language="en", beam_size=1, temperature=0.0, without_timestamps=True,
+    segments, _ = model.transcribe(audio, language=%(language)r, beam_size=1, temperature=0.0, without_timestamps=True,
         condition_on_previous_text=False, max_new_tokens=tokens, suppress_tokens=[eot], suppress_blank=False,
         vad_filter=False, compression_ratio_threshold=None, log_prob_threshold=None, no_speech_threshold=None)
     return sum(len(segment.tokens) for segment in segments)
@@ -112,7 +118,7 @@ def convert(python: Path, folder: Path, out: Path) -> str:
 
 
 def faster_whisper(python: Path, model: Path, clip: Path, workers: int, callers: int) -> dict[str, float]:
-    script = WORKER % {"cores": os.cpu_count() or 1}
+    script = WORKER % {"cores": os.cpu_count() or 1, "language": LANGUAGE}
     command = [str(python), "-c", script, str(model), str(clip), str(workers), str(callers), str(CALLS), str(TOKENS)]
     done = subprocess.run(command, capture_output=True, text=True, check=True)
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
@@ -120,12 +126,12 @@ def faster_whisper(python: Path, model: Path, clip: Path, workers: int, callers:
 
 def tritonhf(url: str, model: str, data: bytes, callers: int, tokens: int) -> dict[str, float]:
     with Client(url, timeout=600) as client:
-        client.transcribe(data, model=model, language="en", max_tokens=tokens)  # warm
+        client.transcribe(data, model=model, language=LANGUAGE, max_tokens=tokens)  # warm
         counts: list[int] = []
 
         def caller(_: int) -> None:
             for _ in range(CALLS):
-                client.transcribe(data, model=model, language="en", max_tokens=tokens)
+                client.transcribe(data, model=model, language=LANGUAGE, max_tokens=tokens)
                 counts.append(tokens)  # end-of-text is suppressed: exactly ``tokens`` each
 
         started = time.perf_counter()
@@ -136,7 +142,8 @@ def tritonhf(url: str, model: str, data: bytes, callers: int, tokens: int) -> di
 
 def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="tritonhf-speech-"))
-    lines = [f"# Whisper base (random weights), 30 s clips, {os.cpu_count()} cores, {ROUNDS} rounds"]
+    lines = [f"# Whisper base (random weights), 30 s clips, {os.cpu_count()} cores, {ROUNDS} rounds, "
+             f"language {LANGUAGE or 'detected'}"]  # fmt: skip
     try:
         folder = build_whisper(root / "whisper", size="base")
         from transformers import GenerationConfig

@@ -129,6 +129,8 @@ class TritonPythonModel:
             if self.ctc is not None:
                 results = {row: self.transcribe_ctc(item) for row, item in rows.items()}
             else:
+                if self.ct2 is not None:
+                    self.encode_once(rows)
                 self.detect_languages(rows)
                 results = self.transcribe(rows)
 
@@ -204,6 +206,17 @@ class TritonPythonModel:
 
     # ------------------------------------------------------------------ the model's work
 
+    def encode_once(self, rows):
+        """CTranslate2: the encoder's states of the first window of each row that needs them (its language is
+        detected, or it is decoded in a group), computed once for both (as faster-whisper does), so a detected
+        row does not pay for its encoder twice."""
+        assert self.ct2 is not None
+        wanted = [row for row, item in rows.items() if item["language"] is None or self.grouped(item)]
+        if wanted:
+            states = self.ct2.encode(np.stack([rows[row]["features"] for row in wanted]))
+            for row, row_states in zip(wanted, states):
+                rows[row]["encoded"] = row_states
+
     def detect_languages(self, rows):
         """The language of each row that has none, from its first window (one pass for all of them)."""
         if not self.multilingual:
@@ -212,12 +225,12 @@ class TritonPythonModel:
             return
         unknown = [row for row, item in rows.items() if item["language"] is None]
         if unknown:
-            stacked = np.stack([rows[row]["features"] for row in unknown])
             if self.ct2 is not None:
-                found = self.ct2.detect(stacked)
+                found = self.ct2.detect(np.stack([rows[row]["encoded"] for row in unknown]))
             else:
+                stacked = torch.from_numpy(np.stack([rows[row]["features"] for row in unknown]))
                 with torch.inference_mode():
-                    found = self.model.detect_language(torch.from_numpy(stacked).to(self.device, self.model.dtype))
+                    found = self.model.detect_language(stacked.to(self.device, self.model.dtype))
                 found = found.view(-1).tolist()
             for row, token in zip(unknown, found):
                 rows[row]["language"] = self.codes[int(token)]
@@ -227,10 +240,7 @@ class TritonPythonModel:
         results = {}
         groups: dict[tuple, list[int]] = {}  # (language, task, timestamps, prompt, limit) -> rows
         for row, item in rows.items():
-            # Timestamps are read window after window even within one (transformers seeks past the last complete
-            # segment): inside generate on PyTorch, row by row on CTranslate2.
-            looped = self.ct2 is not None and item["timestamps"]
-            if item["long"] is None and item["temperature"] == 0.0 and not looped:
+            if self.grouped(item):
                 # With timestamps, transformers may decode a window twice (from its last complete segment), each
                 # pass up to the limit: such rows share a generate only with rows of the same limit.
                 limit = item["max_tokens"] if item["timestamps"] else None
@@ -240,11 +250,18 @@ class TritonPythonModel:
                 results[row] = self.alone(item)
         for rows_of_group in groups.values():
             items = [rows[row] for row in rows_of_group]
-            features = np.stack([item["features"] for item in items])
+            features = np.stack([item["encoded" if self.ct2 is not None else "features"] for item in items])
             tokens = self.generate(items[0], features, max(item["max_tokens"] for item in items))
             for row, item, found in zip(rows_of_group, items, tokens):
                 results[row] = self.reply(item, self.kept(item, found))
         return results
+
+    def grouped(self, item):
+        """Whether a row is decoded with others: a greedy file within one window. Timestamps are read window after
+        window even within one (transformers seeks past the last complete segment): inside generate on PyTorch,
+        row by row on CTranslate2."""
+        looped = self.ct2 is not None and item["timestamps"]
+        return item["long"] is None and item["temperature"] == 0.0 and not looped
 
     def options(self, item, max_new_tokens, **extra):
         """``generate``'s options for a row: its language, task and prompt, and ``extra``."""
@@ -354,6 +371,9 @@ class TritonPythonModel:
 
     def finalize(self):
         self.pipeline.close()
+        ct2 = getattr(self, "ct2", None)  # a CTC model has none
+        if ct2 is not None:
+            ct2.close()
 
 
 def _text(value):

@@ -28,6 +28,8 @@ the instance's threads. A replica loaded for a sampling row's seed has one worke
 worker thread's generator samples is never left to chance.
 """
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 
 WINDOW_FRAMES = 3000  # feature frames in 30 s (10 ms each)
@@ -45,6 +47,7 @@ class Ct2Whisper:
             str(folder), device="cpu", compute_type=compute_type, intra_threads=threads, inter_threads=workers
         )
         self.model = self.load(WORKERS)
+        self.callers = ThreadPoolExecutor(WORKERS, thread_name_prefix="ct2-encode")  # one call per worker at once
         self.sot = generation.decoder_start_token_id
         self.timestamp_begin = generation.no_timestamps_token_id + 1
         self.no_timestamps = generation.no_timestamps_token_id
@@ -56,9 +59,20 @@ class Ct2Whisper:
     def _features(self, features):
         return self.ct2.StorageView.from_array(np.ascontiguousarray(features, dtype=np.float32))
 
+    def encode(self, features):
+        """The encoder's states [n, positions, width] for ``features`` [n, mels, 3000], the parts at once (one per
+        worker); ``detect`` and ``generate`` take them in place of the features."""
+        parts = np.array_split(np.arange(len(features)), min(WORKERS, len(features)))
+
+        def states(rows):
+            return np.array(self.model.encode(self._features(features[rows]), to_cpu=True))
+
+        return np.concatenate(list(self.callers.map(states, parts)))
+
     def detect(self, features):
-        """The most likely language token id for each row of ``features`` [n, mels, 3000] (CTranslate2 scores the
-        language tokens after ``<|startoftranscript|>``, as transformers' ``detect_language`` does)."""
+        """The most likely language token id for each row of ``features`` [n, mels, 3000] or of its encoder states
+        (CTranslate2 scores the language tokens after ``<|startoftranscript|>``, as transformers'
+        ``detect_language`` does)."""
         found = self.model.detect_language(self._features(features))
         return [self.tokenizer.convert_tokens_to_ids(row[0][0]) for row in found]
 
@@ -70,9 +84,9 @@ class Ct2Whisper:
         return tokens + ([] if timestamps else [self.no_timestamps])
 
     def generate(self, features, prompt, max_new_tokens, temperature=0.0, seed=None, model=None):
-        """Generated token ids per row of ``features`` (all with ``prompt``), each up to its end-of-text and at
-        most ``max_new_tokens``; sampling at ``temperature`` > 0, from ``seed`` when given (on ``model``: a seeded
-        replica)."""
+        """Generated token ids per row of ``features`` or encoder states (all with ``prompt``), each up to its
+        end-of-text and at most ``max_new_tokens``; sampling at ``temperature`` > 0, from ``seed`` when given (on
+        ``model``: a seeded replica)."""
         model, sampling = model or self.model, {}
         if temperature > 0.0:
             if seed is not None:
@@ -97,6 +111,9 @@ class Ct2Whisper:
         again from the converted folder; sampling rows are the rare case)."""
         self.ct2.set_random_seed(int(seed))
         return self.load()
+
+    def close(self):
+        self.callers.shutdown()
 
     def ended(self, tokens):
         ids = [int(token) for token in tokens]
