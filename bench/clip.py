@@ -20,7 +20,6 @@ here when missing. Where it cannot run, its rows are skipped and the reason prin
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import gzip
 import json
@@ -36,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from peers import chosen_engine, infinity_python, measure, start_infinity, table
+from peers import chosen_engine, infinity_python, interleaved, start_infinity, table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: the shared harness package
 from harness.images import encode, picture
@@ -154,14 +153,7 @@ def main() -> None:
                     first, second = (vector(url, body) for url in urls.values())
                     cosine = float(first @ second / (np.linalg.norm(first) * np.linalg.norm(second)))
                     lines.append(f"\n# cosine between the two servers' vectors for the same {modality}: {cosine:.5f}")
-                figures: dict[tuple[str, int], list[tuple[float, float, float]]] = {}
-                for index in range(ROUNDS):
-                    order = list(urls) if index % 2 == 0 else list(reversed(urls))
-                    for level in LEVELS:
-                        for name in order:
-                            run = asyncio.run(measure(urls[name], level, SECONDS, body))
-                            figures.setdefault((name, level), []).append(run)
-                lines += table(figures, list(urls), LEVELS, modality)
+                lines += table(interleaved(urls, LEVELS, SECONDS, ROUNDS, body), list(urls), LEVELS, modality)
             if "text" not in bodies:
                 lines.append("\nTexts not measured: CLIP's tokenizer could not be built here (see above).")
     finally:

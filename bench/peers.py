@@ -131,6 +131,20 @@ async def measure(
     return len(latencies) / elapsed, statistics.median(latencies), latencies[int(0.99 * (len(latencies) - 1))]
 
 
+def interleaved(
+    urls: dict[str, str], levels: tuple[int, ...], seconds: float, rounds: int, body: dict[str, object] | None = None
+) -> dict[tuple[str, int], list[tuple[float, float, float]]]:
+    """``measure`` each server at each level, ``rounds`` times, the servers' order reversed every other round (so
+    the machine's drift hits all alike): ``{(server, level): [(inputs/s, p50, p99) per round]}``."""
+    figures: dict[tuple[str, int], list[tuple[float, float, float]]] = {}
+    for index in range(rounds):
+        order = list(urls) if index % 2 == 0 else list(reversed(urls))
+        for level in levels:
+            for name in order:
+                figures.setdefault((name, level), []).append(asyncio.run(measure(urls[name], level, seconds, body)))
+    return figures
+
+
 def check_same_vectors(urls: dict[str, str]) -> str:
     """Both servers must answer the same vector for the same text, or the comparison means nothing."""
     import json
@@ -174,13 +188,7 @@ def main() -> None:
                 lines.append(f"# {check_same_vectors(urls)}")
             else:
                 lines.append(f"# Infinity not measured: {why}")
-            figures: dict[tuple[str, int], list[tuple[float, float, float]]] = {}
-            for index in range(ROUNDS):
-                order = list(urls) if index % 2 == 0 else list(reversed(urls))
-                for level in LEVELS:
-                    for name in order:
-                        figures.setdefault((name, level), []).append(asyncio.run(measure(urls[name], level, SECONDS)))
-            lines += table(figures, list(urls))
+            lines += table(interleaved(urls, LEVELS, SECONDS, ROUNDS), list(urls))
             lines += engine_rows(server, onnx, minilm, onnx_runtime.name, openvino.name)
     finally:
         if infinity is not None:
