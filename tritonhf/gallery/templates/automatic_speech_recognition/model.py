@@ -208,10 +208,11 @@ class TritonPythonModel:
 
     def encode_once(self, rows):
         """CTranslate2: the encoder's states of the first window of each row that needs them (its language is
-        detected, or it is decoded in a group), computed once for both (as faster-whisper does), so a detected
-        row does not pay for its encoder twice."""
+        detected, or it is decoded in a group), computed once for both, so a detected row does not pay for its
+        encoder twice. An English-only model detects nothing (its rows are English)."""
         assert self.ct2 is not None
-        wanted = [row for row, item in rows.items() if item["language"] is None or self.grouped(item)]
+        detected = self.multilingual  # else detect_languages sets "en" without the model
+        wanted = [row for row, item in rows.items() if (detected and item["language"] is None) or self.grouped(item)]
         if wanted:
             states = self.ct2.encode(np.stack([rows[row]["features"] for row in wanted]))
             for row, row_states in zip(wanted, states):
