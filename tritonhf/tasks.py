@@ -286,6 +286,9 @@ TASKS: dict[str, Task] = {
                 TensorSpec("SPOKEN_LANGUAGE", "TYPE_STRING", (1,), doc="the language code given or detected"),
                 TensorSpec("DURATION", "TYPE_FP32", (1,), doc="seconds of audio"),
                 TensorSpec("SEGMENTS", "TYPE_STRING", (1,), doc="JSON list of {start, end, text} in seconds"),
+                # A streamed (--stream, decoupled) model's partial answers carry TEXT_DELTA and SEGMENTS (the new ones)
+                # instead of TEXT; its last answer is the whole one, as a model added without --stream sends.
+                TensorSpec("TEXT_DELTA", "TYPE_STRING", (1,), optional=True, doc="streamed: the text since the last"),
             ),
             default_max_batch_size=8,
         ),

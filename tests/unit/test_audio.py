@@ -3,6 +3,8 @@ in-process (each row alone), and bad files failing their own request only."""
 
 from __future__ import annotations
 
+import asyncio
+import base64
 import io
 import json
 import random
@@ -17,13 +19,14 @@ import soundfile
 from template_harness import answers, instantiate
 
 from harness.audio import FORMATS, AudioOracle, encode, random_audio, read, sound
-from tritonhf import Client, InvalidInputError, Segment
+from tritonhf import AsyncClient, Client, InvalidInputError, Segment, Transcription
 from tritonhf.errors import GalleryError
 from tritonhf.gallery import AddRequest, add_model
+from tritonhf.gallery.config import ModelOptions
 from tritonhf.runtime.audio import decode_audio
 from tritonhf.runtime.common import BadRequest
 from tritonhf.sdk.media import audio_list, wav
-from tritonhf.sdk.testing import FakeServer, MemoryTransport
+from tritonhf.sdk.testing import AsyncMemoryTransport, FakeServer, MemoryTransport
 
 
 @pytest.mark.parametrize(("container", "subtype"), FORMATS)
@@ -175,6 +178,76 @@ def test_sampling_is_seeded_per_request_whatever_it_is_batched_with(whisper: Any
         assert _outputs(other)["text"] != _outputs(alone)["text"]
 
 
+@pytest.fixture(scope="module")
+def streamed(whisper: Any, tiny: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The template added with --stream (decoupled), on the engine of ``whisper``."""
+    repo = tmp_path_factory.mktemp("asr-stream") / "repo"
+    backend = "pytorch" if whisper.ct2 is None else "ctranslate2"
+    added = AddRequest("whisper", str(tiny["whisper"]), repo, name="asr", backend=backend,
+                       options=ModelOptions(stream=True))  # fmt: skip
+    folder = add_model(added)
+    assert "decoupled: true" in (folder / "config.pbtxt").read_text()
+    return instantiate(folder)
+
+
+def _streamed(model: Any, requests: list[Any], timeout: float = 120.0) -> list[list[Any]]:
+    """Every response each request got, in order (the last one carried the final flag)."""
+    assert model.execute(requests) is None
+    deadline = time.monotonic() + timeout
+    while not all(request.sender.closed for request in requests):
+        assert time.monotonic() < deadline, "a streamed request never ended"
+        time.sleep(0.001)
+    return [request.sender.responses for request in requests]
+
+
+def _part(response: Any) -> dict[str, Any]:
+    assert not response.has_error(), response.error().message()
+    found = {tensor.name(): tensor.as_numpy() for tensor in response.output_tensors}
+    assert "TEXT" not in found, "a part carries TEXT_DELTA, the whole answer TEXT"
+    return {
+        "delta": [value.decode() for value in found["TEXT_DELTA"].reshape(-1)],
+        "segments": [json.loads(value) for value in found["SEGMENTS"].reshape(-1)],
+        "language": [value.decode() for value in found["SPOKEN_LANGUAGE"].reshape(-1)],
+    }
+
+
+def test_a_streamed_model_sends_parts_as_windows_end_then_the_whole_answer(
+    streamed: Any, whisper: Any, tiny: dict[str, Path]
+) -> None:
+    """Each request's parts add up to its answer, and its last response is exactly what the same model added without
+    --stream answers (itself equal to transformers); a long file on CTranslate2 arrives window by window; a bad file
+    fails alone; a request whose caller left is not decoded further."""
+    rng = random.Random(31)
+    short = [random_audio(rng)[0] for _ in range(2)]
+    long = encode(sound(random.Random(8), 70.0), 16000, "FLAC")
+    uri = b"data:audio/flac;base64," + base64.b64encode(long)
+    make = [
+        lambda: pb.InferenceRequest(AUDIO=_column(short[0]), LANGUAGE=_column(b"en")),
+        lambda: pb.InferenceRequest(AUDIO=_column(uri), LANGUAGE=_column(b"en")),  # the JSON routes' form
+        lambda: pb.InferenceRequest(AUDIO=_column(short[1], short[0]), TIMESTAMPS=_column(True, True, dtype=bool)),
+        lambda: pb.InferenceRequest(AUDIO=_column(b"junk" * 50)),
+    ]
+    got = _streamed(streamed, [build() for build in make])
+    plain = answers(whisper, [build() for build in make[:3]])
+    for request, (responses, expected) in enumerate(zip(got, plain)):
+        *parts, last = responses
+        whole = _outputs(last)
+        assert whole == _outputs(expected), f"request {request}: the last answer is the plain model's"
+        for row, text in enumerate(whole["text"]):
+            pieces = [_part(part) for part in parts]
+            assert "".join(piece["delta"][row] for piece in pieces).strip() == text
+            assert [s for piece in pieces for s in piece["segments"][row]] == whole["segments"][row]
+            assert all(piece["language"] == whole["language"] for piece in pieces)
+    windows = len(got[1]) - 1
+    assert windows == (3 if streamed.ct2 is not None else 1), "CTranslate2 sends each window of 70 s as it ends"
+    (refused,) = got[3]
+    assert refused.has_error() and "input 'AUDIO' is not audio" in refused.error().message()
+    left = pb.InferenceRequest(AUDIO=_column(long), LANGUAGE=_column(b"en"))
+    left.cancelled = True
+    ((only,),) = _streamed(streamed, [left])  # no part: only the (unread) final answer
+    assert _outputs(only)["text"] == [""], "a request whose caller left is not decoded"
+
+
 def test_speech_models_refuse_what_they_cannot_do(tiny: dict[str, Path], tmp_path: Path) -> None:
     with pytest.raises(GalleryError, match="served with PyTorch"):
         add_model(AddRequest("whisper", str(tiny["whisper"]), tmp_path / "repo", backend="onnx"))
@@ -186,6 +259,9 @@ def test_speech_models_refuse_what_they_cannot_do(tiny: dict[str, Path], tmp_pat
         add_model(AddRequest("whisper", str(tiny["whisper"]), tmp_path / "repo", backend="ctranslate2", vendor=False))
     with pytest.raises(GalleryError, match="is for Whisper"):
         add_model(AddRequest("feature-extraction", str(tiny["encoder"]), tmp_path / "repo", backend="ctranslate2"))
+    with pytest.raises(GalleryError, match="--stream is for automatic-speech-recognition"):
+        add_model(AddRequest("feature-extraction", str(tiny["encoder"]), tmp_path / "repo",
+                             options=ModelOptions(stream=True)))  # fmt: skip
     assert not (tmp_path / "repo").exists() or not any((tmp_path / "repo").iterdir())
 
 
@@ -310,6 +386,69 @@ def test_transcribe_sends_files_and_options_splits_batches_and_reads_segments() 
         assert chunk["TIMESTAMPS"].all() and chunk["PROMPT"][0, 0] == b"before"
         assert chunk["TEMPERATURE"][0, 0] == pytest.approx(0.5) and chunk["SEED"][0, 0] == 7
         assert chunk["MAX_TOKENS"][0, 0] == 9
+
+
+def _speech_outputs(text: str, segments: list[dict[str, Any]], delta: bool = False) -> dict[str, np.ndarray]:
+    return {
+        "TEXT_DELTA" if delta else "TEXT": np.array([[text.encode()]], dtype=object),
+        "SEGMENTS": np.array([[json.dumps(segments).encode()]], dtype=object),
+        "SPOKEN_LANGUAGE": np.array([[b"en"]], dtype=object),
+        "DURATION": np.array([[41.0]], dtype=np.float32),
+    }
+
+
+def test_a_streaming_speech_model_is_read_part_by_part_or_whole_one_file_a_request() -> None:
+    """On a model added with --stream (decoupled): stream=True yields the parts and then holds the whole answer; a
+    call without stream sends each file as its own request (a data: URI, as Triton's JSON routes need) and returns
+    the whole answers; closing a stream early cancels it; a model that answers whole files refuses stream=True."""
+    seen: list[bytes] = []
+    first = {"start": 0.0, "end": 30.0, "text": "Hello"}
+    second = {"start": 30.0, "end": 41.0, "text": "world"}
+
+    def stream(inputs: dict[str, np.ndarray]) -> Any:
+        (data,) = inputs["AUDIO"].reshape(-1)
+        head, payload = bytes(data).split(b",", 1)
+        assert head == b"data:application/octet-stream;base64"
+        file = base64.b64decode(payload)
+        seen.append(file)
+        yield _speech_outputs("Hello", [first], delta=True)
+        yield _speech_outputs(" world", [second], delta=True)
+        yield _speech_outputs(f"Hello world {len(file)}", [first, second])
+
+    server = FakeServer()
+    server.add("asr", "automatic-speech-recognition", stream=stream).config["model_transaction_policy"] = {
+        "decoupled": True
+    }
+    server.add("plain", "automatic-speech-recognition", lambda inputs: _speech_outputs("whole", []))
+    files = [encode(sound(random.Random(i), 0.2 + 0.1 * i)) for i in range(3)]
+    whole = (Segment(0.0, 30.0, "Hello"), Segment(30.0, 41.0, "world"))
+    with Client(transport=MemoryTransport(server), timeout=5) as client:
+        with client.transcribe(files[0], model="asr", stream=True) as parts:
+            got = list(parts)
+        assert [part.text for part in got] == ["Hello", " world"]
+        assert [part.segments for part in got] == [whole[:1], whole[1:]]
+        assert got[0].language == "en" and got[0].duration == 41.0
+        assert parts.result == Transcription(f"Hello world {len(files[0])}", "en", 41.0, whole)
+        assert seen == [files[0]]
+        many = client.transcribe(files, model="asr", language="en")
+        assert [found.text for found in many] == [f"Hello world {len(data)}" for data in files]
+        assert sorted(seen[1:]) == sorted(files) and all(found.segments == whole for found in many)
+        with client.transcribe(files[1], model="asr", stream=True) as parts:
+            next(parts)
+        assert server.cancelled == ["asr"]
+        with pytest.raises(InvalidInputError, match="answers whole files: add it with `tritonhf gallery add autom"):
+            client.transcribe(files[0], model="plain", stream=True)
+        with pytest.raises(InvalidInputError, match="stream=True transcribes one file"):
+            client.transcribe(files, model="asr", stream=True)
+
+    async def read() -> tuple[list[str], Transcription | None]:
+        async with AsyncClient(transport=AsyncMemoryTransport(server), timeout=5) as client:
+            parts = await client.transcribe(files[2], model="asr", stream=True)
+            texts = [part.text async for part in parts]
+            return texts, parts.result
+
+    texts, result = asyncio.run(read())
+    assert texts == ["Hello", " world"] and result is not None and result.text == f"Hello world {len(files[2])}"
 
 
 def test_segments_as_subtitles_in_openai_s_shapes() -> None:

@@ -80,13 +80,32 @@ def transcribe_command(
     translate: Annotated[bool, typer.Option(help="Translate into English instead of transcribing.")] = False,
     timestamps: Annotated[bool, typer.Option(help="Timed segments (srt and vtt always ask for them).")] = False,
     output_format: Annotated[str, typer.Option("--format", help=f"Output: {', '.join(TRANSCRIPT_FORMATS)}.")] = "text",
+    stream: Annotated[
+        bool, typer.Option(help="Print each part as it is read (one file, text format; a model added with --stream).")
+    ] = False,
 ) -> None:
     """Transcribe (or translate) audio files with the server's speech model (Whisper); the server decodes them."""
     from tritonhf.sdk import subtitles
 
     if output_format not in TRANSCRIPT_FORMATS:
         raise typer.BadParameter(f"--format must be one of {', '.join(TRANSCRIPT_FORMATS)}, not {output_format!r}.")
+    if stream and (len(files) != 1 or output_format != "text"):
+        raise typer.BadParameter("--stream prints one file's parts as text: give one file and no --format.")
     timed = timestamps or output_format in ("srt", "vtt")
+    if stream:
+        with Client(url) as client, client.transcribe(
+            files[0], model=model, language=language, task="translate" if translate else "transcribe",
+            timestamps=timed, stream=True,
+        ) as parts:  # fmt: skip
+            for part in parts:
+                if timed:
+                    for segment in part.segments:
+                        print(f"[{segment.start:8.2f} -> {segment.end:8.2f}] {segment.text}", flush=True)
+                else:
+                    print(part.text, end="", flush=True)
+        if not timed:
+            print()
+        return
     with Client(url) as client:
         found = client.transcribe(
             list(files), model=model, language=language, task="translate" if translate else "transcribe",

@@ -71,6 +71,13 @@ def add_command(
         ),
     ] = -1,
     device: Annotated[str, typer.Option(help="auto | cpu | gpu")] = "auto",
+    stream: Annotated[
+        bool,
+        typer.Option(
+            help="Speech: answer in parts as each window ends (a decoupled model; callers use the SDK's "
+            "transcribe(stream=True), gRPC streaming or the generate routes, not plain /infer)."
+        ),
+    ] = False,
     revision: Annotated[str | None, typer.Option(help="Hub revision (branch, tag or commit).")] = None,
     vendor: Annotated[
         bool, typer.Option(help="Copy weights into the repository (--no-vendor keeps a reference).")
@@ -136,7 +143,11 @@ def add_command(
         weight_format=weight_format,
         labels=tuple(labels.split(",")) if labels else (),
         options=ModelOptions(
-            max_batch_size=max_batch_size, instances=instances, device=device, max_queue_size=max_queue_size
+            max_batch_size=max_batch_size,
+            instances=instances,
+            device=device,
+            max_queue_size=max_queue_size,
+            stream=stream,
         ),
         params=parse_params(param or []),
     )

@@ -16,6 +16,7 @@ Listing and removing live in ``listing.py``, checking in ``validate.py``, names 
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import shutil
 import tempfile
@@ -254,7 +255,7 @@ def add_model(request: AddRequest, progress: Progress | None = None) -> Path:
     progress = progress or SilentProgress()
     task = get_task(request.task)
     name = check_name(request.name or default_name(request.source))
-    request.options.check()
+    request.options.check(task)
     _check_backend(request, task)
     repository = request.repository.absolute()
     target = _free(repository, name)
@@ -339,13 +340,8 @@ def add_model(request: AddRequest, progress: Progress | None = None) -> Path:
                 PARAM_TRUST_REMOTE_CODE: "true" if request.trust_remote_code else "false",
             }
         )
-        options = ModelOptions(
-            max_batch_size=request.options.max_batch_size,
-            instances=request.options.instances,
-            device=request.options.device,
-            max_queue_size=request.options.max_queue_size,
-            parameters=params,
-            output_dims=_output_dims(task, resolved.folder),
+        options = dataclasses.replace(
+            request.options, parameters=params, output_dims=_output_dims(task, resolved.folder)
         )
         config = build_config(task, name, options)
         text = config_to_text(config, task, _notes(params))

@@ -53,10 +53,16 @@ class ModelOptions:
     # Triton refuses, the requests it admits stall (tests/integration/test_overload.py), so the gateway's
     # --max-concurrent-requests is where overload is refused in normal operation.
     max_queue_size: int = -1
+    # Speech: a decoupled model that answers in parts as each window ends (gallery add --stream).
+    stream: bool = False
     parameters: Mapping[str, str] = field(default_factory=dict)
     output_dims: Mapping[str, tuple[int, ...]] = field(default_factory=dict)  # e.g. EMBEDDING -> (384,)
 
-    def check(self) -> None:
+    def check(self, task: Task) -> None:
+        if self.stream and not task.takes_audio:
+            raise GalleryError(
+                f"--stream is for automatic-speech-recognition; {task.name} models stream or not by their task."
+            )
         if not 0 <= self.max_batch_size <= 4096:
             raise GalleryError(f"--max-batch-size must be between 1 and 4096, not {self.max_batch_size}.")
         if not 1 <= self.instances <= 64:
@@ -85,7 +91,7 @@ def _add_instances(config: mc.ModelConfig, options: ModelOptions) -> None:
 
 def build_config(task: Task, name: str, options: ModelOptions) -> mc.ModelConfig:
     """The ModelConfig for a model of ``task`` called ``name``."""
-    options.check()
+    options.check(task)
     config = mc.ModelConfig(name=name, backend="python")
     config.max_batch_size = options.max_batch_size or task.default_max_batch_size
     for spec in task.inputs:
@@ -99,7 +105,7 @@ def build_config(task: Task, name: str, options: ModelOptions) -> mc.ModelConfig
     if queue and not task.decoupled:  # decoupled templates keep their own queue (parameter max_waiting)
         config.dynamic_batching.default_queue_policy.max_queue_size = queue
     _add_instances(config, options)
-    if task.decoupled:
+    if task.decoupled or options.stream:
         config.model_transaction_policy.decoupled = True
     for key, value in sorted(options.parameters.items()):
         config.parameters[key].string_value = value

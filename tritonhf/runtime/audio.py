@@ -10,10 +10,16 @@ Limits come before the samples: libsndfile reads the length from the header, so 
 ``max_seconds`` is refused before anything is decoded. A refused file fails its request alone
 (``BadRequest``): empty, damaged, an unsupported format, no samples, or silent (all zeros:
 nothing to transcribe, which a model would answer with invented text).
+
+A row may also be a ``data:`` URI (``data:audio/wav;base64,...``): the only way a file travels
+through Triton's JSON generate routes, which a streaming (decoupled) speech model is called on
+over HTTP. No audio format starts with ``data:``, so the two never mix up.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import io
 from typing import Any
 
@@ -33,6 +39,7 @@ def decode_audio(data: bytes, sampling_rate: int, max_seconds: float = DEFAULT_M
     import numpy as np
     import soundfile
 
+    data = unwrap_data_uri(data)
     if not data:
         raise BadRequest(f"is empty (0 bytes); send the bytes of a {FORMATS} file.")
     try:
@@ -59,6 +66,19 @@ def decode_audio(data: bytes, sampling_rate: int, max_seconds: float = DEFAULT_M
     if not np.any(mono):
         raise BadRequest(f"is silent ({mono.shape[0] / rate:.2f} s of zeros): there is nothing to transcribe.")
     return resample(mono, rate, sampling_rate)
+
+
+def unwrap_data_uri(data: bytes) -> bytes:
+    """The file inside a ``data:[type];base64,PAYLOAD`` row, or ``data`` itself when it is not one."""
+    if not data.startswith(b"data:"):
+        return data
+    head, comma, payload = data.partition(b",")
+    if not comma or not head.endswith(b";base64"):
+        raise BadRequest("is a data: URI that is not base64 (send data:audio/wav;base64,PAYLOAD).")
+    try:
+        return base64.b64decode(payload, validate=True)
+    except (binascii.Error, ValueError):
+        raise BadRequest("is a data: URI whose payload is not valid base64.") from None
 
 
 def resample(samples: Any, rate: int, target: int) -> Any:

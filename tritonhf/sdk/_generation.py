@@ -71,7 +71,8 @@ def chat_text(messages: Sequence[Mapping[str, Any]]) -> str:
     return json.dumps([dict(message) for message in messages])
 
 
-def _scalar(value: Any) -> Any:
+def scalar(value: Any) -> Any:
+    """One value of a streamed response (an array over gRPC, a JSON value over HTTP) as a Python value."""
     array = np.asarray(value)
     item = array.reshape(-1)[0] if array.size else None
     if isinstance(item, bytes):
@@ -89,23 +90,23 @@ class StreamProgress:
 
     def read(self, response: Mapping[str, Any]) -> str:
         """The text of one streamed response (possibly ""); records usage and finish reason when present."""
-        text = _scalar(response["text_output"]) if "text_output" in response else ""
+        text = scalar(response["text_output"]) if "text_output" in response else ""
         if "finish_reason" in response:
-            self.finish_reason = str(_scalar(response["finish_reason"]) or "") or None
+            self.finish_reason = str(scalar(response["finish_reason"]) or "") or None
         if "prompt_tokens" in response and "completion_tokens" in response:
-            cut = int(_scalar(response["prompt_tokens_cut"])) if "prompt_tokens_cut" in response else 0
-            self.usage = Usage(
-                int(_scalar(response["prompt_tokens"])), int(_scalar(response["completion_tokens"])), cut
-            )
+            cut = int(scalar(response["prompt_tokens_cut"])) if "prompt_tokens_cut" in response else 0
+            self.usage = Usage(int(scalar(response["prompt_tokens"])), int(scalar(response["completion_tokens"])), cut)
         text = str(text or "")
         if text:
             self.chunks += 1
         return text
 
     def stream_error(self, error: ClientError, model: str) -> ClientError:
-        """An error inside a stream: after the first chunk it is the model failing, whatever its text."""
-        if self.chunks and isinstance(error, (InvalidInputError, ModelNotFoundError)):
-            return InferenceError(f"Model '{model}' failed after {self.chunks} chunk(s): {error.message}", model)
-        return error
+        return stream_error(self.chunks, error, model)
 
 
+def stream_error(chunks: int, error: ClientError, model: str) -> ClientError:
+    """An error inside a stream: after the first chunk it is the model failing, whatever its text."""
+    if chunks and isinstance(error, (InvalidInputError, ModelNotFoundError)):
+        return InferenceError(f"Model '{model}' failed after {chunks} chunk(s): {error.message}", model)
+    return error

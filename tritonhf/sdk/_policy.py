@@ -178,6 +178,24 @@ class Directory:
 # ---------------------------------------------------------------------------- chunks
 
 
+def rows_per_request(config: ModelConfig) -> int:
+    """Rows one request carries: ``max_batch_size``, or one for a decoupled model (a streaming speech model),
+    whose answers come as a stream of one request's parts (and Triton's JSON generate routes take one row)."""
+    return 1 if config.decoupled else config.max_batch_size
+
+
+def response_tensors(response: Mapping[str, Any], names: Sequence[str]) -> Tensors:
+    """One streamed response as [1, ...] arrays: gRPC streams send arrays, the generate routes JSON values."""
+    tensors = {}
+    for name in names:
+        value = response[name]
+        if not isinstance(value, np.ndarray):
+            value = np.array(value.encode() if isinstance(value, str) else value, dtype=np.object_ if isinstance(
+                value, str) else None)  # fmt: skip
+        tensors[name] = value.reshape(1, -1)
+    return tensors
+
+
 def chunks(rows: int, max_batch_size: int) -> list[slice]:
     """Rows split into slices of at most ``max_batch_size`` (one slice when the model does not batch)."""
     return split(slice(0, rows), max_batch_size)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator, Mapping, Sequence
 from types import TracebackType
-from typing import Any, Literal, TypeVar, overload
+from typing import Any, Literal, Protocol, TypeVar, overload
 
 import numpy as np
 from typing_extensions import Unpack
@@ -27,11 +27,12 @@ from typing_extensions import Unpack
 from tritonhf._wire.config import ModelConfig
 from tritonhf._wire.settings import DEFAULT_TIMEOUT, default_url, key_headers
 from tritonhf._wire.transport import Endpoint, StreamHandle, Transport, connect
-from tritonhf.errors import ClientError, RequestTimeoutError
+from tritonhf.errors import ClientError, InferenceError, InvalidInputError, RequestTimeoutError
 from tritonhf.sdk import _flavour as flavour
 from tritonhf.sdk import _generation as generation
 from tritonhf.sdk import _plans as plans
 from tritonhf.sdk import _policy as policy
+from tritonhf.sdk import _speech as speech
 from tritonhf.sdk._errors import translate
 from tritonhf.sdk.media import AudioInput, ImageInput
 from tritonhf.sdk.results import (
@@ -43,6 +44,7 @@ from tritonhf.sdk.results import (
     ModelInfo,
     Ranked,
     Transcription,
+    TranscriptionPart,
     Usage,
     ZeroShotClassification,
 )
@@ -50,22 +52,36 @@ from tritonhf.sdk.sampling import Sampling, SpeechOptions
 
 T = TypeVar("T")
 R = TypeVar("R")
+P = TypeVar("P")
+P_co = TypeVar("P_co", covariant=True)
 
 
-class TextStream(Iterator[str]):
-    """Generated text, chunk by chunk, as it arrives. Closing it (or leaving its ``with`` block,
-    or, for the async stream, cancelling the task) cancels the request on the server.
+class _Progress(Protocol[P_co]):
+    """What a stream has delivered (``_generation.StreamProgress``, ``_speech.SpeechProgress``)."""
 
-    After the last chunk, ``usage`` holds the token counts and ``finish_reason`` says why it
-    ended ("stop": end of text or a stop string; "length": ``max_tokens``), when the model sends them.
-    """
+    chunks: int
+
+    def read(self, response: Mapping[str, Any]) -> P_co | None: ...
+
+    def stream_error(self, error: ClientError, model: str) -> ClientError: ...
+
+
+class ResponseStream(Iterator[P]):
+    """A decoupled model's answers, as they arrive: the base of the text and transcription streams. Closing it (or
+    leaving its ``with`` block, or, for the async stream, cancelling the task) cancels the request on the server."""
 
     def __init__(
-        self, client: Client, model: str, inputs: policy.Tensors, deadline: policy.Deadline, idle_timeout: float | None
+        self,
+        client: Client,
+        model: str,
+        inputs: policy.Tensors,
+        deadline: policy.Deadline,
+        idle_timeout: float | None,
+        progress: _Progress[P],
     ) -> None:
         self._client, self.model, self._inputs = client, model, inputs
         self._deadline, self._idle = deadline, idle_timeout
-        self._progress = generation.StreamProgress()
+        self._progress = progress
         self._handle: StreamHandle | None = None
         self._closed = False
 
@@ -80,18 +96,10 @@ class TextStream(Iterator[str]):
         remaining = self._deadline.remaining()
         return min(remaining, self._idle) if self._idle is not None else remaining
 
-    @property
-    def usage(self) -> Usage | None:
-        return self._progress.usage
-
-    @property
-    def finish_reason(self) -> str | None:
-        return self._progress.finish_reason
-
-    def __iter__(self) -> TextStream:
+    def __iter__(self) -> ResponseStream[P]:
         return self
 
-    def __next__(self) -> str:
+    def __next__(self) -> P:
         attempt = 0
         while not self._closed and self._handle is not None:
             wait = self._wait()
@@ -117,9 +125,9 @@ class TextStream(Iterator[str]):
             if response is None:
                 self.close()
                 break
-            text = self._progress.read(response)
-            if text:
-                return text
+            found = self._progress.read(response)
+            if found:
+                return found
         raise StopIteration
 
     def _error(self, exc: Exception, wait: float) -> ClientError:
@@ -140,7 +148,7 @@ class TextStream(Iterator[str]):
             if self._handle is not None:
                 self._handle.close()
 
-    def __enter__(self) -> TextStream:
+    def __enter__(self) -> ResponseStream[P]:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -148,6 +156,48 @@ class TextStream(Iterator[str]):
 
     def __del__(self) -> None:  # sync only
         self.close()  # sync only
+
+
+class TextStream(ResponseStream[str]):
+    """Generated text, chunk by chunk, as it arrives. Closing it (or leaving its ``with`` block,
+    or, for the async stream, cancelling the task) cancels the request on the server.
+
+    After the last chunk, ``usage`` holds the token counts and ``finish_reason`` says why it
+    ended ("stop": end of text or a stop string; "length": ``max_tokens``), when the model sends them.
+    """
+
+    def __init__(
+        self, client: Client, model: str, inputs: policy.Tensors, deadline: policy.Deadline, idle_timeout: float | None
+    ) -> None:
+        self._text = generation.StreamProgress()
+        super().__init__(client, model, inputs, deadline, idle_timeout, self._text)
+
+    @property
+    def usage(self) -> Usage | None:
+        return self._text.usage
+
+    @property
+    def finish_reason(self) -> str | None:
+        return self._text.finish_reason
+
+
+class TranscriptionStream(ResponseStream[TranscriptionPart]):
+    """A file's transcription, part by part, as each window is read (``transcribe(..., stream=True)`` on a model
+    added with ``--stream``). Each ``TranscriptionPart`` has the text since the last part (the parts add up to the
+    text) and its timed segments. Closing it (or leaving its ``with`` block) stops the server reading the file.
+
+    After the last part, ``result`` is the whole ``Transcription``: what the call without ``stream`` returns.
+    """
+
+    def __init__(
+        self, client: Client, model: str, inputs: policy.Tensors, deadline: policy.Deadline, idle_timeout: float | None
+    ) -> None:
+        self._speech = speech.SpeechProgress()
+        super().__init__(client, model, inputs, deadline, idle_timeout, self._speech)
+
+    @property
+    def result(self) -> Transcription | None:
+        return self._speech.result
 
 
 class Client:
@@ -244,15 +294,35 @@ class Client:
                 # Read again on a retry: a model re-added meanwhile may take smaller batches.
                 current = self._config(name, deadline)
                 sent = [
-                    self._transport.infer(name, plan.build(current, piece), outputs, deadline.remaining())
-                    for piece in policy.split(rows, current.max_batch_size)
+                    self._infer(name, current, plan.build(current, piece), outputs, deadline)
+                    for piece in policy.split(rows, policy.rows_per_request(current))
                 ]
                 return policy.merge(sent, outputs)
 
             return self._call(name, attempt, deadline)
 
-        parts = self._fan.send_all(send, policy.chunks(plan.rows, config.max_batch_size))
+        parts = self._fan.send_all(send, policy.chunks(plan.rows, policy.rows_per_request(config)))
         return plan.decode(config, policy.merge(parts, outputs))
+
+    def _infer(
+        self, name: str, config: ModelConfig, inputs: policy.Tensors, outputs: list[str], deadline: policy.Deadline
+    ) -> policy.Tensors:
+        """One request's answer; a decoupled model's is the last response of its stream (the whole answer)."""
+        if not config.decoupled:
+            return self._transport.infer(name, inputs, outputs, deadline.remaining())
+        handle = self._transport.open_stream(name, inputs, deadline.remaining())
+        last: Mapping[str, Any] | None = None
+        try:
+            while True:
+                response = handle.next(deadline.remaining())
+                if response is None:
+                    break
+                last = response
+        finally:
+            handle.close()
+        if last is None or any(output not in last for output in outputs):
+            raise InferenceError(f"Model '{name}' ended its stream without the whole answer.", name)
+        return policy.response_tensors(last, outputs)
 
     # ---------------------------------------------------------------- the server
 
@@ -473,8 +543,20 @@ class Client:
         *,
         model: str | None = None,
         timeout: float | None = None,
+        stream: Literal[False] = False,
         **options: Unpack[SpeechOptions],
     ) -> Transcription: ...
+    @overload
+    def transcribe(
+        self,
+        audio: AudioInput,
+        *,
+        model: str | None = None,
+        timeout: float | None = None,
+        stream: Literal[True],
+        idle_timeout: float | None = None,
+        **options: Unpack[SpeechOptions],
+    ) -> TranscriptionStream: ...
     @overload
     def transcribe(
         self,
@@ -482,6 +564,7 @@ class Client:
         *,
         model: str | None = None,
         timeout: float | None = None,
+        stream: Literal[False] = False,
         **options: Unpack[SpeechOptions],
     ) -> list[Transcription]: ...
 
@@ -491,8 +574,10 @@ class Client:
         *,
         model: str | None = None,
         timeout: float | None = None,
+        stream: bool = False,
+        idle_timeout: float | None = None,
         **options: Unpack[SpeechOptions],
-    ) -> Transcription | list[Transcription]:
+    ) -> Transcription | list[Transcription] | TranscriptionStream:
         """What each file says, with an automatic-speech-recognition model (Whisper).
 
         Audio is a path, the bytes of a WAV/FLAC/OGG/MP3 file, or ``(samples, sampling_rate)``
@@ -505,8 +590,26 @@ class Client:
         of each 30 s window. Files longer than the window are read whole, window after window. A
         file the server cannot use (damaged, silent, past its length limit) raises
         ``InvalidInputError`` naming it.
+
+        ``stream=True`` (one file, a model added with ``--stream``): a ``TranscriptionStream`` of
+        ``TranscriptionPart``s as each window is read; ``idle_timeout`` bounds the wait between two.
         """
-        return self._run(plans.transcribe(audio, model, options), timeout)
+        plan = plans.transcribe(audio, model, options)
+        if not stream:
+            return self._run(plan, timeout)
+        if plan.rows != 1:
+            raise InvalidInputError("stream=True transcribes one file; send one (or call without stream).")
+        deadline = self._deadline(timeout)
+        name = self._resolve(plan.tasks, plan.model, deadline)
+        config = self._config(name, deadline)
+        if not config.decoupled:
+            raise InvalidInputError(
+                f"Model '{name}' answers whole files: add it with `tritonhf gallery add automatic-speech-recognition "
+                "--stream` to stream, or call without stream=True."
+            )
+        parts = TranscriptionStream(self, name, plan.build(config, slice(0, 1)), deadline, idle_timeout)
+        parts._open()
+        return parts
 
     def embed_images(
         self,

@@ -62,6 +62,17 @@ class Transcription:
 
 
 @dataclass(frozen=True)
+class TranscriptionPart:
+    """What a streamed transcription (``transcribe(..., stream=True)``) delivered since its last part: ``text``
+    as decoded (the parts' texts add up to the whole text), and its timed ``segments``."""
+
+    text: str
+    segments: tuple[Segment, ...]
+    language: str
+    duration: float
+
+
+@dataclass(frozen=True)
 class Entity:
     """A named entity: its group (PER, LOC ...), its text, character offsets and score."""
 

@@ -15,7 +15,7 @@ import contextlib
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 import numpy as np
@@ -26,6 +26,7 @@ from fastapi.sse import format_sse_event
 from tritonhf._wire import codecs
 from tritonhf.errors import ClientError
 from tritonhf.sdk import AsyncClient, AsyncTextStream
+from tritonhf.sdk.aio import AsyncResponseStream
 from tritonhf.serve.coalesce import Coalescer
 from tritonhf.serve.errors import GatewayError, empty, refused
 from tritonhf.serve.fetch import FetchRefused, fetch
@@ -36,6 +37,8 @@ from tritonhf.serve.tokenizers import Tokenizers, byte_bound, count
 
 router = APIRouter()
 T = TypeVar("T")
+P = TypeVar("P")
+S = TypeVar("S", bound="AsyncResponseStream[Any]")
 # Answered to a client that disconnected before its answer was ready (nobody reads it; nginx's code).
 CLIENT_GONE = 499
 
@@ -168,23 +171,27 @@ def _messages(body: ChatBody) -> list[dict[str, str]]:
     return messages
 
 
-async def _open(stream_call: Any) -> tuple[AsyncTextStream, str | None]:
-    """Open a generation stream and read its first chunk, so that a refusal is a real status."""
+async def open_stream(
+    stream_call: Awaitable[S], param: Callable[[ClientError], str | None] = lambda _: None
+) -> tuple[S, Any]:
+    """Open a stream (generation, transcription) and read its first item, so that a refusal is a real status (its
+    ``param`` named by ``param(error)``)."""
     try:
-        stream: AsyncTextStream = await stream_call
+        stream = await stream_call
     except ClientError as error:
-        raise GatewayError.of(error) from error
+        raise GatewayError.of(error, param(error)) from error
     try:
         first = await stream.__anext__()
     except StopAsyncIteration:
         first = None
     except ClientError as error:
         await stream.aclose()
-        raise GatewayError.of(error) from error
+        raise GatewayError.of(error, param(error)) from error
     return stream, first
 
 
-async def _chunks(stream: AsyncTextStream, first: str | None) -> AsyncIterator[str]:
+async def streamed(stream: AsyncResponseStream[P], first: P | None) -> AsyncIterator[P]:
+    """An opened stream's items, its first (already read) included."""
     if first is not None:
         yield first
     async for chunk in stream:
@@ -194,7 +201,7 @@ async def _chunks(stream: AsyncTextStream, first: str | None) -> AsyncIterator[s
 async def _text(stream: AsyncTextStream, first: str | None) -> str:
     """The whole text of an opened stream (a non-streaming answer); the stream is closed after."""
     try:
-        return "".join([chunk async for chunk in _chunks(stream, first)])
+        return "".join([chunk async for chunk in streamed(stream, first)])
     except ClientError as error:
         raise GatewayError.of(error) from error
     finally:
@@ -235,7 +242,7 @@ def _usage(stream: AsyncTextStream) -> dict[str, int]:
     return found
 
 
-def sse(events: AsyncIterator[Any], stream: AsyncTextStream) -> StreamingResponse:
+def sse(events: AsyncIterator[Any], stream: AsyncResponseStream[Any]) -> StreamingResponse:
     """Events as server-sent events (FastAPI's encoder), then ``[DONE]``; closing cancels the generation."""
 
     async def body() -> AsyncIterator[bytes]:
@@ -283,7 +290,7 @@ async def chat_completions(body: ChatBody, request: Request) -> dict[str, Any] |
     options = _check_generation(body)
     messages = _messages(body)
     name = await model_for(client, body.model, ("text-generation",), "/v1/chat/completions")
-    stream, first = await _open(client.chat(messages, model=name, stream=True, **options))
+    stream, first = await open_stream(client.chat(messages, model=name, stream=True, **options))
     ident, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
     if not body.stream:
         try:
@@ -299,7 +306,7 @@ async def chat_completions(body: ChatBody, request: Request) -> dict[str, Any] |
     async def events() -> AsyncIterator[dict[str, Any]]:
         base = {"id": ident, "object": "chat.completion.chunk", "created": created, "model": name}
         delta: dict[str, str] = {"role": "assistant", "content": ""}
-        async for chunk in _chunks(stream, first):
+        async for chunk in streamed(stream, first):
             delta["content"] = chunk
             yield {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
             delta = {"content": ""}
@@ -326,12 +333,12 @@ async def completions(body: CompletionBody, request: Request) -> dict[str, Any] 
     name = await model_for(client, body.model, ("text-generation",), "/v1/completions")
     ident, created = f"cmpl-{uuid.uuid4().hex}", int(time.time())
     if body.stream:
-        stream, first = await _open(client.generate(str(prompts[0]), model=name, stream=True, **options))
+        stream, first = await open_stream(client.generate(str(prompts[0]), model=name, stream=True, **options))
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
 
         async def events() -> AsyncIterator[dict[str, Any]]:
             base = {"id": ident, "object": "text_completion", "created": created, "model": name}
-            async for chunk in _chunks(stream, first):
+            async for chunk in streamed(stream, first):
                 yield {**base, "choices": [{"index": 0, "text": chunk, "finish_reason": None, "logprobs": None}]}
             final = {"index": 0, "text": "", "finish_reason": stream.finish_reason or "stop", "logprobs": None}
             yield {**base, "choices": [final]}
@@ -341,7 +348,7 @@ async def completions(body: CompletionBody, request: Request) -> dict[str, Any] 
         return sse(events(), stream)
 
     async def one(prompt: str) -> tuple[str, AsyncTextStream]:
-        stream, first = await _open(client.generate(prompt, model=name, stream=True, **options))
+        stream, first = await open_stream(client.generate(prompt, model=name, stream=True, **options))
         return await _text(stream, first), stream
 
     try:  # the prompts run at once (Triton batches them); a client that leaves cancels them all

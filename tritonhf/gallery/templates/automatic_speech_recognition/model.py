@@ -16,6 +16,13 @@ Requests carry encoded audio (WAV, FLAC, OGG, MP3), one file per row. This templ
    cut and timestamps count from the start of the file;
 5. answers each request with exactly its own rows.
 
+Added with ``--stream``, the model is decoupled and streams: each request is answered in parts as
+its rows advance (partial responses carry ``TEXT_DELTA``, the text since the last part, and
+``SEGMENTS``, that text's timed segments), then with the whole answer (the same tensors a model
+added without ``--stream`` sends) and the final flag. On CTranslate2 a part is each window (or
+decoding pass) of a long or timestamped file; elsewhere a row's part is its whole answer. A
+request cancelled by its caller (the stream closed) is not decoded further.
+
 Decoding runs on the stub's thread while the previous batch computes on the pipeline's
 worker (runtime.Pipeline). Added with ``--quantize int8`` (parameter ``tritonhf.quantize``), the
 Linear layers run in int8 with a scale per token (runtime.int8), so rows are still batched and
@@ -32,9 +39,11 @@ honour (language, translate, prompt, sampling, a token limit) are 400s.
 
 Inputs:  AUDIO [n, 1] BYTES; optional per row: LANGUAGE (code, default detect), TASK
          (transcribe | translate), TIMESTAMPS, PROMPT, TEMPERATURE, SEED, MAX_TOKENS.
-Outputs: TEXT, SPOKEN_LANGUAGE, DURATION (seconds), SEGMENTS (JSON: [{start, end, text}]).
+Outputs: TEXT, SPOKEN_LANGUAGE, DURATION (seconds), SEGMENTS (JSON: [{start, end, text}]); streamed
+         parts: TEXT_DELTA and SEGMENTS (the new ones), SPOKEN_LANGUAGE, DURATION.
 """
 
+import functools
 import json
 import os
 
@@ -61,6 +70,8 @@ class TritonPythonModel:
             params, runtime.PARAM_MAX_AUDIO_SECONDS, runtime.DEFAULT_MAX_AUDIO_SECONDS
         )
         self.pipeline = runtime.Pipeline()
+        policy = runtime.model_config(args).get("model_transaction_policy", {})
+        self.streaming = bool(policy.get("decoupled", False))  # added with --stream
         config = AutoConfig.from_pretrained(location, trust_remote_code=runtime.trust_remote_code(params))
         self.ctc = None
         if not getattr(config, "is_encoder_decoder", False):  # wav2vec2, HuBERT ...: CTC
@@ -126,13 +137,18 @@ class TritonPythonModel:
                         seed=int(seeds[row]), max_tokens=int(limits[row] or self.max_tokens))  # fmt: skip
 
         def work():
+            parts = Parts(self, batch, requests, rows) if self.streaming else None
             if self.ctc is not None:
-                results = {row: self.transcribe_ctc(item) for row, item in rows.items()}
+                results = {}
+                for row, item in rows.items():
+                    results[row] = self.transcribe_ctc(item)
+                    if parts is not None:
+                        parts.whole(row, results[row])
             else:
                 if self.ct2 is not None:
                     self.encode_once(rows)
                 self.detect_languages(rows)
-                results = self.transcribe(rows)
+                results = self.transcribe(rows, parts)
 
             def answer(span):
                 found = [results[row] for row in span]
@@ -236,8 +252,9 @@ class TritonPythonModel:
             for row, token in zip(unknown, found):
                 rows[row]["language"] = self.codes[int(token)]
 
-    def transcribe(self, rows):
-        """``{row: {text, language, duration, segments}}``: short greedy rows in groups, the rest alone."""
+    def transcribe(self, rows, parts=None):
+        """``{row: {text, language, duration, segments}}``: short greedy rows in groups, the rest alone (a streamed
+        model's rows sent to ``parts`` as they advance)."""
         results = {}
         groups: dict[tuple, list[int]] = {}  # (language, task, timestamps, prompt, limit) -> rows
         for row, item in rows.items():
@@ -247,14 +264,23 @@ class TritonPythonModel:
                 limit = item["max_tokens"] if item["timestamps"] else None
                 key = (item["language"], item["task"], item["timestamps"], item["prompt"], limit)
                 groups.setdefault(key, []).append(row)
-            else:
-                results[row] = self.alone(item)
         for rows_of_group in groups.values():
             items = [rows[row] for row in rows_of_group]
             features = np.stack([item["encoded" if self.ct2 is not None else "features"] for item in items])
             tokens = self.generate(items[0], features, max(item["max_tokens"] for item in items))
             for row, item, found in zip(rows_of_group, items, tokens):
                 results[row] = self.reply(item, self.kept(item, found))
+                if parts is not None:
+                    parts.whole(row, results[row])
+        for row, item in rows.items():  # after the groups: a streamed short row is not held up by a long file
+            if row in results:
+                continue
+            if parts is not None and parts.cancelled(row):
+                results[row] = self.result(item, "", [])  # its caller left: nobody reads the answer
+                continue
+            results[row] = self.alone(item, None if parts is None else functools.partial(parts.window, row))
+            if parts is not None and not self.windowed(item):
+                parts.whole(row, results[row])
         return results
 
     def grouped(self, item):
@@ -293,13 +319,14 @@ class TritonPythonModel:
             task = self.tokenizer.convert_tokens_to_ids(f"<|{item['task']}|>")
         return self.ct2.prompt(language, task, timestamps, item["prompt_ids"])
 
-    def alone(self, item):
+    def alone(self, item, on_window=None):
         """A row decoded on its own: a file longer than one window (long-form), a sampling row, or (CTranslate2) a
-        row with timestamps."""
-        if self.ct2 is not None and (item["long"] is not None or item["timestamps"]):
+        row with timestamps, whose segments go to ``on_window`` window after window (False: stop)."""
+        if self.windowed(item):
+            assert self.ct2 is not None
             features = item["long"][0][0] if item["long"] is not None else item["features"]  # [mels, frames]
             tokens, found = self.ct2.long_form(features, self.ct2_prompt(item, True), item["max_tokens"],
-                                               item["temperature"], item["seed"])  # fmt: skip
+                                               item["temperature"], item["seed"], on_window)  # fmt: skip
             return self.long_reply(item, tokens, found)
         extra = {}
         if item["temperature"] > 0.0:
@@ -318,14 +345,22 @@ class TritonPythonModel:
         found = [(segment["start"], segment["end"], segment["tokens"].tolist()) for segment in out["segments"][0]]
         return self.long_reply(item, out["sequences"][0].tolist(), found)
 
+    def windowed(self, item):
+        """Whether a row is read window after window here (CTranslate2: a long file, or timestamps)."""
+        return self.ct2 is not None and (item["long"] is not None or item["timestamps"])
+
     def long_reply(self, item, tokens, found):
         """A long file's result: its text, and a segment per ``(start, end, tokens)`` that says something."""
+        text = self.tokenizer.decode(tokens, skip_special_tokens=True).strip()
+        return self.result(item, text, self.timed(item, found))
+
+    def timed(self, item, found):
+        """The segments of ``(start, end, tokens)`` that say something."""
         segments = []
         for start, end, piece in found:
             text = self.tokenizer.decode(piece, skip_special_tokens=True).strip()
             segments.append(self.segment(float(start), float(end), text, item["duration"]))
-        text = self.tokenizer.decode(tokens, skip_special_tokens=True).strip()
-        return self.result(item, text, [segment for segment in segments if segment["text"]])
+        return [segment for segment in segments if segment["text"]]
 
     def kept(self, item, tokens):
         """A short row's tokens up to its end-of-text; without timestamps, at most its own MAX_TOKENS (its group
@@ -375,6 +410,49 @@ class TritonPythonModel:
         ct2 = getattr(self, "ct2", None)  # a CTC model has none
         if ct2 is not None:
             ct2.close()
+
+
+class Parts:
+    """A streamed (decoupled) model's partial answers: each sent to its row's request as the row advances, the
+    request's other rows empty; ``window`` text is as decoded (its spaces kept), so the parts add up to the text."""
+
+    def __init__(self, model, batch, requests, rows):
+        self.model = model
+        self.requests = requests
+        self.spans = batch.spans
+        self.owner = {row: index for index, span in enumerate(batch.spans) for row in span}
+        self.rows = rows
+        self.started = set()  # rows that sent a part: a later part keeps its leading space
+
+    def cancelled(self, row):
+        return self.requests[self.owner[row]].is_cancelled()
+
+    def whole(self, row, result):
+        self.send(row, result["text"], result["segments"])
+
+    def window(self, row, found):
+        """One window's ``(start, end, tokens)`` of a row; False when its caller left (stop decoding it)."""
+        tokens = [token for _, _, piece in found for token in piece]
+        text = self.model.tokenizer.decode(tokens, skip_special_tokens=True)
+        self.send(row, text if row in self.started else text.lstrip(), self.model.timed(self.rows[row], found))
+        return not self.cancelled(row)
+
+    def send(self, row, text, segments):
+        if not text and not segments:
+            return
+        self.started.add(row)
+        index = self.owner[row]
+        span = self.spans[index]
+        items = [self.rows.get(other, {}) for other in span]
+        response = pb_utils.InferenceResponse(
+            output_tensors=[
+                runtime.string_tensor("TEXT_DELTA", [text if other == row else "" for other in span]),
+                runtime.string_tensor("SEGMENTS", [json.dumps(segments if other == row else []) for other in span]),
+                runtime.string_tensor("SPOKEN_LANGUAGE", [item.get("language") or "" for item in items]),
+                runtime.float_tensor("DURATION", np.array([[item.get("duration", 0.0)] for item in items], np.float32)),
+            ]
+        )
+        self.requests[index].get_response_sender().send(response)
 
 
 def _text(value):

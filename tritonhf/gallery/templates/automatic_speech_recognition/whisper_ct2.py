@@ -119,9 +119,9 @@ class Ct2Whisper:
         ids = [int(token) for token in tokens]
         return next((ids[:index] for index, token in enumerate(ids) if token in self.stops), ids)
 
-    def long_form(self, features, prompt, max_new_tokens, temperature=0.0, seed=0):
+    def long_form(self, features, prompt, max_new_tokens, temperature=0.0, seed=0, on_window=None):
         """``(tokens, [(start, end, tokens)])`` over a file's whole ``features`` [mels, frames] (a short file: its
-        one window of 3000 frames)."""
+        one window of 3000 frames); each window's segments go to ``on_window`` as it ends (False: stop there)."""
         model = self.seeded(seed) if temperature > 0.0 else self.model  # seeded once for the file, as transformers
         frames = features.shape[-1]
         seek, segments, everything = 0, [], []
@@ -136,6 +136,8 @@ class Ct2Whisper:
             for _, _, piece in found:
                 everything += piece
             seek += advance
+            if on_window is not None and on_window(found) is False:
+                break
         return everything, segments
 
     def split(self, tokens, offset, count):
