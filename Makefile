@@ -61,6 +61,7 @@ bench: setup
 	$(BIN)/python bench/images.py
 	$(BIN)/python bench/clip.py
 	$(BIN)/python bench/speech.py
+	$(BIN)/python bench/speech_stream.py
 
 clean:
 	rm -rf $(VENV) triton_workspace .pytest_cache .mypy_cache .ruff_cache

@@ -140,17 +140,23 @@ def tritonhf(url: str, model: str, data: bytes, callers: int, tokens: int) -> di
         return {"seconds": time.perf_counter() - started, "calls": len(counts), "tokens": sum(counts)}
 
 
+def endless_whisper_base(folder: Path) -> Path:
+    """Whisper base's shapes, random weights, end-of-text suppressed: a fixed number of tokens per call."""
+    from transformers import GenerationConfig
+
+    build_whisper(folder, size="base")
+    generation = GenerationConfig.from_pretrained(folder)
+    generation.suppress_tokens = sorted({*generation.suppress_tokens, generation.eos_token_id})
+    generation.save_pretrained(folder)
+    return folder
+
+
 def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="tritonhf-speech-"))
     lines = [f"# Whisper base (random weights), 30 s clips, {os.cpu_count()} cores, {ROUNDS} rounds, "
              f"language {LANGUAGE or 'detected'}"]  # fmt: skip
     try:
-        folder = build_whisper(root / "whisper", size="base")
-        from transformers import GenerationConfig
-
-        generation = GenerationConfig.from_pretrained(folder)
-        generation.suppress_tokens = sorted({*generation.suppress_tokens, generation.eos_token_id})
-        generation.save_pretrained(folder)  # no early end: a fixed number of tokens per call
+        folder = endless_whisper_base(root / "whisper")
         clip = root / "clip.wav"
         soundfile.write(clip, sound(random.Random(1), CLIP_SECONDS), 16000, subtype="PCM_16")
         data = clip.read_bytes()

@@ -14,6 +14,7 @@ SDK never mixes (a different TOP_K on each row of one request) are sent too.
 from __future__ import annotations
 
 import json
+import queue
 import random
 import threading
 from collections.abc import Sequence
@@ -268,11 +269,13 @@ OUTPUTS = {
 
 
 class Wire:
-    """Raw tritonclient over one protocol; one HTTP client per thread (tritonclient.http is gevent-based)."""
+    """Raw tritonclient over one protocol; one HTTP client per thread (tritonclient.http is gevent-based).
+    ``streamed``: a decoupled speech model (--stream), called over a gRPC stream of its own per request."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, streamed: bool = False) -> None:
         self.protocol, address = url.split("://", 1)
         self.address = address
+        self.streamed = streamed
         self._local = threading.local()
         self._grpc = grpcclient.InferenceServerClient(address) if self.protocol == "grpc" else None
 
@@ -293,13 +296,48 @@ class Wire:
             inputs.append(tensor)
         outputs = [module.InferRequestedOutput(name) for name in OUTPUTS[case.task]]
         try:
-            result = self._client().infer(case.model, inputs, outputs=outputs)
+            if self.streamed:
+                result = self._stream(case, inputs)
+            else:
+                result = self._client().infer(case.model, inputs, outputs=outputs)
         except InferenceServerException as exc:
             return f"{exc.status()}: {exc.message()}"
         return [
             decode_row(case.task, {name: result.as_numpy(name)[index] for name in OUTPUTS[case.task]})
             for index in range(len(case.rows))
         ]
+
+
+    def _stream(self, case: Case, inputs: list[Any]) -> Any:
+        """The last (whole) response of a streamed request, once its parts are checked to add up to it: each
+        row's segments, part after part, are the whole answer's."""
+        client = grpcclient.InferenceServerClient(self.address)
+        answers: queue.Queue[tuple[Any, Any]] = queue.Queue()
+        client.start_stream(callback=lambda result, error: answers.put((result, error)))
+        try:
+            client.async_stream_infer(case.model, inputs, enable_empty_final_response=True)
+            parts, last = [], None
+            while True:
+                result, error = answers.get(timeout=300)
+                if error is not None:
+                    raise error
+                response = result.get_response()
+                names = {output.name for output in response.outputs}
+                if "TEXT" in names:
+                    last = result
+                elif "TEXT_DELTA" in names:
+                    parts.append([json.loads(value) for value in result.as_numpy("SEGMENTS").reshape(-1)])
+                final = response.parameters.get("triton_final_response")
+                if final is not None and final.bool_param:
+                    break
+        finally:
+            client.stop_stream()
+            client.close()
+        assert last is not None, f"a stream ended without its whole answer <- {case.describe()}"
+        for row, whole in enumerate(last.as_numpy("SEGMENTS").reshape(-1)):
+            sent = [segment for part in parts for segment in part[row]]
+            assert sent == json.loads(whole), f"row {row}'s parts do not add up to its answer <- {case.describe()}"
+        return last
 
 
 def _dtype(array: np.ndarray) -> str:
@@ -651,13 +689,14 @@ def check(
     alone_tolerance: float | None = None,
     versus_transformers: bool = True,
     transformers_tolerance: float | None = None,
+    streamed: bool = False,
 ) -> Report:
     """Send ``cases`` concurrently, then each row alone; compare both with the oracle.
 
     ``alone_tolerance`` tightens the batched-vs-alone comparison; ``versus_transformers=False``
     compares with transformers only for refusals (a quantized model is not fp32 transformers);
     ``transformers_tolerance`` is another engine's agreement with PyTorch (the gate it passed)."""
-    wire = Wire(url)
+    wire = Wire(url, streamed)
     with ThreadPoolExecutor(threads) as pool:
         together = list(pool.map(wire.send, cases))
     report = Report(requests=len(cases))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -56,6 +57,8 @@ def served(make_workspace: Callable[[str], Workspace], tiny: dict[str, Path]) ->
         ("whisper", tiny["whisper"], "asr", {"options": small, "backend": "pytorch"}),
         ("whisper", tiny["whisper"], "asr-int8", {"options": small, "quantize": "int8", "backend": "pytorch"}),
         ("whisper", tiny["whisper"], "asr-ct2", {"options": small, "backend": "ctranslate2"}),  # float32
+        # the same, decoupled (--stream): answers in parts, then whole
+        ("whisper", tiny["whisper"], "asr-stream", {"options": replace(small, stream=True), "backend": "ctranslate2"}),
         ("asr", tiny["wav2vec2"], "ctc", {"options": small}),  # a CTC model: every file alone
     ):
         add_model(AddRequest(task=task, source=str(source), repository=repo, name=name, **extra))  # type: ignore[arg-type]

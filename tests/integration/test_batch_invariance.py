@@ -132,6 +132,14 @@ def test_ct2_speech_rows_get_the_answer_they_get_alone(served: Server, tiny: dic
     _check_batched(served, served.grpc_url, "asr-ct2", cases, AudioRowOracle(tiny["whisper"], own_sampling=True))
 
 
+def test_streamed_speech_rows_get_the_answer_they_get_alone(served: Server, tiny: dict[str, Path]) -> None:
+    """Whisper on CTranslate2 added with --stream (decoupled): the same mixed batches over gRPC streams; each
+    request's parts add up to its last answer, and each row of that answer equals itself alone and transformers."""
+    cases = make_audio_cases("asr-stream", seed=zlib.crc32(b"asr-stream"), count=24)
+    oracle = AudioRowOracle(tiny["whisper"], own_sampling=True)
+    _check_batched(served, served.grpc_url, "asr-stream", cases, oracle, streamed=True)
+
+
 def test_int8_speech_rows_get_the_answer_they_get_alone(served: Server, tiny: dict[str, Path]) -> None:
     """Whisper with --quantize int8 (a scale per token): batched rows equal themselves alone and the int8
     model in-process; per-tensor activation scales would fail this."""

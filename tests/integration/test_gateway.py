@@ -30,6 +30,7 @@ from tritonhf.bootstrap.ports import free_port
 from tritonhf.bootstrap.state import ServerState, ensure_api_key
 from tritonhf.demo import offline_models
 from tritonhf.gallery import AddRequest, add_model
+from tritonhf.gallery.config import ModelOptions
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 CHAT = [{"role": "user", "content": "Say hello in five words."}]
@@ -46,6 +47,8 @@ def gateway(make_workspace: Callable[[str], Workspace], tiny: dict[str, Path]) -
     add_model(AddRequest("rerank", str(tiny["cross-encoder"]), repo, name="reranker"))
     add_model(AddRequest("clip", str(tiny["clip"]), repo, name="clip", labels=("cat", "dog")))
     add_model(AddRequest("whisper", str(tiny["whisper"]), repo, name="asr", backend="ctranslate2"))
+    add_model(AddRequest("whisper", str(tiny["whisper"]), repo, name="asr-stream", backend="ctranslate2",
+                         options=ModelOptions(stream=True)))  # fmt: skip
     server = Server(workspace, http_port="auto", grpc_port="auto", metrics_port="auto", startup_timeout=300)
     with Stack(server, gateway=Gateway()) as stack:
         yield stack
@@ -502,7 +505,38 @@ def test_audio_transcriptions_and_translations_with_the_openai_client(gateway: S
             call()
         assert words in str(caught.value), caught.value
     status, _, answer = _post_form(_base(gateway) + "/audio/transcriptions", {"model": "asr", "stream": "true"}, data)
-    assert status == 400 and "stream" in answer["error"]["message"], answer
+    assert status == 400 and "--stream" in answer["error"]["message"], answer
+    assert answer["error"]["param"] == "stream", answer  # type: ignore[index]
+
+
+def test_a_streaming_speech_model_sends_windows_as_they_are_read(gateway: Stack) -> None:
+    """A model added with --stream, served: OpenAI's transcript events with the real openai client, the SDK's parts
+    over gRPC and HTTP (the generate route, the file as a data: URI), and whole answers on both protocols, all
+    equal to the same model added without --stream; a bad file is a real 400 before any event."""
+    import random
+
+    from harness.audio import encode, sound
+
+    data = encode(sound(random.Random(4), 65.0), 16000, "FLAC")  # three 30 s windows
+    with Client(gateway.server.grpc_url) as sdk:
+        expected = sdk.transcribe(data, model="asr", language="en", timestamps=True)
+        plain = sdk.transcribe(data, model="asr", language="en")
+    client = openai.OpenAI(base_url=_base(gateway), api_key="unused-on-loopback")
+    events = list(client.audio.transcriptions.create(model="asr-stream", file=("a.flac", data), language="en",
+                                                     stream=True))  # fmt: skip
+    deltas = [event.delta for event in events if event.type == "transcript.text.delta"]
+    assert [event.type for event in events[len(deltas) :]] == ["transcript.text.done"]
+    assert len(deltas) >= 2, "each window is sent as it is read"
+    assert events[-1].text == plain.text and "".join(deltas).strip() == plain.text  # type: ignore[union-attr]
+    for url in (gateway.server.grpc_url, gateway.server.http_url):
+        with Client(url) as sdk:
+            with sdk.transcribe(data, model="asr-stream", language="en", timestamps=True, stream=True) as parts:
+                segments = [segment for part in parts for segment in part.segments]
+            assert parts.result == expected and tuple(segments) == expected.segments, url
+            assert sdk.transcribe([data, data], model="asr-stream", language="en") == [plain, plain], url
+    with pytest.raises(openai.BadRequestError, match="not audio") as caught:
+        list(client.audio.transcriptions.create(model="asr-stream", file=("a.wav", b"RIFF junk" * 20), stream=True))
+    assert caught.value.status_code == 400
 
 
 def _post_form(url: str, fields: dict[str, str], data: bytes) -> tuple[int, dict[str, str], dict[str, object]]:
