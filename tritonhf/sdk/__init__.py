@@ -14,8 +14,8 @@ from collections.abc import Callable
 from typing import Concatenate, ParamSpec, TypeVar
 
 from tritonhf._wire.transport import API_KEY_HEADER
-from tritonhf.sdk.aio import AsyncClient, AsyncTextStream
-from tritonhf.sdk.client import Client, TextStream
+from tritonhf.sdk.aio import AsyncClient, AsyncTextStream, AsyncTranscriptionStream
+from tritonhf.sdk.client import Client, TextStream, TranscriptionStream
 from tritonhf.sdk.media import AudioInput, ImageInput
 from tritonhf.sdk.results import (
     Answer,
@@ -27,6 +27,7 @@ from tritonhf.sdk.results import (
     Ranked,
     Segment,
     Transcription,
+    TranscriptionPart,
     Usage,
     ZeroShotClassification,
 )
@@ -37,6 +38,7 @@ __all__ = [
     "Answer",
     "AsyncClient",
     "AsyncTextStream",
+    "AsyncTranscriptionStream",
     "AudioInput",
     "Classification",
     "Client",
@@ -51,6 +53,8 @@ __all__ = [
     "SpeechOptions",
     "TextStream",
     "Transcription",
+    "TranscriptionPart",
+    "TranscriptionStream",
     "Usage",
     "ZeroShotClassification",
     "answer",
