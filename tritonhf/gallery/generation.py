@@ -112,7 +112,9 @@ def _pipeline(gguf_file: Path) -> object:
     scheduler = openvino_genai.SchedulerConfig()
     scheduler.cache_size = 1
     try:
-        return openvino_genai.ContinuousBatchingPipeline(str(gguf_file), scheduler, "CPU")
+        # As the template serves it (text_generation/model.py): f32 activations, an f16 key/value cache.
+        properties = {"INFERENCE_PRECISION_HINT": "f32", "KV_CACHE_PRECISION": "f16"}
+        return openvino_genai.ContinuousBatchingPipeline(str(gguf_file), scheduler, "CPU", properties)
     except RuntimeError as exc:
         raise ModelSourceError(f"OpenVINO GenAI could not load {gguf_file.name}: {str(exc).splitlines()[0]}") from exc
 
