@@ -23,10 +23,10 @@ import time
 from pathlib import Path
 
 import soundfile
+from speech import endless_whisper_base
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: the shared harness package
 from harness.audio import sound
-from speech import endless_whisper_base
 from tritonhf import Client
 from tritonhf.bootstrap import Server, Workspace, bootstrap
 from tritonhf.gallery import AddRequest, ModelOptions, add_model
@@ -74,14 +74,14 @@ def main() -> None:
             "without --stream": lambda client: whole(client, data, "asr-whole"),
         }
         figures: dict[str, list[tuple[float, float, int]]] = {name: [] for name in ways}
-        with Server(workspace, http_port="auto", grpc_port="auto", metrics_port="auto", startup_timeout=600) as server:
-            with Client(server.grpc_url, timeout=600) as client:
-                for run in ways.values():
-                    run(client)  # warm
-                for index in range(ROUNDS):
-                    order = list(ways.items())
-                    for name, run in order if index % 2 == 0 else reversed(order):
-                        figures[name].append(run(client))
+        server = Server(workspace, http_port="auto", grpc_port="auto", metrics_port="auto", startup_timeout=600)
+        with server, Client(server.grpc_url, timeout=600) as client:
+            for run in ways.values():
+                run(client)  # warm
+            for index in range(ROUNDS):
+                order = list(ways.items())
+                for name, run in order if index % 2 == 0 else reversed(order):
+                    figures[name].append(run(client))
         baseline = statistics.median(took for _, took, _ in figures["without --stream"])
         lines += ["| way | parts | s to the first part | s to the whole answer (rounds) | whole x without --stream |",
                   "| --- | --- | --- | --- | --- |"]  # fmt: skip
