@@ -201,7 +201,7 @@ class TritonPythonModel:
             KV_CACHE_PRECISION=params.get("kv_cache_precision", "f16"),
             # Activations in f32: on a CPU with bf16 (AMX, AVX512-BF16) OpenVINO computes in bf16 by default,
             # and an int8 model's answer then changed with its batch-mates (tests/unit/test_openvino_engine.py
-            # failed on such a machine). inference_precision=bf16 is faster there, for those who accept that.
+            # failed on such a machine). inference_precision=bf16 brings OpenVINO's default back.
             INFERENCE_PRECISION_HINT=params.get("inference_precision", "f32"),
         )
 
