@@ -481,6 +481,27 @@ def wav2vec2(tiny: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) ->
     return instantiate(add_model(AddRequest("asr", str(tiny["wav2vec2"]), repo, name="ctc")))
 
 
+def test_a_streamed_ctc_model_sends_each_file_whole_then_the_plain_answer(
+    wav2vec2: Any, tiny: dict[str, Path], tmp_path: Path
+) -> None:
+    """A CTC model added with --stream: one part per file (its whole text), then exactly the plain model's answer."""
+    folder = add_model(AddRequest("asr", str(tiny["wav2vec2"]), tmp_path / "repo", name="ctc",
+                                  options=ModelOptions(stream=True)))  # fmt: skip
+    streamed = instantiate(folder)
+    rng = random.Random(16)
+    files = [random_audio(rng)[0] for _ in range(2)]
+    make = lambda: pb.InferenceRequest(AUDIO=_column(*files), TIMESTAMPS=_column(True, True, dtype=bool))  # noqa: E731
+    ((*parts, last),) = _streamed(streamed, [make()])
+    (expected,) = answers(wav2vec2, [make()])
+    whole = _outputs(last)
+    assert whole == _outputs(expected) and len(parts) == 2
+    for row, part in enumerate(parts):
+        found = _part(part)
+        assert found["delta"][row] == whole["text"][row] and found["segments"][row] == whole["segments"][row]
+        assert found["delta"][1 - row] == "" and found["segments"][1 - row] == [], "the other row is empty"
+    streamed.finalize()
+
+
 def test_ctc_rows_equal_transformers_pipeline_alone_long_files_in_its_windows(
     wav2vec2: Any, tiny: dict[str, Path]
 ) -> None:
