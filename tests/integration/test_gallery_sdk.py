@@ -286,7 +286,8 @@ def test_image_text_model_embeds_both_in_one_space_and_ranks_labels(served: Serv
 def test_speech_model_transcribes_over_both_protocols_and_the_cli(served: Server, tiny: dict[str, Path]) -> None:
     """Whisper served: the SDK's transcribe over HTTP and gRPC equals transformers in-process on the same file
     (a FLAC at 44.1 kHz stereo, samples held in memory, and one past the 30 s window); a silent file is an
-    InvalidInputError naming it; `tritonhf transcribe --format srt` prints the same segments."""
+    InvalidInputError naming it; `tritonhf transcribe --format srt` prints the same segments, and `--stream` a
+    --stream model's parts as they come (over HTTP: the generate route)."""
     import random
 
     from typer.testing import CliRunner
@@ -318,3 +319,8 @@ def test_speech_model_transcribes_over_both_protocols_and_the_cli(served: Server
                                        "srt", "--url", served.grpc_url])  # fmt: skip
     assert printed.exit_code == 0, printed.output
     assert printed.output.startswith("1\n00:00:") and many[0].segments[0].text in printed.output
+    streamed = CliRunner().invoke(app, ["transcribe", str(file), "--model", "asr-stream", "--language", "en",
+                                        "--stream", "--url", served.http_url])  # fmt: skip
+    assert streamed.exit_code == 0, streamed.output
+    with Client(served.grpc_url) as client:  # the same model added without --stream
+        assert streamed.output.strip() == client.transcribe(flac, model="asr-ct2", language="en").text
