@@ -17,6 +17,11 @@ faster-whisper decodes a different number of tokens for the same ``max_new_token
 transformers (its CTranslate2 call halves the length here), so it runs first, and tritonhf is
 asked for exactly the tokens it decoded: the same work per clip.
 
+OpenVINO GenAI's ``WhisperPipeline`` (what its authors ship for Whisper on a CPU) is a third row: the
+same folder exported by optimum-intel (``--weight-format int8``: int8 weights; activations in
+OpenVINO's default precision, bf16 on a CPU that has it) in a venv of its own made here, called
+in-process with OpenVINO's defaults as its documentation shows, one pipeline per caller.
+
 Every call gives ``language="en"``; with ``BENCH_LANGUAGE=detect`` none does, and both sides detect
 the language from the clip's first window before transcribing, as each does by default
 (faster-whisper 1.2.1 encodes that window for detection and again to decode it; tritonhf's
@@ -51,6 +56,9 @@ from tritonhf.gallery import AddRequest, ModelOptions, add_model
 from tritonhf.gallery.config import parameters_of, parse_config
 
 FASTER_WHISPER = "faster-whisper==1.2.1"
+# optimum-intel exports the folder; torch from this machine's wheel (a CUDA build otherwise), no torchvision
+# (PyPI's fails to import beside it).
+OPENVINO_WHISPER = ("optimum-intel==2.2.0", "openvino-genai==2026.4.1.0", "torch==2.13.0")
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "2"))
 CALLS = int(os.environ.get("BENCH_CALLS", "2"))
 LANGUAGE = None if os.environ.get("BENCH_LANGUAGE", "en") == "detect" else os.environ.get("BENCH_LANGUAGE", "en")
@@ -83,6 +91,61 @@ threads = [threading.Thread(target=caller) for _ in range(callers)]
 [thread.join() for thread in threads]
 print(json.dumps({"seconds": time.perf_counter() - started, "calls": len(counts), "tokens": sum(counts)}))
 """
+
+
+# Run inside the OpenVINO venv: argv = exported folder, audio file, callers, calls, tokens; prints JSON.
+OPENVINO_WORKER = r"""
+import json, sys, threading, time
+import numpy as np, openvino_genai, soundfile
+folder, path, callers, calls, tokens = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:])
+audio = soundfile.read(path, dtype="float32")[0].tolist()
+pipelines = [openvino_genai.WhisperPipeline(folder, "CPU") for _ in range(callers)]
+config = pipelines[0].get_generation_config()
+config.max_new_tokens = tokens
+config.task = "transcribe"
+if %(language)r:
+    config.language = "<|%(language)s|>"
+def once(pipeline):
+    return pipeline.generate(audio, config).perf_metrics.get_num_generated_tokens()
+once(pipelines[0])
+counts = []
+def caller(pipeline):
+    for _ in range(calls):
+        counts.append(once(pipeline))
+started = time.perf_counter()
+threads = [threading.Thread(target=caller, args=(pipeline,)) for pipeline in pipelines]
+[thread.start() for thread in threads]
+[thread.join() for thread in threads]
+print(json.dumps({"seconds": time.perf_counter() - started, "calls": len(counts), "tokens": sum(counts)}))
+"""
+
+
+def openvino_whisper(folder: Path, out: Path) -> tuple[Path | None, str]:
+    """The Python of OpenVINO GenAI's venv (made on first use), with ``folder`` exported into ``out``; or why not."""
+    venv = cache_dir() / "openvino-whisper-venv"
+    python = venv / "bin" / "python"
+    if not (venv / ".installed").is_file():
+        pip = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+        steps = ([sys.executable, "-m", "venv", "--clear", str(venv)], [*pip, *OPENVINO_WHISPER, "soundfile"],
+                 [str(python), "-m", "pip", "uninstall", "-y", "-q", "torchvision"])  # fmt: skip
+        for step in steps:
+            done = subprocess.run(step, capture_output=True, text=True)
+            if done.returncode != 0:
+                return None, f"{' '.join(step[:4])} failed: {done.stderr.strip()[-300:]}"
+        (venv / ".installed").touch()
+    export = [str(venv / "bin" / "optimum-cli"), "export", "openvino", "--model", str(folder), "--task",
+              "automatic-speech-recognition-with-past", "--weight-format", "int8", str(out)]  # fmt: skip
+    done = subprocess.run(export, capture_output=True, text=True)
+    if done.returncode != 0:
+        return None, f"optimum-intel's export failed: {done.stderr.strip()[-300:]}"
+    return python, ""
+
+
+def openvino_genai(python: Path, model: Path, clip: Path, callers: int, tokens: int) -> dict[str, float]:
+    script = OPENVINO_WORKER % {"language": LANGUAGE or ""}
+    command = [str(python), "-c", script, str(model), str(clip), str(callers), str(CALLS), str(tokens)]
+    done = subprocess.run(command, capture_output=True, text=True, check=True)
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
 def faster_whisper_python() -> tuple[Path | None, str]:
@@ -172,6 +235,9 @@ def main() -> None:
             tokens = round(first["tokens"] / first["calls"])
             lines.append(f"# faster-whisper decodes {tokens} tokens per clip for max_new_tokens={TOKENS}; "
                          f"tritonhf is asked for {tokens}")  # fmt: skip
+        ov_python, why = openvino_whisper(folder, root / "openvino")
+        if why:
+            lines.append(f"# OpenVINO GenAI not measured: {why}")
         workspace = Workspace(root / "workspace")
         bootstrap(workspace)
         for name, backend in (("asr8", "pytorch"), ("asr-ct2", "ctranslate2"), ("asr-auto", "auto")):
@@ -193,6 +259,9 @@ def main() -> None:
                         workers = (1,) if callers == 1 else (1, 4)
                         runs += [(f"faster-whisper x{w}", lambda c=callers, w=w: faster_whisper(
                             python, root / "ct2", clip, w, c)) for w in workers]  # fmt: skip
+                    if ov_python is not None:
+                        runs.append(("OpenVINO GenAI WhisperPipeline int8", lambda c=callers: openvino_genai(
+                            ov_python, root / "openvino", clip, c, tokens)))  # fmt: skip
                     for name, run in runs if index % 2 == 0 else list(reversed(runs)):
                         figures.setdefault((name, callers), []).append(run())
         lines += report(figures)
