@@ -20,6 +20,7 @@ from template_harness import answers, instantiate
 
 from harness.audio import FORMATS, AudioOracle, encode, random_audio, read, sound
 from tritonhf import AsyncClient, Client, InvalidInputError, Segment, Transcription
+from tritonhf._wire.transport import json_body
 from tritonhf.errors import GalleryError
 from tritonhf.gallery import AddRequest, add_model
 from tritonhf.gallery.config import ModelOptions
@@ -399,17 +400,15 @@ def _speech_outputs(text: str, segments: list[dict[str, Any]], delta: bool = Fal
 
 def test_a_streaming_speech_model_is_read_part_by_part_or_whole_one_file_a_request() -> None:
     """On a model added with --stream (decoupled): stream=True yields the parts and then holds the whole answer; a
-    call without stream sends each file as its own request (a data: URI, as Triton's JSON routes need) and returns
-    the whole answers; closing a stream early cancels it; a model that answers whole files refuses stream=True."""
+    call without stream sends each file as its own request and returns the whole answers; closing a stream early
+    cancels it; a model that answers whole files refuses stream=True."""
     seen: list[bytes] = []
     first = {"start": 0.0, "end": 30.0, "text": "Hello"}
     second = {"start": 30.0, "end": 41.0, "text": "world"}
 
     def stream(inputs: dict[str, np.ndarray]) -> Any:
         (data,) = inputs["AUDIO"].reshape(-1)
-        head, payload = bytes(data).split(b",", 1)
-        assert head == b"data:application/octet-stream;base64"
-        file = base64.b64decode(payload)
+        file = bytes(data)
         seen.append(file)
         yield _speech_outputs("Hello", [first], delta=True)
         yield _speech_outputs(" world", [second], delta=True)
@@ -449,6 +448,20 @@ def test_a_streaming_speech_model_is_read_part_by_part_or_whole_one_file_a_reque
 
     texts, result = asyncio.run(read())
     assert texts == ["Hello", " world"] and result is not None and result.text == f"Hello world {len(files[2])}"
+
+
+def test_the_json_routes_carry_an_encoded_file_as_a_data_uri_that_the_template_reads() -> None:
+    """Triton's generate routes take JSON, which carries text: a file (bytes that are not UTF-8) goes as a base64
+    data: URI, text as itself; the template decodes the URI to the same samples, and refuses a broken one."""
+    data = encode(sound(random.Random(3), 0.5))
+    body = json.loads(json_body({"AUDIO": np.array([[data]], dtype=object),
+                                 "LANGUAGE": np.array([[b"en"]], dtype=object)}))  # fmt: skip
+    assert body["LANGUAGE"] == "en" and body["AUDIO"].startswith("data:application/octet-stream;base64,")
+    np.testing.assert_array_equal(decode_audio(body["AUDIO"].encode(), 16000), decode_audio(data, 16000))
+    with pytest.raises(BadRequest, match="payload is not valid base64"):
+        decode_audio(b"data:audio/wav;base64,@@@@", 16000)
+    with pytest.raises(BadRequest, match="a data: URI that is not base64"):
+        decode_audio(b"data:audio/wav,RIFF", 16000)
 
 
 def test_segments_as_subtitles_in_openai_s_shapes() -> None:

@@ -18,6 +18,7 @@ nothing about tasks. ``Endpoint`` parses URLs once for both the sync and async t
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import http.client
 import ipaddress
@@ -151,10 +152,17 @@ def datatype(array: Array) -> str:
 
 
 def json_body(inputs: Tensors) -> bytes:
-    """Inputs as the generate extension's JSON: one value per name (a list for several)."""
+    """Inputs as the generate extension's JSON: one value per name (a list for several). JSON carries text, so
+    bytes that are not UTF-8 (an encoded file) travel as a base64 ``data:`` URI, which the media templates read."""
+
+    def text(item: bytes) -> str:
+        try:
+            return item.decode("utf-8")
+        except UnicodeDecodeError:
+            return "data:application/octet-stream;base64," + base64.b64encode(item).decode("ascii")
 
     def value(array: Array) -> Any:
-        items = [v.decode("utf-8") if isinstance(v, bytes) else v.item() for v in array.reshape(-1)]
+        items = [text(v) if isinstance(v, bytes) else v.item() for v in array.reshape(-1)]
         return items[0] if len(items) == 1 else items
 
     return json.dumps({name: value(array) for name, array in inputs.items()}).encode()

@@ -7,7 +7,6 @@ plan is the union its method's overloads narrow (one text -> one result, a list 
 
 from __future__ import annotations
 
-import base64
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -585,10 +584,7 @@ def transcribe(
 
     def build(config: ModelConfig, rows: slice) -> Tensors:
         n = len(items[rows])
-        files = items[rows]
-        if config.decoupled:  # a streaming model: Triton's JSON generate routes carry a file as a data: URI
-            files = [b"data:application/octet-stream;base64," + base64.b64encode(data) for data in files]
-        inputs = {"AUDIO": _file_column(files)}
+        inputs = {"AUDIO": _file_column(items[rows])}
         if language is not None:
             inputs["LANGUAGE"] = codecs.bytes_matrix([[language.strip()]] * n)
         if task != "transcribe":
