@@ -140,6 +140,15 @@ def test_streamed_speech_rows_get_the_answer_they_get_alone(served: Server, tiny
     _check_batched(served, served.grpc_url, "asr-stream", cases, oracle, streamed=True)
 
 
+def test_ct2_int8_speech_rows_get_exactly_the_answer_they_get_alone(served: Server, tiny: dict[str, Path]) -> None:
+    """Whisper on CTranslate2 with --quantize int8 (int8 kernels, a scale per row; the encoder on OpenVINO where
+    gallery add kept it, each row encoded alone): batched rows equal themselves alone. int8 is not transformers'
+    float32, so rows are compared with themselves only (the gate compared the model with float32 at add)."""
+    cases = make_audio_cases("asr-ct2-int8", seed=zlib.crc32(b"asr-ct2-int8"), count=16)
+    oracle = AudioRowOracle(tiny["whisper"], own_sampling=True)
+    _check_batched(served, served.grpc_url, "asr-ct2-int8", cases, oracle, versus_transformers=False)
+
+
 def test_int8_speech_rows_get_the_answer_they_get_alone(served: Server, tiny: dict[str, Path]) -> None:
     """Whisper with --quantize int8 (a scale per token): batched rows equal themselves alone and the int8
     model in-process; per-tensor activation scales would fail this."""

@@ -304,13 +304,19 @@ def test_int8_rows_are_batched_and_equal_themselves_alone(tiny: dict[str, Path],
 
 def test_ct2_int8_passes_its_gate_and_rows_equal_themselves_alone(tiny: dict[str, Path], tmp_path: Path) -> None:
     """--backend ctranslate2 --quantize int8: CTranslate2's int8 against its own float32 (the gate's figures in the
-    config); rows computed together equal themselves alone (CTranslate2 scales activations per row)."""
+    config), and the encoder on OpenVINO measured against CTranslate2's (gated against float32, kept where faster,
+    its file removed otherwise); rows computed together equal themselves alone (CTranslate2 scales activations per
+    row; OpenVINO encodes each row alone)."""
     request = AddRequest("whisper", str(tiny["whisper"]), tmp_path / "repo", name="asr8", backend="ctranslate2",
                          quantize="int8")  # fmt: skip
     folder = add_model(request)
     config = (folder / "config.pbtxt").read_text()
     assert "int8 encoder states (CTC: logits) within cosine" in config and 'string_value: "int8"' in config
+    assert "encoder on OpenVINO" in config and "states within cosine 0.9" in config
+    kept = 'key: "tritonhf.encoder"' in config
+    assert (folder / "1" / "weights" / "ct2" / "openvino_encoder.xml").is_file() == kept
     model = instantiate(folder)
+    assert (model.ct2.openvino is not None) == kept
     rng = random.Random(13)
     files = [random_audio(rng)[0] for _ in range(4)]
     batched = answers(model, [pb.InferenceRequest(AUDIO=_column(*files), LANGUAGE=_column(*[b"en"] * 4))])

@@ -97,7 +97,8 @@ def add_command(
         str | None,
         typer.Option(
             help="int8: int8 weights, per-token activations (encoders; speech: PyTorch's Linear layers or "
-            "CTranslate2's int8 kernels); kept only above a quality gate."
+            "CTranslate2's int8 kernels, and Whisper's encoder on OpenVINO where it measures faster); kept only "
+            "above a quality gate."
         ),
     ] = None,
     calibration: Annotated[

@@ -36,6 +36,7 @@ from tritonhf.gallery import (
     models,
     onnx_export,
     speech,
+    speech_encoder,
     speech_engines,
     tower_export,
 )
@@ -49,7 +50,7 @@ from tritonhf.gallery.config import (
 )
 from tritonhf.gallery.listing import parameters_of_folder, remove_model
 from tritonhf.gallery.naming import check_name, default_name
-from tritonhf.runtime.audio import CT2_FOLDER, PARAM_COMPUTE_TYPE
+from tritonhf.runtime.audio import CT2_FOLDER, PARAM_COMPUTE_TYPE, PARAM_ENCODER
 from tritonhf.runtime.images import IMAGE_BACKEND, PARAM_IMAGE_BACKEND
 from tritonhf.tasks import (
     PARAM_BACKEND,
@@ -362,6 +363,7 @@ def add_model(request: AddRequest, progress: Progress | None = None) -> Path:
 
 _ENGINE_NAMES = {"onnx": "ONNX Runtime", "pytorch": "PyTorch", "openvino": "OpenVINO", "ctranslate2": "CTranslate2"}
 PARAM_INT8_QUALITY = "tritonhf.int8_quality"
+PARAM_ENCODER_CHECK = "tritonhf.encoder_check"
 
 
 def _speech_engine(
@@ -392,6 +394,14 @@ def _speech_engine(
         params.update(_int8_gate(request, speech_engines.check_ct2_int8(folder, converted), progress))
         params[PARAM_COMPUTE_TYPE] = "int8"
         reason += "; int8 kernels (" + params[PARAM_INT8_QUALITY] + ")"
+        if speech_encoder.openvino_missing() is None:
+            progress.step("Measuring the encoder on OpenVINO against CTranslate2's (--quantize int8)")
+            encoder = speech_encoder.choose(folder, converted, request.options.instances)
+            progress.step(encoder.summary)
+            params[PARAM_ENCODER_CHECK] = encoder.summary
+            if encoder.kept:
+                params[PARAM_ENCODER] = "openvino"
+                reason += "; " + encoder.summary
     for weights_file in [*vendored.glob("*.safetensors"), *vendored.glob("pytorch_model*.bin")]:
         weights_file.unlink()  # served from ct2/; config, generation config, tokenizer and processor stay
     return backend, reason

@@ -89,8 +89,12 @@ class TritonPythonModel:
 
             self.generation = GenerationConfig.from_pretrained(location)
             compute_type = params.get(runtime.PARAM_COMPUTE_TYPE, "float32")
-            self.ct2 = Ct2Whisper(os.path.join(location, runtime.CT2_FOLDER), compute_type,
-                                  runtime.instance_threads(args), self.generation, self.tokenizer)  # fmt: skip
+            converted = os.path.join(location, runtime.CT2_FOLDER)
+            encoder = None  # CTranslate2's own, or OpenVINO's where gallery add measured it faster
+            if params.get(runtime.PARAM_ENCODER) == "openvino":
+                encoder = os.path.join(converted, runtime.OPENVINO_ENCODER)
+            self.ct2 = Ct2Whisper(converted, compute_type, runtime.instance_threads(args), self.generation,
+                                  self.tokenizer, encoder)  # fmt: skip
         else:
             self.model = runtime.load_model(AutoModelForSpeechSeq2Seq, args, params, self.device)
             if params.get(runtime.PARAM_QUANTIZE) == "int8":
