@@ -244,10 +244,12 @@ def main() -> None:
             added = add_model(AddRequest("whisper", str(folder), workspace.model_repository, name=name,
                                          quantize="int8", backend=backend,
                                          options=ModelOptions(max_batch_size=CALLERS)))  # fmt: skip
+            params = parameters_of(parse_config((added / "config.pbtxt").read_text()))
             if backend == "auto":  # what gallery add chose on this machine, and its figures
-                params = parameters_of(parse_config((added / "config.pbtxt").read_text()))
                 lines.append(f"# --backend auto chose {params.get('tritonhf.backend')}: "
                              f"{params.get('tritonhf.engine_calibration')}")  # fmt: skip
+            if backend == "ctranslate2":  # whether its encoder runs on OpenVINO, and why
+                lines.append(f"# {name}: {params.get('tritonhf.encoder_check', 'encoder not measured on OpenVINO')}")
         figures: dict[tuple[str, int], list[dict[str, float]]] = {}
         with Server(workspace, http_port="auto", grpc_port="auto", metrics_port="auto", startup_timeout=600) as server:
             for index in range(ROUNDS):

@@ -62,6 +62,11 @@ def test_speech_models_need_libsndfile_and_soxr(tmp_path: Path, tiny: dict[str, 
     assert {"soundfile", "soxr"} <= set(needed) and "pillow" not in needed and "ctranslate2" not in needed
     add_model(AddRequest("whisper", str(tiny["whisper"]), tmp_path / "speech", name="ct2", backend="ctranslate2"))
     assert "ctranslate2" in needed_packages(tmp_path / "speech")
+    assert "openvino" not in needed_packages(tmp_path / "speech")  # float32: CTranslate2's own encoder
+    int8 = add_model(AddRequest("whisper", str(tiny["whisper"]), tmp_path / "speech", name="ct2-int8",
+                                backend="ctranslate2", quantize="int8"))  # fmt: skip
+    kept = 'key: "tritonhf.encoder"' in (int8 / "config.pbtxt").read_text()
+    assert ("openvino" in needed_packages(tmp_path / "speech")) == kept, "its encoder on OpenVINO needs openvino"
 
 
 @pytest.mark.integration  # bootstraps a real server (the stub environment): not in make test-fast

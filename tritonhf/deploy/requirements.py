@@ -12,6 +12,7 @@ from pathlib import Path
 from tritonhf.bootstrap.environment import StubEnvironment
 from tritonhf.errors import DeployError
 from tritonhf.gallery.config import parameters_of, parse_config
+from tritonhf.runtime.audio import PARAM_ENCODER
 from tritonhf.tasks import PARAM_BACKEND, PARAM_ENGINE, PARAM_ONNX_MODEL, PARAM_TASK, TASKS
 
 ALWAYS = ["numpy", "torch", "transformers", "tokenizers", "safetensors", "huggingface_hub"]
@@ -39,6 +40,8 @@ def needed_packages(repository: Path) -> list[str]:
             names += ["soundfile", "soxr"]  # decoding (libsndfile) and resampling the audio requests carry
         if params.get(PARAM_BACKEND) == "ctranslate2":
             names.append("ctranslate2")  # Whisper converted at gallery add (weights/ct2)
+        if params.get(PARAM_ENCODER) == "openvino":
+            names.append("openvino")  # its encoder on OpenVINO (weights/ct2/openvino_encoder.xml)
         if params.get(PARAM_TASK) in ("text-generation", "text2text-generation"):
             names.append("jinja2")  # chat templates
         files = {path.name for path in folder.rglob("*") if path.is_file()}
