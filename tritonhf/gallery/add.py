@@ -394,7 +394,7 @@ def _speech_engine(
         params.update(_int8_gate(request, speech_engines.check_ct2_int8(folder, converted), progress))
         params[PARAM_COMPUTE_TYPE] = "int8"
         reason += "; int8 kernels (" + params[PARAM_INT8_QUALITY] + ")"
-        if speech_encoder.openvino_missing() is None:
+        if calibrate.openvino_available():
             progress.step("Measuring the encoder on OpenVINO against CTranslate2's (--quantize int8)")
             encoder = speech_encoder.choose(folder, converted, request.options.instances)
             progress.step(encoder.summary)

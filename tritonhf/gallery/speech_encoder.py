@@ -51,14 +51,6 @@ class EncoderChoice:
         )
 
 
-def openvino_missing() -> str | None:
-    try:
-        import openvino  # noqa: F401
-    except ImportError as exc:
-        return f"openvino is not installed ({exc})"
-    return None
-
-
 def _features(extractor: Any, seconds: float, seed: int) -> Any:
     audio = calibration_audio(seconds, extractor.sampling_rate, seed)
     found = extractor(audio, sampling_rate=extractor.sampling_rate, return_tensors="np")["input_features"]
