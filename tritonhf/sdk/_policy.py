@@ -189,10 +189,9 @@ def response_tensors(response: Mapping[str, Any], names: Sequence[str]) -> Tenso
     tensors = {}
     for name in names:
         value = response[name]
-        if not isinstance(value, np.ndarray):
-            value = np.array(value.encode() if isinstance(value, str) else value, dtype=np.object_ if isinstance(
-                value, str) else None)  # fmt: skip
-        tensors[name] = value.reshape(1, -1)
+        if isinstance(value, str):
+            value = np.array(value.encode(), dtype=np.object_)
+        tensors[name] = np.asarray(value).reshape(1, -1)
     return tensors
 
 

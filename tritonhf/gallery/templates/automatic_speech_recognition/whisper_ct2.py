@@ -75,8 +75,9 @@ class Ct2Whisper:
         """The encoder's states [n, positions, width] for ``features`` [n, mels, 3000], the parts at once (one per
         worker), or each row alone on OpenVINO; ``detect`` and ``generate`` take them in place of the features."""
         if self.openvino is not None:
-            rows = [self.openvino.infer([np.ascontiguousarray(row[None], dtype=np.float32)])[0][0] for row in features]
-            return np.stack([np.array(row, dtype=np.float32) for row in rows])
+            # infer returns copies of its outputs (share_outputs is off), so each row's states are its own
+            return np.stack([self.openvino.infer([np.ascontiguousarray(row[None], dtype=np.float32)])[0][0]
+                             for row in features])  # fmt: skip
         parts = np.array_split(np.arange(len(features)), min(WORKERS, len(features)))
 
         def states(rows):
