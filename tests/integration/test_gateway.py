@@ -121,10 +121,19 @@ def test_openai_async_client_streams(gateway: Stack) -> None:
         assert asyncio.run(main()) == sdk.chat(CHAT, model="smollm2", max_tokens=8, temperature=0)
 
 
-def _cancelled(stack: Stack) -> float:
+def _smollm2_metric(stack: Stack, name: str) -> float:
     text = urllib.request.urlopen(stack.server.metrics_url, timeout=10).read().decode()
-    match = re.search(r'^tritonhf_cancelled_total\{model="smollm2"\} (\S+)$', text, re.MULTILINE)
+    match = re.search(rf'^{name}\{{model="smollm2"\}} (\S+)$', text, re.MULTILINE)
     return float(match.group(1)) if match else 0.0
+
+
+def _cancelled(stack: Stack) -> float:
+    return _smollm2_metric(stack, "tritonhf_cancelled_total")
+
+
+def _started(stack: Stack) -> float:
+    """Sequences that produced their first token (a counter, unlike the running gauge)."""
+    return _smollm2_metric(stack, "tritonhf_time_to_first_token_seconds_count")
 
 
 def test_a_client_that_disconnects_mid_stream_cancels_the_generation(gateway: Stack) -> None:
@@ -148,14 +157,14 @@ def test_a_client_that_disconnects_mid_stream_cancels_the_generation(gateway: St
 
 def test_a_client_that_leaves_a_non_streamed_answer_cancels_the_generation(gateway: Stack) -> None:
     """No stream to close: the gateway watches the connection and cancels the Triton request when it drops."""
-    before = _cancelled(gateway)
+    before, started = _cancelled(gateway), _started(gateway)
     host, port = gateway.state.gateway_host, gateway.state.gateway_port  # type: ignore[union-attr]
     # Counting goes on for far longer than the client waits (greedy: no early end-of-text by chance).
     long = {"model": "smollm2", "max_tokens": 2000, "temperature": 0}
     count = [{"role": "user", "content": "Count from 1 to 1000, separated by commas."}]
-    for path, body in (
-        ("/v1/chat/completions", {**long, "messages": count}),
-        ("/v1/completions", {**long, "prompt": ["1, 2, 3, 4, 5, 6, 7, 8,", "10, 20, 30, 40, 50,"]}),
+    for path, body, sequences in (
+        ("/v1/chat/completions", {**long, "messages": count}, 1),
+        ("/v1/completions", {**long, "prompt": ["1, 2, 3, 4, 5, 6, 7, 8,", "10, 20, 30, 40, 50,"]}, 2),
     ):
         raw = json.dumps(body).encode()
         with socket.create_connection((host, port)) as sock:
@@ -164,12 +173,20 @@ def test_a_client_that_leaves_a_non_streamed_answer_cancels_the_generation(gatew
                 + f"Content-Length: {len(raw)}\r\n\r\n".encode()
                 + raw
             )
-            time.sleep(1.0)  # generating, nothing sent yet
+            # Leave once the model is generating this request's answers: a fixed 1 s sleep assumed it,
+            # and on two fresh machines one of the three was not cancelled (not counted, at least).
+            started += sequences
+            deadline = time.monotonic() + 60
+            while _started(gateway) < started and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert _started(gateway) >= started, f"{path} started generating"
+            time.sleep(0.5)  # generating, nothing sent yet
     expected = before + 3  # one chat, two prompts
     deadline = time.monotonic() + 10
     while _cancelled(gateway) < expected and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert _cancelled(gateway) == expected, "every generation of a client that left was cancelled"
+    left = {name: _smollm2_metric(gateway, f"tritonhf_{name}_sequences") for name in ("running", "waiting")}
+    assert _cancelled(gateway) == expected, f"every generation of a client that left was cancelled ({left})"
 
 
 def test_openai_shapes_nulls_unicode_models_and_usage(gateway: Stack) -> None:
