@@ -120,6 +120,21 @@ def compare_inputs(
     return Choice(choose(speeds["onnx"], speeds["openvino"]), speeds["onnx"], speeds["openvino"], count)
 
 
+def fastest_runs(runs: dict[str, Callable[[], object]], rounds: int) -> dict[str, float]:
+    """Each run's best time in seconds: one warm-up call each, then ``rounds`` rounds, the order reversed every
+    other round, so the machine's drift falls on all alike."""
+    timings: dict[str, list[float]] = {name: [] for name in runs}
+    for run in runs.values():
+        run()  # warm-up
+    for index in range(rounds):
+        order = list(runs.items())
+        for name, run in order if index % 2 == 0 else order[::-1]:
+            started = time.perf_counter()
+            run()
+            timings[name].append(time.perf_counter() - started)
+    return {name: min(values) for name, values in timings.items()}
+
+
 def _timed(model: Callable[..., Any], batch: dict[str, Any]) -> float:
     started = time.perf_counter()
     model(**batch)

@@ -15,15 +15,13 @@ the CTranslate2 model (``weights/ct2/openvino_encoder.xml``).
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from tritonhf.gallery.calibrate import threads
+from tritonhf.gallery.calibrate import fastest_runs, threads
 from tritonhf.gallery.speech import CALIBRATION_SECONDS, MIN_COSINE, calibration_audio
 from tritonhf.runtime.audio import OPENVINO_ENCODER
 
@@ -85,20 +83,7 @@ def choose(folder: Path, ct2_folder: Path, instances: int = 1) -> EncoderChoice:
         cosines.append(float(found @ reference / (np.linalg.norm(found) * np.linalg.norm(reference))))
     ct2 = ctranslate2.models.Whisper(str(ct2_folder), device="cpu", compute_type="int8", intra_threads=count)
     view = ctranslate2.StorageView.from_array(window)
-    runs: dict[str, Callable[[], object]] = {
-        "ct2": lambda: ct2.encode(view, to_cpu=True),
-        "openvino": lambda: compiled(window),
-    }
-    timings: dict[str, list[float]] = {name: [] for name in runs}
-    for run in runs.values():
-        run()  # warm-up
-    for index in range(ROUNDS):
-        order = list(runs.items())
-        for name, run in order if index % 2 == 0 else order[::-1]:
-            started = time.perf_counter()
-            run()
-            timings[name].append(time.perf_counter() - started)
-    best = {name: min(values) for name, values in timings.items()}
+    best = fastest_runs({"ct2": lambda: ct2.encode(view, to_cpu=True), "openvino": lambda: compiled(window)}, ROUNDS)
     kept = min(cosines) >= MIN_COSINE and best["openvino"] < best["ct2"]
     if not kept:
         target.unlink()

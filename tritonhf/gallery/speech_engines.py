@@ -16,7 +16,6 @@ same gate as PyTorch's (``gallery.speech``): its encoder states within a cosine 
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from tritonhf.errors import GalleryError
-from tritonhf.gallery.calibrate import threads
+from tritonhf.gallery.calibrate import fastest_runs, threads
 from tritonhf.gallery.speech import CALIBRATION_SECONDS, GATE_TOKENS, Int8Check, calibration_audio
 from tritonhf.runtime.int8 import int8_linear_layers
 
@@ -142,18 +141,9 @@ def measure(folder: Path, ct2_folder: Path, int8: bool, instances: int = 1) -> E
         ct2.generate(view, [prompt], beam_size=1, max_length=2 * TIMED_TOKENS, suppress_tokens=suppress)
 
     try:
-        timings: dict[str, list[float]] = {"pytorch": [], "ctranslate2": []}
-        run_pytorch()  # warm-up
-        run_ct2()
-        for index in range(ROUNDS):
-            order = [("pytorch", run_pytorch), ("ctranslate2", run_ct2)]
-            for name, run in order if index % 2 == 0 else order[::-1]:
-                started = time.perf_counter()
-                run()
-                timings[name].append(time.perf_counter() - started)
+        best = fastest_runs({"pytorch": run_pytorch, "ctranslate2": run_ct2}, ROUNDS)
     finally:
         torch.set_num_threads(previous)
-    best = {name: min(values) for name, values in timings.items()}
     backend = "ctranslate2" if best["ctranslate2"] <= best["pytorch"] else "pytorch"
     return EngineChoice(backend, best["pytorch"], best["ctranslate2"], count, compute)
 
