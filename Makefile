@@ -38,8 +38,18 @@ haproxy:
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq haproxy >/dev/null; } || \
 		echo "haproxy is missing (not root): the scale-out rehearsal will be skipped"
 
+# Two phases. First everything that does not assert on wall time, on TEST_WORKERS pytest-xdist
+# workers (a module stays on one worker; the modules of the shared gallery server share one, see
+# tests/conftest.py). Then the tests marked `alone`, one at a time with nothing beside them. Both
+# phases always run; the target fails if either did. TEST_WORKERS=1 runs the first phase in one process.
+TEST_WORKERS ?= 2
+PARALLEL = $(if $(filter-out 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadgroup,)
+
 test: setup lint haproxy
-	$(BIN)/python -m pytest tests --durations=10
+	@status=0; \
+	$(BIN)/python -m pytest tests -m "not alone" $(PARALLEL) --durations=10 || status=$$?; \
+	$(BIN)/python -m pytest tests -m alone --durations=5 || status=$$?; \
+	exit $$status
 
 # Object storage (moto's S3 server) + two replicas + haproxy + manifests, on loopback.
 scale-test: setup haproxy
@@ -47,7 +57,10 @@ scale-test: setup haproxy
 
 # The unit tier: no server, no network (tiny models built in-process), for your own loop.
 test-fast: setup
-	$(BIN)/python -m pytest tests/unit -m "not slow and not integration"
+	@status=0; \
+	$(BIN)/python -m pytest tests/unit -m "not slow and not integration and not alone" $(PARALLEL) || status=$$?; \
+	$(BIN)/python -m pytest tests/unit -m "alone and not slow and not integration" || status=$$?; \
+	exit $$status
 
 demo: setup
 	$(BIN)/tritonhf demo

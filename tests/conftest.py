@@ -59,3 +59,18 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         (root / name).mkdir()
         built[name] = build(root / name)
     return built
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Group tests for ``make test``'s parallel phase (pytest-xdist, ``--dist loadgroup``).
+
+    A worker builds its own session and module fixtures, so a module runs on one worker (its
+    module fixtures are built once), and every module that uses the shared gallery server
+    (``served``, a few minutes to load) runs on the same worker, which builds it once. Tests
+    marked ``alone`` measure wall time; ``make test`` runs them after the parallel phase, when
+    nothing else competes for the cores. Without xdist the marks change nothing.
+    """
+    uses_served = {item.path for item in items if "served" in getattr(item, "fixturenames", ())}
+    for item in items:
+        group = "served" if item.path in uses_served else item.nodeid.split("::", 1)[0]
+        item.add_marker(pytest.mark.xdist_group(group))

@@ -27,7 +27,7 @@ import pytest
 
 from tritonhf.bootstrap.ports import free_port
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.alone]  # asserts how fast answers come
 
 
 def _gateway(tmp_path_factory: pytest.TempPathFactory, *limits: str) -> Iterator[str]:

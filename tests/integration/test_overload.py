@@ -32,7 +32,7 @@ from tritonhf import AsyncClient, ServerBusyError
 from tritonhf.bootstrap import Gateway, Server, Stack, Workspace
 from tritonhf.serve.limits import Limits
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.alone]  # asserts on latency
 DATA = Path(__file__).parent.parent / "data"
 SECONDS = 20.0
 

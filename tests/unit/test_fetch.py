@@ -84,6 +84,7 @@ def test_loopback_and_other_schemes_are_refused_by_the_gateways_rule(site: str) 
             asyncio.run(fetch(url, 1000))
 
 
+@pytest.mark.alone  # a 0.5 s fetch deadline is checked to a second
 def test_a_fetch_reads_the_body_and_refuses_redirects_errors_size_and_time(site: str) -> None:
     assert asyncio.run(fetch(f"{site}/cat.png", 1000, allowed=anywhere)) == PNG
     with pytest.raises(FetchRefused, match=r"redirect .HTTP 302.; redirects are not followed"):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import threading
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from tritonhf.cli.main import app
 from tritonhf.errors import InvalidNameError, ModelExistsError, ModelSourceError, UnknownTaskError
 from tritonhf.gallery import AddRequest, add_model, list_models, parse_config, remove_model, validate_repository
 from tritonhf.gallery.add import parse_params
+from tritonhf.gallery.models import _built_once
 from tritonhf.gallery.naming import check_name
 from tritonhf.tasks import TASKS
 
@@ -94,6 +96,42 @@ def test_pickle_only_weights_need_explicit_permission(tmp_path: Path, tiny: dict
     assert not (tmp_path / "r" / "pickled").exists(), "a failed add leaves nothing behind"
     assert not list((tmp_path).glob(".pickled.partial-*"))
 
+
+
+def test_a_cache_folder_built_by_two_processes_at_once_comes_out_whole_for_both(tmp_path: Path) -> None:
+    """Two ``gallery add`` of the same GGUF at once (two users, two test workers) build the same cache
+    folder; each builds in its own staging folder, and the one that finishes second keeps the first's."""
+    target = tmp_path / "cache" / "model-0123"
+    both_building = threading.Barrier(2, timeout=10)
+    results: list[Path | BaseException] = []
+
+    def build(staging: Path) -> None:
+        (staging / "weights.bin").write_bytes(b"w" * 1000)
+        both_building.wait()  # neither has finished while the other builds
+        (staging / "config.json").write_text("{}")
+
+    def add() -> None:
+        try:
+            results.append(_built_once(target, "build the test folder", build))
+        except BaseException as exc:  # reported by the assertion below
+            results.append(exc)
+
+    threads = [threading.Thread(target=add) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert results == [target, target]
+    assert sorted(item.name for item in target.iterdir()) == ["config.json", "weights.bin"]
+    assert [item.name for item in target.parent.iterdir()] == [target.name], "no staging folder left"
+
+    def broken(staging: Path) -> None:
+        (staging / "half").write_text("x")
+        raise ValueError("not a GGUF file")
+
+    with pytest.raises(ModelSourceError, match="Could not read the other: not a GGUF file"):
+        _built_once(tmp_path / "cache" / "other", "read the other", broken)
+    assert [item.name for item in target.parent.iterdir()] == [target.name], "a failed build leaves nothing"
 
 def test_hub_without_network_says_so_and_suggests_a_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")

@@ -30,6 +30,9 @@ from tritonhf import (
 )
 from tritonhf.sdk.testing import NEVER, AsyncMemoryTransport, FakeServer, MemoryTransport, StatusError
 
+# Deadlines and retry waits are checked to tenths of a second: not beside another test worker.
+pytestmark = pytest.mark.alone
+
 LABELS = ["negative", "positive"]
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import re
 import shutil
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -100,14 +101,21 @@ def _built_once(target: Path, what: str, build: Callable[[Path], None]) -> Path:
     interrupted build leaves nothing behind."""
     if (target / "config.json").is_file():
         return target
-    staging = target.with_name(target.name + ".partial")
-    shutil.rmtree(staging, ignore_errors=True)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # A staging folder of its own: another process may be building the same target right now.
+    staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}-"))
     try:
         build(staging)
+        try:
+            staging.replace(target)  # a rename: the cache never holds half a folder
+        except OSError:
+            if not (target / "config.json").is_file():
+                raise
+            # the other process finished first: its folder has the same content
     except (ImportError, OSError, ValueError, RuntimeError, KeyError) as exc:
-        shutil.rmtree(staging, ignore_errors=True)
         raise ModelSourceError(f"Could not {what}: {exc}") from exc
-    staging.replace(target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     return target
 
 
