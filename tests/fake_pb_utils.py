@@ -63,8 +63,13 @@ class ResponseSender:
     def __init__(self) -> None:
         self.responses: list[InferenceResponse] = []
         self.closed = False
+        # A test sets it: the next N sends raise, as the stub's do when the server refuses a response.
+        self.refusals = 0
 
     def send(self, response: InferenceResponse | None = None, flags: int = 0) -> None:
+        if self.refusals > 0:
+            self.refusals -= 1
+            raise RuntimeError("Unable to send response")
         if self.closed:
             raise RuntimeError("response sent after the final flag")
         if response is not None:

@@ -249,6 +249,31 @@ def test_a_streamed_model_sends_parts_as_windows_end_then_the_whole_answer(
     assert _outputs(only)["text"] == [""], "a request whose caller left is not decoded"
 
 
+
+def test_a_part_the_server_refuses_stops_only_that_request_and_the_batch_answers_the_others(
+    streamed: Any, whisper: Any
+) -> None:
+    """A caller can leave between the check for it and the send of its next part: the refused request is
+    decoded no further and gets nothing more, and the other request of the batch gets its parts and answer."""
+    rng = random.Random(32)
+    long = encode(sound(random.Random(8), 70.0), 16000, "FLAC")
+    left = pb.InferenceRequest(AUDIO=_column(long), LANGUAGE=_column(b"en"))
+    left.sender.refusals = 10**6  # every send from the first part on
+    data = random_audio(rng)[0]
+    stays = pb.InferenceRequest(AUDIO=_column(data), LANGUAGE=_column(b"en"))
+    assert streamed.execute([left, stays]) is None
+    deadline = time.monotonic() + 120
+    while not stays.sender.closed:
+        assert time.monotonic() < deadline, "the request beside a refused one never ended"
+        time.sleep(0.001)
+    *parts, last = stays.sender.responses
+    (expected,) = answers(whisper, [pb.InferenceRequest(AUDIO=_column(data), LANGUAGE=_column(b"en"))])
+    assert _outputs(last) == _outputs(expected)
+    assert "".join(_part(part)["delta"][0] for part in parts).strip() == _outputs(expected)["text"][0]
+    assert left.sender.responses == [] and not left.sender.closed
+    (responses,) = _streamed(streamed, [pb.InferenceRequest(AUDIO=_column(data), LANGUAGE=_column(b"en"))])
+    assert _outputs(responses[-1]) == _outputs(expected), "the model answers the next batch"
+
 def test_speech_models_refuse_what_they_cannot_do(tiny: dict[str, Path], tmp_path: Path) -> None:
     with pytest.raises(GalleryError, match="served with PyTorch"):
         add_model(AddRequest("whisper", str(tiny["whisper"]), tmp_path / "repo", backend="onnx"))

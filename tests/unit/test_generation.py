@@ -94,6 +94,28 @@ def test_a_cancelled_request_leaves_at_the_next_step(generator: Any, tiny: dict[
     assert waiting.sender.closed and not waiting.sender.responses
 
 
+
+def test_a_chunk_the_server_refuses_ends_only_that_stream_counted_as_cancelled(
+    generator: Any, tiny: dict[str, Path]
+) -> None:
+    """The client can leave between the step's cancellation check and the send of its next chunk:
+    that one stream ends (``cancelled``), the step and every other stream go on."""
+    gone, stays = request("the movie", max_tokens=40), request("alice visited", max_tokens=15)
+    generator.execute([gone, stays])
+    generator.step()
+    generator.step()
+    sent = len(gone.sender.responses)
+    gone.sender.refusals = 10**6  # from now on
+    cancelled = pb.metric_families["tritonhf_cancelled_total"].metrics[-1]
+    for _ in range(10):  # a step sends a chunk unless its text is held back (part of a character)
+        if [s.request for s in generator.running] == [stays]:
+            break
+        generator.iterate()  # as the decode thread runs a step: a failed step would end every stream
+    assert [s.request for s in generator.running] == [stays], "the refused stream left, the other runs on"
+    assert len(gone.sender.responses) == sent and cancelled.value == 1
+    run(generator)
+    assert text_of(stays) == reference(tiny["generator"], "alice visited", 15)
+
 def test_max_running_and_the_prefill_budget(tmp_path: Path, tiny: dict[str, Path]) -> None:
     model = _model(tmp_path, tiny, {"max_running": "2", "max_prefill_tokens": "4"})
     requests = [request(p, max_tokens=4) for p in ("the movie was good", "a cat", "hello world and more")]

@@ -26,6 +26,7 @@ would have been an error within a second. At most one batch, since ``depth`` is 
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 from collections.abc import Callable, Sequence
@@ -54,19 +55,13 @@ class Pipeline:
         self._work.put((senders, work))
 
     def _run(self) -> None:
-        final = pb_utils().TRITONSERVER_RESPONSE_COMPLETE_FINAL
         while True:
             item = self._work.get()
             if item is None:
                 return
             senders, work = item
             try:
-                try:
-                    responses = list(work())
-                except Exception as exc:  # the model failed: every request of this batch says so, the next batch runs
-                    responses = [error_response(f"the model failed: {exc}", invalid_input=False) for _ in senders]
-                for sender, response in zip(senders, responses):
-                    sender.send(response, flags=final)
+                _answer(senders, work)
             finally:
                 self._slots.release()
 
@@ -74,3 +69,25 @@ class Pipeline:
         """Answer what was submitted, then stop the worker (``finalize``)."""
         self._work.put(None)
         self._thread.join(timeout)
+
+
+def _answer(senders: Sequence[Any], work: Work) -> None:
+    """Compute one batch and send each request its answer; nothing here may stop the worker.
+
+    A worker that died would leave every later ``submit`` waiting for ever (the model hangs),
+    so a failed forward pass, a wrong number of answers or a send the server refuses each
+    become that batch's (or that request's) error, and the worker takes the next batch.
+    """
+    final = pb_utils().TRITONSERVER_RESPONSE_COMPLETE_FINAL
+    try:
+        responses = list(work())
+        if len(responses) != len(senders):
+            raise RuntimeError(f"it returned {len(responses)} answers for {len(senders)} requests")
+    except Exception as exc:  # the model failed: every request of this batch says so, the next batch runs
+        responses = [error_response(f"the model failed: {exc}", invalid_input=False) for _ in senders]
+    for sender, response in zip(senders, responses):
+        try:
+            sender.send(response, flags=final)
+        except Exception as exc:  # this answer was refused: the request gets an error, the others their answers
+            with contextlib.suppress(Exception):  # a sender that refuses even that is closed: its caller has left
+                sender.send(error_response(f"the answer could not be sent: {exc}", invalid_input=False), flags=final)

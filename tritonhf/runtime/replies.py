@@ -86,7 +86,8 @@ class TextReply:
     Decodes only the new tokens' text (a short window, holding back an incomplete UTF-8
     character), cuts at a stop string and holds back text that may be the start of one, and
     ends with the usage (finish_reason, prompt and completion tokens) and the final flag.
-    ``sender`` None (a warm-up) sends nothing.
+    ``sender`` None (a warm-up) sends nothing. A chunk the server refuses (its client left)
+    ends this answer as ``cancelled`` and nothing else: the other streams of the step go on.
     """
 
     def __init__(
@@ -134,7 +135,11 @@ class TextReply:
         chunk = self.text[self.sent : end]
         if (chunk or extra) and self.sender is not None:
             pb = pb_utils()
-            self.sender.send(pb.InferenceResponse(output_tensors=[string_tensor("text_output", [chunk]), *extra]))
+            try:
+                self.sender.send(pb.InferenceResponse(output_tensors=[string_tensor("text_output", [chunk]), *extra]))
+            except Exception:  # refused (the client left between two checks): this answer ends, nothing more to send
+                self.sender, self.finish_reason = None, "cancelled"
+                return
         self.sent = max(self.sent, end)
 
     def finish(self, reason: str, error: str | None = None) -> None:
@@ -159,6 +164,7 @@ class TextReply:
                 if self.prompt_tokens_cut:  # the request asked to truncate: the answer says what went
                     usage.append(pb.Tensor("prompt_tokens_cut", np.array([[self.prompt_tokens_cut]], dtype=np.int32)))
                 self._send(len(self.text), usage)
-                self.sender.send(flags=final)
+                if self.sender is not None:  # None: the last chunk was refused, the answer has ended
+                    self.sender.send(flags=final)
         except Exception:  # the client went away between two checks: nothing left to tell it
             pass

@@ -427,9 +427,11 @@ class Parts:
         self.owner = {row: index for index, span in enumerate(batch.spans) for row in span}
         self.rows = rows
         self.started = set()  # rows that sent a part: a later part keeps its leading space
+        self.refused = set()  # requests whose part the server refused (their caller left): treated as cancelled
 
     def cancelled(self, row):
-        return self.requests[self.owner[row]].is_cancelled()
+        index = self.owner[row]
+        return index in self.refused or self.requests[index].is_cancelled()
 
     def whole(self, row, result):
         self.send(row, result["text"], result["segments"])
@@ -442,10 +444,10 @@ class Parts:
         return not self.cancelled(row)
 
     def send(self, row, text, segments):
-        if not text and not segments:
+        index = self.owner[row]
+        if (not text and not segments) or index in self.refused:
             return
         self.started.add(row)
-        index = self.owner[row]
         span = self.spans[index]
         items = [self.rows.get(other, {}) for other in span]
         response = pb_utils.InferenceResponse(
@@ -456,7 +458,10 @@ class Parts:
                 runtime.float_tensor("DURATION", np.array([[item.get("duration", 0.0)] for item in items], np.float32)),
             ]
         )
-        self.requests[index].get_response_sender().send(response)
+        try:
+            self.requests[index].get_response_sender().send(response)
+        except Exception:  # its caller left between two checks: its rows stop, the batch's other rows go on
+            self.refused.add(index)
 
 
 def _text(value):
