@@ -43,7 +43,7 @@ haproxy:
 # tests/conftest.py). Then the tests marked `alone`, one at a time with nothing beside them. Both
 # phases always run; the target fails if either did. TEST_WORKERS=1 runs the first phase in one process.
 TEST_WORKERS ?= 2
-PARALLEL = $(if $(filter-out 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadgroup,)
+PARALLEL = $(if $(filter-out 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadscope,)
 
 test: setup lint haproxy
 	@status=0; \

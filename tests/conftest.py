@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from xdist.remote import Producer
+from xdist.scheduler import LoadScopeScheduling
 
 from harness import tiny_models  # the repository root is on pytest's pythonpath (pyproject.toml)
 from tritonhf.bootstrap import Workspace, bootstrap
@@ -61,16 +63,48 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return built
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Group tests for ``make test``'s parallel phase (pytest-xdist, ``--dist loadgroup``).
+# The modules whose tests use the shared gallery server (``served``, tests/integration/conftest.py,
+# every template in one tritonserver: minutes to load). ``make test``'s parallel phase runs them all
+# on one worker, which starts that server once; collection fails if a test elsewhere uses it.
+SERVED_MODULES = frozenset(
+    f"tests/integration/{name}.py"
+    for name in (
+        "test_bad_input",
+        "test_batch_invariance",
+        "test_bench",
+        "test_examples_served",
+        "test_gallery_sdk",
+        "test_new_tasks_served",
+        "test_sdk_live",
+    )
+)
 
-    A worker builds its own session and module fixtures, so a module runs on one worker (its
-    module fixtures are built once), and every module that uses the shared gallery server
-    (``served``, a few minutes to load) runs on the same worker, which builds it once. Tests
-    marked ``alone`` measure wall time; ``make test`` runs them after the parallel phase, when
-    nothing else competes for the cores. Without xdist the marks change nothing.
-    """
-    uses_served = {item.path for item in items if "served" in getattr(item, "fixturenames", ())}
-    for item in items:
-        group = "served" if item.path in uses_served else item.nodeid.split("::", 1)[0]
-        item.add_marker(pytest.mark.xdist_group(group))
+
+class ModuleScheduling(LoadScopeScheduling):
+    """pytest-xdist's scheduling by module (``--dist loadscope``: a worker builds its own session and
+    module fixtures, so each module's are built once), with every module of ``SERVED_MODULES`` in one
+    unit. Overriding ``_split_scope`` is how xdist's own ``loadfile`` mode extends this class."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        module = nodeid.split("::", 1)[0]
+        return "served" if module in SERVED_MODULES else module
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Producer) -> ModuleScheduling:
+    return ModuleScheduling(config, log)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A test that uses the shared gallery server outside ``SERVED_MODULES`` would start a second one."""
+    strays = sorted(
+        {
+            module
+            for item in items
+            if "served" in getattr(item, "fixturenames", ())
+            and (module := item.nodeid.split("::", 1)[0]) not in SERVED_MODULES
+        }
+    )
+    if strays:
+        raise pytest.UsageError(
+            f"{', '.join(strays)} use the `served` fixture: add them to SERVED_MODULES (tests/conftest.py)."
+        )

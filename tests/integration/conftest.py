@@ -66,5 +66,6 @@ def served(make_workspace: Callable[[str], Workspace], tiny: dict[str, Path]) ->
         add_model(AddRequest(task=task, source=str(source), repository=repo, name=name, **extra))  # type: ignore[arg-type]
     shutil.copytree(DATA / "raiser", repo / "raiser")
     shutil.copytree(DATA / "sleeper", repo / "sleeper")
-    with Server(workspace, http_port="auto", grpc_port="auto", metrics_port="auto", startup_timeout=300) as server:
+    # 600 s: every template loads (a few minutes on 2 cores) while make test's other worker uses the cores too
+    with Server(workspace, http_port="auto", grpc_port="auto", metrics_port="auto", startup_timeout=600) as server:
         yield server

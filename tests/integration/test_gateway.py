@@ -49,7 +49,7 @@ def gateway(make_workspace: Callable[[str], Workspace], tiny: dict[str, Path]) -
     add_model(AddRequest("whisper", str(tiny["whisper"]), repo, name="asr", backend="ctranslate2"))
     add_model(AddRequest("whisper", str(tiny["whisper"]), repo, name="asr-stream", backend="ctranslate2",
                          options=ModelOptions(stream=True)))  # fmt: skip
-    server = Server(workspace, http_port="auto", grpc_port="auto", metrics_port="auto", startup_timeout=300)
+    server = Server(workspace, http_port="auto", grpc_port="auto", metrics_port="auto", startup_timeout=600)
     with Stack(server, gateway=Gateway()) as stack:
         yield stack
 

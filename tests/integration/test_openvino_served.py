@@ -33,7 +33,7 @@ pytestmark = [
 def served_ov(make_workspace: Callable[[str], Workspace], tiny: dict[str, Path]) -> Iterator[Server]:
     workspace = make_workspace("openvino")
     add_model(AddRequest("text-generation", str(tiny["llama"]), workspace.model_repository, name="writer-ov"))
-    with Server(workspace, http_port="auto", grpc_port="auto", metrics_port="auto", startup_timeout=300) as server:
+    with Server(workspace, http_port="auto", grpc_port="auto", metrics_port="auto", startup_timeout=600) as server:
         yield server
 
 

@@ -17,7 +17,7 @@ from tritonhf.bootstrap.stubs import stubs_of
 from tritonhf.bootstrap.supervisor import Counters, supervisor_file
 from tritonhf.gallery import AddRequest, ModelOptions, add_model
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.alone]  # a repair within 30 s, calls within their deadline
 
 
 @pytest.fixture
