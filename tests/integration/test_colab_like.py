@@ -61,7 +61,8 @@ def test_a_notebook_environment_keeps_numpy_2(tmp_path: Path, tiny: dict[str, Pa
         ("text-generation", "generator", "gen"),
     ):
         _run([*cli, "gallery", "add", task, "--model", str(tiny[source]), "--name", name], env)
-    _run([*cli, "up", "--http-port", "auto", "--grpc-port", "auto", "--metrics-port", "auto"], env)
+    # three models load beside make test's other worker: more than up's default 60 s on 2 busy cores
+    _run([*cli, "up", "--http-port", "auto", "--grpc-port", "auto", "--metrics-port", "auto", "--timeout", "300"], env)
     try:
         got = json.loads(_run([python, "-c", CHECK], env).strip().splitlines()[-1])
         doctor = _run([*cli, "doctor", "--workspace", str(tmp_path / "ws")], env)

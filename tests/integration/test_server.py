@@ -72,10 +72,37 @@ def test_server_serves_a_python_model_on_loopback_and_leaves_nothing(workspace: 
         prefix = server.state.shm_prefix if server.state else ""
         assert shm_regions(prefix), "the model's stub should have a shared-memory region"
         assert [m.state for m in server.models()] == ["READY"]
+        # its config is complete: no second stub per model at load for Triton's auto-complete
+        assert b"--disable-auto-complete-config" in Path(f"/proc/{pid}/cmdline").read_bytes()
     assert not Path(f"/proc/{pid}").exists()
     assert shm_regions(prefix) == []
     assert not workspace.state_file.exists()
 
+
+
+def test_a_model_that_completes_its_own_config_is_loaded_with_auto_complete(workspace: Workspace) -> None:
+    """Where a model needs Triton's auto-complete (here model.py declares the output its config lacks),
+    the server keeps it on, and the model serves."""
+    target = workspace.model_repository / "echo"
+    shutil.copytree(DATA / "echo", target)
+    config = target / "config.pbtxt"
+    config.write_text("\n".join(line for line in config.read_text().splitlines() if not line.startswith("output")))
+    model = target / "1" / "model.py"
+    model.write_text(
+        model.read_text()
+        + """
+    @staticmethod
+    def auto_complete_config(auto_complete_model_config):
+        auto_complete_model_config.add_output({"name": "OUT", "data_type": "TYPE_STRING", "dims": [1]})
+        return auto_complete_model_config
+"""
+    )
+    with _auto(workspace) as server:
+        assert b"--disable-auto-complete-config" not in Path(f"/proc/{server.pid}/cmdline").read_bytes()
+        body = json.dumps({"inputs": [{"name": "TEXT", "shape": [1, 1], "datatype": "BYTES", "data": ["a"]}]})
+        request = urllib.request.Request(f"{server.http_url}/v2/models/echo/infer", data=body.encode())
+        with urllib.request.urlopen(request) as response:
+            assert json.loads(response.read())["outputs"][0]["data"] == ["a"]
 
 def _broken(workspace: Workspace, name: str, config: str | None = None, model_prelude: str = "") -> None:
     target = workspace.model_repository / name

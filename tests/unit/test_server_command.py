@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
 
+from tritonhf.bootstrap.autocomplete import needs_auto_complete
 from tritonhf.bootstrap.command import Installation, ServerConfig, Tls, restriction
+from tritonhf.gallery import AddRequest, add_model
 
 INSTALLED = Installation(Path("/ws/bin/tritonserver"), Path("/ws/backends"), Path("/ws/caches"))
 PORTS = {"http": 8000, "grpc": 8001, "metrics": 8002}
@@ -47,3 +50,48 @@ def test_exposing_grpc_keeps_the_rest_on_loopback_and_closes_its_admin_apis() ->
 def test_a_bad_choice_is_refused_when_made(options: dict[str, object], word: str) -> None:
     with pytest.raises(ValueError, match=word):
         ServerConfig("/r", **options)  # type: ignore[arg-type]
+
+
+PYTHON_CONFIG = """backend: "python"
+max_batch_size: 8
+input [ { name: "TEXT" data_type: TYPE_STRING dims: [ 1 ] } ]
+output [ { name: "OUT" data_type: TYPE_STRING dims: [ 1 ] } ]
+"""
+
+
+def _model(repository: Path, name: str, config: str | None, source: str = "class TritonPythonModel: ...\n") -> Path:
+    (repository / name / "1").mkdir(parents=True)
+    (repository / name / "1" / "model.py").write_text(source)
+    if config is not None:
+        (repository / name / "config.pbtxt").write_text(config)
+    return repository / name
+
+
+def test_auto_complete_is_skipped_only_where_every_config_is_complete_as_written(
+    tmp_path: Path, tiny: dict[str, Path]
+) -> None:
+    """Triton's auto-complete costs every Python model a second stub process at load; it is turned
+    off only for a local repository whose every model needs nothing filled in."""
+    repository = tmp_path / "models"
+    repository.mkdir()
+    assert not needs_auto_complete(repository), "an empty repository"
+    add_model(AddRequest("text-classification", str(tiny["classifier"]), repository, name="clf"))
+    _model(repository, "raiser", PYTHON_CONFIG)  # hand-written, inputs and outputs declared
+    (repository / ".hidden").mkdir()  # gallery add's staging folders are not models
+    assert not needs_auto_complete(repository)
+    argv = ServerConfig(str(repository), auto_complete=False).argv(INSTALLED, PORTS, "p")
+    assert "--disable-auto-complete-config" in argv
+    assert "--disable-auto-complete-config" not in ServerConfig(str(repository)).argv(INSTALLED, PORTS, "p")
+
+    for name, config, source in (
+        ("bare", None, "class TritonPythonModel: ...\n"),  # no config.pbtxt
+        ("asks", PYTHON_CONFIG, "class TritonPythonModel:\n    @staticmethod\n    def auto_complete_config(c):\n"),
+        ("no-outputs", PYTHON_CONFIG.split("output")[0], "class TritonPythonModel: ...\n"),
+        ("onnx", 'platform: "onnxruntime_onnx"\nmax_batch_size: 4\n', ""),  # Triton reads its inputs from the file
+        ("broken", "backend: python {", ""),
+    ):
+        made = _model(repository, name, config, source)
+        assert needs_auto_complete(repository), name
+        shutil.rmtree(made)
+    assert not needs_auto_complete(repository)
+    assert needs_auto_complete("s3://bucket/models") and needs_auto_complete(tmp_path / "missing")

@@ -58,6 +58,9 @@ class ServerConfig:
     log_verbose: int = 0
     exit_timeout: int = 10
     tls: Tls | None = None
+    # Triton's default. False (--disable-auto-complete-config) where every config is complete as
+    # written: Python models then load without a second stub process each (autocomplete.py).
+    auto_complete: bool = True
 
     def __post_init__(self) -> None:
         if self.model_control not in MODEL_CONTROL_MODES:
@@ -110,6 +113,8 @@ class ServerConfig:
             command.append(f"--grpc-server-key={self.tls.key}")
             if self.tls.ca is not None:
                 command += ["--grpc-use-ssl-mutual=true", f"--grpc-root-cert={self.tls.ca}"]
+        if not self.auto_complete:
+            command.append("--disable-auto-complete-config")
         if self.model_control == "explicit":
             command.append("--load-model=*")
         if self.model_control == "poll":

@@ -27,11 +27,13 @@ import secrets
 import subprocess
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 from tritonhf.bootstrap.admin import Admin, ModelStatus
+from tritonhf.bootstrap.autocomplete import needs_auto_complete
 from tritonhf.bootstrap.command import (
     EXPOSABLE,
     MODEL_CONTROL_MODES,
@@ -178,7 +180,8 @@ class Server:
         """The tritonserver command line, without the per-launch restriction (added by ``_launch``)."""
         workspace = self.workspace
         installation = Installation(workspace.binary, workspace.backends_dir, workspace.server_dir / "caches")
-        return self.config().argv(installation, ports, shm_prefix)
+        config = replace(self.config(), auto_complete=needs_auto_complete(self.repository))
+        return config.argv(installation, ports, shm_prefix)
 
     def _launch(self, state: ServerState, append_log: bool) -> None:
         environment = self.environment or StubEnvironment.for_workspace(self.workspace)
