@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tritonhf.bootstrap import Server, Workspace, bootstrap
+from tritonhf.bootstrap import Server, Workspace, bootstrap, process
 from tritonhf.bootstrap.shm import shm_regions
 from tritonhf.bootstrap.stubs import stubs_of
 from tritonhf.errors import ServerStartError
@@ -103,6 +104,31 @@ def test_a_model_that_completes_its_own_config_is_loaded_with_auto_complete(work
         request = urllib.request.Request(f"{server.http_url}/v2/models/echo/infer", data=body.encode())
         with urllib.request.urlopen(request) as response:
             assert json.loads(response.read())["outputs"][0]["data"] == ["a"]
+
+
+def test_an_auto_port_taken_before_the_server_binds_it_is_chosen_again(
+    workspace: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A free port is chosen before tritonserver starts, and bound once its models are loaded; another
+    process (a second notebook, a parallel test) may take it meanwhile. The start is made again on fresh
+    ports, not failed."""
+    shutil.copytree(DATA / "echo", workspace.model_repository / "echo")
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    real = process.free_port
+    handed: list[int] = []
+
+    def free_port(host: str = "127.0.0.1") -> int:
+        handed.append(taken.getsockname()[1] if not handed else real(host))  # the first choice is lost
+        return handed[-1]
+
+    monkeypatch.setattr(process, "free_port", free_port)
+    with taken, _auto(workspace) as server:
+        assert server.state is not None and server.state.http_port != taken.getsockname()[1]
+        assert [m.state for m in server.models()] == ["READY"]
+        earlier = workspace.server_log.with_suffix(".log.prev").read_text()
+        assert f":{taken.getsockname()[1]}' already in use" in earlier, "the first start met the taken port"
 
 def _broken(workspace: Workspace, name: str, config: str | None = None, model_prelude: str = "") -> None:
     target = workspace.model_repository / name

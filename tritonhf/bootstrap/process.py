@@ -23,6 +23,7 @@ Where the services listen (the security model, docs/operations.md "Security"):
 from __future__ import annotations
 
 import contextlib
+import re
 import secrets
 import subprocess
 import time
@@ -63,6 +64,10 @@ from tritonhf.errors import (
 # After a model is reported failed, wait this long for the server to exit by itself
 # (it does with --exit-on-error) before stopping it ourselves.
 _FAILURE_GRACE_S = 10.0
+# An ``auto`` port is free when chosen, and bound by tritonserver only once its models are loaded: another
+# process may take it meanwhile. The start is then made again on fresh ports, at most this many times in all.
+_PORT_ATTEMPTS = 3
+_PORT_TAKEN = re.compile(r"Socket '[^']*:(\d+)' already in use")
 
 __all__ = ["EXPOSABLE", "MODEL_CONTROL_MODES", "ModelStatus", "Server", "ServerState", "Tls"]
 
@@ -237,38 +242,55 @@ class Server:
         if "://" not in self.repository:
             Path(self.repository).mkdir(parents=True, exist_ok=True)
         addresses = self.addresses()
-        ports = self._resolve_ports(addresses)
-        shm_prefix = new_prefix()
-        log_path = workspace.server_log
-        if log_path.exists():
-            log_path.replace(log_path.with_suffix(".log.prev"))
-        self.state = ServerState(
-            pid=0,
-            started=0,
-            binary=str(workspace.binary),
-            host=self.host,
-            http_address=addresses["http"],
-            grpc_address=addresses["grpc"],
-            metrics_address=addresses["metrics"],
-            http_port=ports["http"],
-            grpc_port=ports["grpc"],
-            metrics_port=ports["metrics"],
-            admin_protocol=self.admin_protocol,
-            tls=self.tls is not None,
-            shm_prefix=shm_prefix,
-            log=str(log_path),
-            repository=self.repository,
-            model_control=self.model_control,
-            started_at=time.time(),
-            command=self.command(ports, shm_prefix),
-        )
-        self._launch(self.state, append_log=False)
-        try:
-            self._wait_ready(on_progress)
-        except BaseException:
-            self.stop()
-            raise
-        return self.state
+        attempt = 0
+        while True:
+            attempt += 1
+            ports = self._resolve_ports(addresses)
+            shm_prefix = new_prefix()
+            log_path = workspace.server_log
+            if log_path.exists():
+                log_path.replace(log_path.with_suffix(".log.prev"))
+            self.state = ServerState(
+                pid=0,
+                started=0,
+                binary=str(workspace.binary),
+                host=self.host,
+                http_address=addresses["http"],
+                grpc_address=addresses["grpc"],
+                metrics_address=addresses["metrics"],
+                http_port=ports["http"],
+                grpc_port=ports["grpc"],
+                metrics_port=ports["metrics"],
+                admin_protocol=self.admin_protocol,
+                tls=self.tls is not None,
+                shm_prefix=shm_prefix,
+                log=str(log_path),
+                repository=self.repository,
+                model_control=self.model_control,
+                started_at=time.time(),
+                command=self.command(ports, shm_prefix),
+            )
+            self._launch(self.state, append_log=False)
+            try:
+                self._wait_ready(on_progress)
+            except ServerStartError:
+                self.stop()
+                if attempt < _PORT_ATTEMPTS and self._lost_an_auto_port(ports):
+                    continue  # another process bound a free port between our choice and the server's bind
+                raise
+            except BaseException:
+                self.stop()
+                raise
+            return self.state
+
+    def _lost_an_auto_port(self, ports: dict[str, int]) -> bool:
+        """Whether the server failed because a port tritonhf chose (``auto``) was taken meanwhile."""
+        chosen = {str(ports[service]) for service, port in self._ports.items() if port is None}
+        for line in self.log_lines():
+            found = _PORT_TAKEN.search(line)
+            if found and found.group(1) in chosen:
+                return True
+        return False
 
     def _wait_ready(self, on_progress: Callable[[list[ModelStatus]], None] | None) -> None:
         deadline = time.monotonic() + self.startup_timeout
