@@ -250,11 +250,11 @@ def test_a_streamed_model_sends_parts_as_windows_end_then_the_whole_answer(
 
 
 
-def test_a_part_the_server_refuses_stops_only_that_request_and_the_batch_answers_the_others(
+def test_a_part_the_stub_refuses_stops_only_that_request_and_the_batch_answers_the_others(
     streamed: Any, whisper: Any
 ) -> None:
-    """A caller can leave between the check for it and the send of its next part: the refused request is
-    decoded no further and gets nothing more, and the other request of the batch gets its parts and answer."""
+    """A send that raises (a closed sender) for one request's part: that request is decoded no further and
+    gets nothing more, and the other request of the batch gets its parts and answer."""
     rng = random.Random(32)
     long = encode(sound(random.Random(8), 70.0), 16000, "FLAC")
     left = pb.InferenceRequest(AUDIO=_column(long), LANGUAGE=_column(b"en"))

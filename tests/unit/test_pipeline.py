@@ -89,7 +89,7 @@ def test_an_answer_the_server_refuses_becomes_that_requests_error_and_the_next_b
 def test_a_sender_that_refuses_everything_leaves_the_others_and_later_batches_answered(
     pipeline: Pipeline,
 ) -> None:
-    gone = request(refusals=10)  # its caller left: even the error cannot go out
+    gone = request(refusals=10)  # a closed sender: even the error cannot go out
     first = [request(), gone, request()]
     later = [request()], [request()]
     submit_all(pipeline, [(first, echo(3, 1.0)), *((batch, echo(1, 2.0)) for batch in later)])

@@ -88,6 +88,6 @@ def _answer(senders: Sequence[Any], work: Work) -> None:
     for sender, response in zip(senders, responses):
         try:
             sender.send(response, flags=final)
-        except Exception as exc:  # this answer was refused: the request gets an error, the others their answers
+        except Exception as exc:  # the stub refused this answer: the request gets an error, the others their answers
             with contextlib.suppress(Exception):  # a sender that refuses even that is closed: its caller has left
                 sender.send(error_response(f"the answer could not be sent: {exc}", invalid_input=False), flags=final)

@@ -86,8 +86,10 @@ class TextReply:
     Decodes only the new tokens' text (a short window, holding back an incomplete UTF-8
     character), cuts at a stop string and holds back text that may be the start of one, and
     ends with the usage (finish_reason, prompt and completion tokens) and the final flag.
-    ``sender`` None (a warm-up) sends nothing. A chunk the server refuses (its client left)
-    ends this answer as ``cancelled`` and nothing else: the other streams of the step go on.
+    ``sender`` None (a warm-up) sends nothing. A chunk the stub's ``send`` refuses (it raises, e.g.
+    on a closed sender) ends this answer, finish reason ``error``, and nothing else: the other
+    streams of the step go on. (A client that leaves is not that: Triton 2.51 accepts sends to a
+    cancelled request; the template sees ``is_cancelled`` at its next step.)
     """
 
     def __init__(
@@ -137,8 +139,8 @@ class TextReply:
             pb = pb_utils()
             try:
                 self.sender.send(pb.InferenceResponse(output_tensors=[string_tensor("text_output", [chunk]), *extra]))
-            except Exception:  # refused (the client left between two checks): this answer ends, nothing more to send
-                self.sender, self.finish_reason = None, "cancelled"
+            except Exception:  # refused by the stub: nothing more can reach this caller, this answer ends
+                self.sender, self.finish_reason = None, "error"
                 return
         self.sent = max(self.sent, end)
 

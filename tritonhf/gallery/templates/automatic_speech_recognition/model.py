@@ -427,7 +427,7 @@ class Parts:
         self.owner = {row: index for index, span in enumerate(batch.spans) for row in span}
         self.rows = rows
         self.started = set()  # rows that sent a part: a later part keeps its leading space
-        self.refused = set()  # requests whose part the server refused (their caller left): treated as cancelled
+        self.refused = set()  # requests whose part the stub refused (send raised): nothing more reaches them
 
     def cancelled(self, row):
         index = self.owner[row]
@@ -460,7 +460,7 @@ class Parts:
         )
         try:
             self.requests[index].get_response_sender().send(response)
-        except Exception:  # its caller left between two checks: its rows stop, the batch's other rows go on
+        except Exception:  # refused: that request's rows stop decoding, the batch's other rows go on
             self.refused.add(index)
 
 

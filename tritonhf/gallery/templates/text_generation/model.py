@@ -458,8 +458,6 @@ class TritonPythonModel:
         self.metrics.generated.increment(1)
         sequence.next_token = token
         sequence.reply.add(token)
-        if sequence.reply.finish_reason == "cancelled":  # the chunk was refused: its client has left
-            self.metrics.cancelled.increment(1)
         if not sequence.done and len(sequence.tokens) >= sequence.max_tokens:
             self.finish(sequence, "length")
 
