@@ -19,7 +19,8 @@ from pathlib import Path
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as mc
 
-# The first line of every config `tritonhf gallery add` writes (gallery/config.py).
+# How the config of every model `tritonhf gallery add` writes begins (gallery/config.py builds it from this).
+# A native ONNX part's config (NAME__onnx) begins otherwise and keeps Triton's auto-complete.
 GALLERY_HEADER = "# Written by `tritonhf gallery add`"
 
 

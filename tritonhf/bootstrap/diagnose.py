@@ -19,6 +19,7 @@ class Diagnosis:
     cause: str
     fix: str
     model: str | None = None
+    port: int | None = None  # the port another process holds, for "already in use"
 
     def __str__(self) -> str:
         where = f"model '{self.model}': " if self.model else ""
@@ -128,6 +129,7 @@ _RULES: list[Rule] = [
         lambda m: Diagnosis(
             cause=f"the {m.group('service')} port {m.group('address')} is already taken by another process",
             fix="Stop that process, or start with another port (--http-port/--grpc-port/--metrics-port auto).",
+            port=int(m.group("address").rsplit(":", 1)[1]),
         ),
     ),
     (

@@ -23,7 +23,6 @@ Where the services listen (the security model, docs/operations.md "Security"):
 from __future__ import annotations
 
 import contextlib
-import re
 import secrets
 import subprocess
 import time
@@ -67,7 +66,6 @@ _FAILURE_GRACE_S = 10.0
 # An ``auto`` port is free when chosen, and bound by tritonserver only once its models are loaded: another
 # process may take it meanwhile. The start is then made again on fresh ports, at most this many times in all.
 _PORT_ATTEMPTS = 3
-_PORT_TAKEN = re.compile(r"Socket '[^']*:(\d+)' already in use")
 
 __all__ = ["EXPOSABLE", "MODEL_CONTROL_MODES", "ModelStatus", "Server", "ServerState", "Tls"]
 
@@ -273,24 +271,18 @@ class Server:
             self._launch(self.state, append_log=False)
             try:
                 self._wait_ready(on_progress)
-            except ServerStartError:
+                return self.state
+            except BaseException as error:
                 self.stop()
-                if attempt < _PORT_ATTEMPTS and self._lost_an_auto_port(ports):
-                    continue  # another process bound a free port between our choice and the server's bind
-                raise
-            except BaseException:
-                self.stop()
-                raise
-            return self.state
+                # another process bound a free port between our choice and the server's bind: again
+                lost_port = isinstance(error, ServerStartError) and self._lost_an_auto_port(ports)
+                if not (lost_port and attempt < _PORT_ATTEMPTS):
+                    raise
 
     def _lost_an_auto_port(self, ports: dict[str, int]) -> bool:
         """Whether the server failed because a port tritonhf chose (``auto``) was taken meanwhile."""
-        chosen = {str(ports[service]) for service, port in self._ports.items() if port is None}
-        for line in self.log_lines():
-            found = _PORT_TAKEN.search(line)
-            if found and found.group(1) in chosen:
-                return True
-        return False
+        chosen = {ports[service] for service, port in self._ports.items() if port is None}
+        return any(diagnosis.port in chosen for diagnosis in self.diagnoses())
 
     def _wait_ready(self, on_progress: Callable[[list[ModelStatus]], None] | None) -> None:
         deadline = time.monotonic() + self.startup_timeout

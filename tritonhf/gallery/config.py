@@ -14,13 +14,14 @@ from typing import Any
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as mc
 
+from tritonhf.bootstrap.autocomplete import GALLERY_HEADER
 from tritonhf.errors import GalleryError
 from tritonhf.tasks import PARAM_PART_OF, Task, TensorSpec
 
 DEVICES = ("auto", "cpu", "gpu")
 
 _HEADER = (
-    "# Written by `tritonhf gallery add` from the {task} template.\n"
+    GALLERY_HEADER + " from the {task} template.\n"
     "# Fields are Triton's ModelConfig (model_config.proto); `tritonhf gallery validate` checks them.\n"
     "# dynamic_batching with no queue delay, one instance on all cores: a lone request does not\n"
     "# wait, and requests that arrive while the model is busy are batched together. Measured with\n"
