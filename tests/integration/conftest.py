@@ -61,6 +61,7 @@ def served(make_workspace: Callable[[str], Workspace], tiny: dict[str, Path]) ->
         ("whisper", tiny["whisper"], "asr-ct2-int8", {"options": small, "backend": "ctranslate2", "quantize": "int8"}),
         # the same, decoupled (--stream): answers in parts, then whole
         ("whisper", tiny["whisper"], "asr-stream", {"options": replace(small, stream=True), "backend": "ctranslate2"}),
+        ("whisper", tiny["whisper"], "asr-stream-pt", {"options": replace(small, stream=True), "backend": "pytorch"}),
         ("asr", tiny["wav2vec2"], "ctc", {"options": small}),  # a CTC model: every file alone
     ):
         add_model(AddRequest(task=task, source=str(source), repository=repo, name=name, **extra))  # type: ignore[arg-type]

@@ -132,12 +132,16 @@ def test_ct2_speech_rows_get_the_answer_they_get_alone(served: Server, tiny: dic
     _check_batched(served, served.grpc_url, "asr-ct2", cases, AudioRowOracle(tiny["whisper"], own_sampling=True))
 
 
-def test_streamed_speech_rows_get_the_answer_they_get_alone(served: Server, tiny: dict[str, Path]) -> None:
-    """Whisper on CTranslate2 added with --stream (decoupled): the same mixed batches over gRPC streams; each
-    request's parts add up to its last answer, and each row of that answer equals itself alone and transformers."""
-    cases = make_audio_cases("asr-stream", seed=zlib.crc32(b"asr-stream"), count=24)
-    oracle = AudioRowOracle(tiny["whisper"], own_sampling=True)
-    _check_batched(served, served.grpc_url, "asr-stream", cases, oracle, streamed=True)
+@pytest.mark.parametrize(("model", "count"), [("asr-stream", 24), ("asr-stream-pt", 16)])
+def test_streamed_speech_rows_get_the_answer_they_get_alone(
+    served: Server, tiny: dict[str, Path], model: str, count: int
+) -> None:
+    """Whisper added with --stream (decoupled), on CTranslate2 and on PyTorch (whose long files are read one
+    window at a time when streamed): the same mixed batches over gRPC streams; each request's parts add up to its
+    last answer, and each row of that answer equals itself alone and transformers (PyTorch: sampling rows too)."""
+    cases = make_audio_cases(model, seed=zlib.crc32(model.encode()), count=count)
+    oracle = AudioRowOracle(tiny["whisper"], own_sampling=model == "asr-stream")
+    _check_batched(served, served.grpc_url, model, cases, oracle, streamed=True)
 
 
 def test_ct2_int8_speech_rows_get_exactly_the_answer_they_get_alone(served: Server, tiny: dict[str, Path]) -> None:

@@ -216,20 +216,23 @@ def test_a_streamed_model_sends_parts_as_windows_end_then_the_whole_answer(
     streamed: Any, whisper: Any, tiny: dict[str, Path]
 ) -> None:
     """Each request's parts add up to its answer, and its last response is exactly what the same model added without
-    --stream answers (itself equal to transformers); a long file on CTranslate2 arrives window by window; a bad file
-    fails alone; a request whose caller left is not decoded further."""
+    --stream answers (itself equal to transformers); a long file arrives window by window on either engine, with a
+    prompt and sampling too; a bad file fails alone; a request whose caller left is not decoded further."""
     rng = random.Random(31)
     short = [random_audio(rng)[0] for _ in range(2)]
     long = encode(sound(random.Random(8), 70.0), 16000, "FLAC")
     uri = b"data:audio/flac;base64," + base64.b64encode(long)
+    translated = {"LANGUAGE": _column(b"de"), "TASK": _column(b"translate"), "PROMPT": _column(b"an earlier sentence"),
+                  "TEMPERATURE": _column(0.8, dtype=np.float32), "SEED": _column(3, dtype=np.int64)}  # fmt: skip
     make = [
         lambda: pb.InferenceRequest(AUDIO=_column(short[0]), LANGUAGE=_column(b"en")),
         lambda: pb.InferenceRequest(AUDIO=_column(uri), LANGUAGE=_column(b"en")),  # the JSON routes' form
         lambda: pb.InferenceRequest(AUDIO=_column(short[1], short[0]), TIMESTAMPS=_column(True, True, dtype=bool)),
+        lambda: pb.InferenceRequest(AUDIO=_column(long), **translated),  # a prompt, sampling: window by window too
         lambda: pb.InferenceRequest(AUDIO=_column(b"junk" * 50)),
     ]
     got = _streamed(streamed, [build() for build in make])
-    plain = answers(whisper, [build() for build in make[:3]])
+    plain = answers(whisper, [build() for build in make[:4]])
     for request, (responses, expected) in enumerate(zip(got, plain)):
         *parts, last = responses
         whole = _outputs(last)
@@ -239,15 +242,41 @@ def test_a_streamed_model_sends_parts_as_windows_end_then_the_whole_answer(
             assert "".join(piece["delta"][row] for piece in pieces).strip() == text
             assert [s for piece in pieces for s in piece["segments"][row]] == whole["segments"][row]
             assert all(piece["language"] == whole["language"] for piece in pieces)
-    windows = len(got[1]) - 1
-    assert windows == (3 if streamed.ct2 is not None else 1), "CTranslate2 sends each window of 70 s as it ends"
-    (refused,) = got[3]
+    assert len(got[1]) - 1 == len(got[3]) - 1 == 3, "each window of 70 s is sent as it ends"
+    (refused,) = got[4]
     assert refused.has_error() and "input 'AUDIO' is not audio" in refused.error().message()
     left = pb.InferenceRequest(AUDIO=_column(long), LANGUAGE=_column(b"en"))
     left.cancelled = True
     ((only,),) = _streamed(streamed, [left])  # no part: only the (unread) final answer
     assert _outputs(only)["text"] == [""], "a request whose caller left is not decoded"
 
+
+def test_a_generation_config_the_window_loop_does_not_follow_keeps_the_whole_file_call(
+    tiny: dict[str, Path], tmp_path: Path
+) -> None:
+    """A Whisper whose generation config conditions each window on the text before it: on PyTorch a streamed long
+    file is then read by transformers' whole-file ``generate`` (one part, transformers' answer), not by the
+    one-window loop, which does not condition."""
+    import shutil
+
+    from transformers import GenerationConfig
+
+    model = tmp_path / "whisper"
+    shutil.copytree(tiny["whisper"], model)
+    generation = GenerationConfig.from_pretrained(model)
+    generation.condition_on_prev_tokens = True
+    generation.save_pretrained(model)
+    added = AddRequest("whisper", str(model), tmp_path / "repo", name="asr", backend="pytorch",
+                       options=ModelOptions(stream=True))  # fmt: skip
+    served = instantiate(add_model(added))
+    assert served.windows is False
+    long = encode(sound(random.Random(8), 70.0), 16000, "FLAC")
+    limit = 20  # the text before a window joins its prompt: room for both in the tiny decoder's 128 positions
+    request = pb.InferenceRequest(AUDIO=_column(long), LANGUAGE=_column(b"en"),
+                                  MAX_TOKENS=_column(limit, dtype=np.int32))  # fmt: skip
+    ((*parts, last),) = _streamed(served, [request])
+    expected = AudioOracle(model).transcribe(long, language="en", max_tokens=limit)["text"]
+    assert len(parts) == 1 and _outputs(last)["text"] == [expected]
 
 
 def test_a_part_the_stub_refuses_stops_only_that_request_and_the_batch_answers_the_others(
@@ -273,6 +302,7 @@ def test_a_part_the_stub_refuses_stops_only_that_request_and_the_batch_answers_t
     assert left.sender.responses == [] and not left.sender.closed
     (responses,) = _streamed(streamed, [pb.InferenceRequest(AUDIO=_column(data), LANGUAGE=_column(b"en"))])
     assert _outputs(responses[-1]) == _outputs(expected), "the model answers the next batch"
+
 
 def test_speech_models_refuse_what_they_cannot_do(tiny: dict[str, Path], tmp_path: Path) -> None:
     with pytest.raises(GalleryError, match="served with PyTorch"):

@@ -19,9 +19,10 @@ Requests carry encoded audio (WAV, FLAC, OGG, MP3), one file per row. This templ
 Added with ``--stream``, the model is decoupled and streams: each request is answered in parts as
 its rows advance (partial responses carry ``TEXT_DELTA``, the text since the last part, and
 ``SEGMENTS``, that text's timed segments), then with the whole answer (the same tensors a model
-added without ``--stream`` sends) and the final flag. On CTranslate2 a part is each window (or
-decoding pass) of a long or timestamped file; elsewhere a row's part is its whole answer. A
-request cancelled by its caller (the stream closed) is not decoded further.
+added without ``--stream`` sends) and the final flag. A part is each window of a long file (read
+window after window by ``longform.py`` beside this file, on either engine), and on CTranslate2
+each decoding pass of a timestamped one; otherwise a row's part is its whole answer. A request
+cancelled by its caller (the stream closed) is not decoded further.
 
 Decoding runs on the stub's thread while the previous batch computes on the pipeline's
 worker (runtime.Pipeline). Added with ``--quantize int8`` (parameter ``tritonhf.quantize``), the
@@ -47,6 +48,7 @@ import functools
 import json
 import os
 
+import longform
 import numpy as np
 import torch
 import triton_python_backend_utils as pb_utils
@@ -108,6 +110,12 @@ class TritonPythonModel:
         # Half the decoder's context per window, as Whisper was trained (the rest: task tokens and the prompt).
         self.max_tokens = config.max_target_positions // 2
         self.first_timestamp = self.generation.no_timestamps_token_id + 1
+        # longform.py reads as transformers does unless the generation config asks for what it does not do:
+        # previous windows' text in the decoder's prompt, or skipping windows it scores as silence
+        generation = self.generation
+        self.windows = not getattr(generation, "condition_on_prev_tokens", None) and (
+            getattr(generation, "no_speech_threshold", None) is None
+        )
         eos = self.generation.eos_token_id
         self.stops = set(eos if isinstance(eos, list) else [eos])  # end-of-text ids, read once
 
@@ -306,7 +314,7 @@ class TritonPythonModel:
     def generate(self, item, features, max_new_tokens, **extra):
         """Token ids per row (the decoder's prompt not included)."""
         if self.ct2 is not None:  # a row that samples runs alone (its temperature and seed decide)
-            prompt = self.ct2_prompt(item, item["timestamps"])
+            prompt = self.decoder_prompt(item, item["timestamps"])
             return self.ct2.generate(features, prompt, max_new_tokens, item["temperature"], item["seed"])
         options = self.options(item, max_new_tokens, return_timestamps=item["timestamps"], **extra)
         inputs = torch.from_numpy(np.ascontiguousarray(features)).to(self.device, self.model.dtype)
@@ -314,28 +322,28 @@ class TritonPythonModel:
             out = self.model.generate(input_features=inputs, **options)
         return out["sequences"] if isinstance(out, dict) else out
 
-    def ct2_prompt(self, item, timestamps):
-        """The decoder's first tokens for a row on CTranslate2: as transformers' ``generate`` builds them."""
-        assert self.ct2 is not None
-        language = task = None
+    def decoder_prompt(self, item, timestamps):
+        """The decoder's first tokens for a row, as transformers' ``generate`` builds them:
+        ``[<|startofprev|> PROMPT] <|startoftranscript|> [<|lang|> <|task|>] [<|notimestamps|>]``."""
+        tokens = [int(token) for token in item["prompt_ids"]] if item["prompt_ids"] is not None else []
+        tokens.append(int(self.generation.decoder_start_token_id))
         if self.multilingual:
-            language = self.languages[item["language"]]
-            task = self.tokenizer.convert_tokens_to_ids(f"<|{item['task']}|>")
-        return self.ct2.prompt(language, task, timestamps, item["prompt_ids"])
+            tokens += [self.languages[item["language"]], self.tokenizer.convert_tokens_to_ids(f"<|{item['task']}|>")]
+        return tokens if timestamps else [*tokens, int(self.generation.no_timestamps_token_id)]
 
     def alone(self, item, on_window=None):
         """A row decoded on its own: a file longer than one window (long-form), a sampling row, or (CTranslate2) a
-        row with timestamps, whose segments go to ``on_window`` window after window (False: stop)."""
+        row with timestamps; a row read window after window sends each window's segments to ``on_window`` (False:
+        stop)."""
         if self.windowed(item):
-            assert self.ct2 is not None
             features = item["long"][0][0] if item["long"] is not None else item["features"]  # [mels, frames]
-            tokens, found = self.ct2.long_form(features, self.ct2_prompt(item, True), item["max_tokens"],
-                                               item["temperature"], item["seed"], on_window)  # fmt: skip
+            if self.ct2 is not None:
+                tokens, found = self.ct2.long_form(features, self.decoder_prompt(item, True), item["max_tokens"],
+                                                   item["temperature"], item["seed"], on_window)  # fmt: skip
+            else:
+                tokens, found = self.read_windows(item, features, on_window)
             return self.long_reply(item, tokens, found)
-        extra = {}
-        if item["temperature"] > 0.0:
-            torch.manual_seed(item["seed"])
-            extra = {"do_sample": True, "temperature": item["temperature"]}
+        extra = self.sampling(item)
         if item["long"] is None:
             found = self.generate(item, item["features"][None], item["max_tokens"], **extra)[0]
             return self.reply(item, self.kept(item, found))
@@ -349,9 +357,40 @@ class TritonPythonModel:
         found = [(segment["start"], segment["end"], segment["tokens"].tolist()) for segment in out["segments"][0]]
         return self.long_reply(item, out["sequences"][0].tolist(), found)
 
+    @staticmethod
+    def sampling(item):
+        """``generate``'s options for a row that samples (its seed set once for the whole file), else none."""
+        if item["temperature"] <= 0.0:
+            return {}
+        torch.manual_seed(item["seed"])
+        return {"do_sample": True, "temperature": item["temperature"]}
+
+    def read_windows(self, item, features, on_window):
+        """A long file on PyTorch, window after window (``longform.py``): transformers' ``generate`` on each window
+        alone, one pass (``force_unique_generate_call``), the tokens after the decoder's prompt. The same tokens
+        and segments as ``generate`` over the whole file, which runs the same loop but keeps every window to
+        itself until the end."""
+        lead = self.decoder_prompt(item, True)
+        options = self.options(item, item["max_tokens"], return_timestamps=True, force_unique_generate_call=True,
+                               return_dict_in_generate=True, **self.sampling(item))  # fmt: skip
+
+        def decode(window):
+            inputs = torch.from_numpy(window[None]).to(self.device, self.model.dtype)
+            with torch.inference_mode():
+                sequence = self.model.generate(input_features=inputs, **options)["sequences"][0].tolist()
+            if sequence[: len(lead)] != lead:  # transformers changed what it returns: fail, never a wrong text
+                raise RuntimeError(f"generate returned {sequence[: len(lead)]} before the text, not the prompt {lead}")
+            return self.ended(sequence[len(lead) :])
+
+        return longform.read(features, decode, self.first_timestamp, on_window)
+
     def windowed(self, item):
-        """Whether a row is read window after window here (CTranslate2: a long file, or timestamps)."""
-        return self.ct2 is not None and (item["long"] is not None or item["timestamps"])
+        """Whether a row is read window after window by ``longform.py``: on CTranslate2 a long file or timestamps;
+        on PyTorch a long file of a streamed model, whose windows are sent as they end (a plain model lets
+        ``generate`` read the whole file, the same answer in one call)."""
+        if self.ct2 is not None:
+            return item["long"] is not None or item["timestamps"]
+        return self.streaming and self.windows and item["long"] is not None
 
     def long_reply(self, item, tokens, found):
         """A long file's result: its text, and a segment per ``(start, end, tokens)`` that says something."""

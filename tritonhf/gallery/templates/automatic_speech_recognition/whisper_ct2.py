@@ -9,14 +9,13 @@ greedy tokens on the test models):
 
 - the language: the first step's scores over the language tokens, from ``<|startoftranscript|>``
   alone (CTranslate2's ``detect_language``, as transformers' ``detect_language``);
-- the decoder's prompt: ``[<|startofprev|> PROMPT] <|startoftranscript|> <|lang|> <|task|>``
-  and ``<|notimestamps|>`` unless timestamps are asked; the model's ``suppress_tokens`` (kept in
+- the decoder's prompt, given by the template (``decoder_prompt``: as transformers builds it);
+  the model's ``suppress_tokens`` (kept in
   the converted config) and the blank suppressed at the start, as its generation config says;
 - greedy, or sampling at a row's temperature from the model's ``top_k`` with a row's seed;
-- files longer than one window, and any file with timestamps: transformers' long-form rule, window
-  after window, each starting where the last complete segment ended (or after the window when it
-  ended in a single timestamp), the prompt before every window, times counted from the file's
-  start (transformers runs that loop for a short file with timestamps too, over its one padded
+- files longer than one window, and any file with timestamps: transformers' long-form rule
+  (``longform.py`` beside this file), window after window, the prompt before every window
+  (transformers runs that loop for a short file with timestamps too, over its one padded
   window: an unfinished last segment is decoded again from its start).
 
 Rows are computed together only when they share a prompt; each row's features are its own 30 s
@@ -35,11 +34,10 @@ so its states do not depend on its batch-mates.
 
 from concurrent.futures import ThreadPoolExecutor
 
+import longform
 import numpy as np
+from longform import WINDOW_FRAMES
 
-WINDOW_FRAMES = 3000  # feature frames in 30 s (10 ms each)
-INPUT_STRIDE = 2  # feature frames per encoder position (a timestamp step is 0.02 s)
-TIME_STEP = 0.02
 WORKERS = 2  # batches CTranslate2 runs at once (inter_threads), each on the instance's threads
 
 
@@ -60,9 +58,7 @@ class Ct2Whisper:
                 str(openvino_encoder), "CPU", {"INFERENCE_NUM_THREADS": threads}
             ).create_infer_request()
         self.callers = ThreadPoolExecutor(WORKERS, thread_name_prefix="ct2-encode")  # one call per worker at once
-        self.sot = generation.decoder_start_token_id
         self.timestamp_begin = generation.no_timestamps_token_id + 1
-        self.no_timestamps = generation.no_timestamps_token_id
         self.top_k = int(getattr(generation, "top_k", 0) or 0)
         eos = generation.eos_token_id
         self.stops = set(eos if isinstance(eos, list) else [eos])
@@ -91,13 +87,6 @@ class Ct2Whisper:
         ``detect_language`` does)."""
         found = self.model.detect_language(self._features(features))
         return [self.tokenizer.convert_tokens_to_ids(row[0][0]) for row in found]
-
-    def prompt(self, language_id, task_id, timestamps, prompt_ids):
-        """The decoder's first tokens for a row."""
-        tokens = [int(token) for token in prompt_ids] if prompt_ids is not None else []
-        tokens += [self.sot] + ([language_id] if language_id is not None else [])
-        tokens += [task_id] if task_id is not None else []
-        return tokens + ([] if timestamps else [self.no_timestamps])
 
     def generate(self, features, prompt, max_new_tokens, temperature=0.0, seed=None, model=None):
         """Generated token ids per row of ``features`` or encoder states (all with ``prompt``), each up to its
@@ -141,46 +130,8 @@ class Ct2Whisper:
         """``(tokens, [(start, end, tokens)])`` over a file's whole ``features`` [mels, frames] (a short file: its
         one window of 3000 frames); each window's segments go to ``on_window`` as it ends (False: stop there)."""
         model = self.seeded(seed) if temperature > 0.0 else self.model  # seeded once for the file, as transformers
-        frames = features.shape[-1]
-        seek, segments, everything = 0, [], []
-        while seek < frames:
-            count = min(frames - seek, WINDOW_FRAMES)
-            window = np.zeros((features.shape[0], WINDOW_FRAMES), np.float32)
-            window[:, :count] = features[:, seek : seek + count]  # zeros past the file, as transformers pads
-            (tokens,) = self.generate(window[None], prompt, max_new_tokens, temperature, model=model)
-            offset = seek * 0.01  # seconds: 10 ms per feature frame
-            found, advance = self.split(tokens, offset, count)
-            segments += found
-            for _, _, piece in found:
-                everything += piece
-            seek += advance
-            if on_window is not None and on_window(found) is False:
-                break
-        return everything, segments
 
-    def split(self, tokens, offset, count):
-        """One window's tokens as segments ``(start, end, tokens)`` and the frames to move on by."""
-        stamp = [token >= self.timestamp_begin for token in tokens]
-        single_ending = stamp[-2:] == [False, True]
-        cuts = [index + 1 for index in range(len(tokens) - 1) if stamp[index] and stamp[index + 1]]
-        if not cuts:  # no segment closed: the whole window is one, ending at its last timestamp if any
-            end = int(count * 0.01 / TIME_STEP) * TIME_STEP
-            stamps = [token for token, is_stamp in zip(tokens, stamp) if is_stamp]
-            if stamps and stamps[-1] != self.timestamp_begin:
-                end = (stamps[-1] - self.timestamp_begin) * TIME_STEP
-            return [(offset, offset + end, tokens)], count
-        if single_ending:
-            cuts.append(len(tokens))
-        else:
-            cuts[-1] += 1  # the last segment keeps its closing timestamp
-        segments = []
-        last = 0
-        for index, cut in enumerate(cuts):
-            piece = tokens[last:cut]
-            closing = piece[-1] if index < len(cuts) - 1 or single_ending else piece[-2]
-            start = (piece[0] - self.timestamp_begin) * TIME_STEP
-            segments.append((offset + start, offset + (closing - self.timestamp_begin) * TIME_STEP, piece))
-            last = cut
-        if single_ending:  # nothing said after the last timestamp: the window is done
-            return segments, count
-        return segments, (tokens[last - 2] - self.timestamp_begin) * INPUT_STRIDE
+        def decode(window):
+            return self.generate(window[None], prompt, max_new_tokens, temperature, model=model)[0]
+
+        return longform.read(features, decode, self.timestamp_begin, on_window)
