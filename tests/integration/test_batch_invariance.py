@@ -175,17 +175,23 @@ def _check_batched(
     oracle: Oracle | ImageRowOracle | AudioRowOracle,
     **options: Any,
 ) -> None:
-    """``check`` the cases, and that Triton really batched them (else the test proved nothing)."""
-    with Client(served.http_url) as client:
-        requests_before, executions_before = _counts(client, model)
-        report = check(url, cases, oracle, **options)
-        requests_after, executions_after = _counts(client, model)
-    assert not report.mismatches, f"{len(report.mismatches)} mismatches:\n" + "\n".join(report.mismatches[:8])
-    assert report.rows > report.requests > 0
-    concurrent_requests = report.requests - report.refused
-    sent = requests_after - requests_before
-    assert executions_after - executions_before < sent, "Triton batched nothing: the test proved nothing"
-    assert sent >= concurrent_requests
+    """``check`` the cases, and that Triton really batched them (else the test proved nothing). On a machine
+    busy enough that the concurrent requests reached Triton one at a time, the round is checked and then run
+    again, at most three rounds; every round's answers are checked."""
+    rounds = 3
+    for _ in range(rounds):
+        with Client(served.http_url) as client:
+            requests_before, executions_before = _counts(client, model)
+            report = check(url, cases, oracle, **options)
+            requests_after, executions_after = _counts(client, model)
+        assert not report.mismatches, f"{len(report.mismatches)} mismatches:\n" + "\n".join(report.mismatches[:8])
+        assert report.rows > report.requests > 0
+        concurrent_requests = report.requests - report.refused
+        sent = requests_after - requests_before
+        assert sent >= concurrent_requests
+        if executions_after - executions_before < sent:
+            return
+    raise AssertionError(f"Triton batched nothing in {rounds} rounds: the test proved nothing")
 
 
 # ---------------------------------------------------------------- the cases the issue reported, by name
