@@ -53,7 +53,8 @@ haproxy:
 # tests/conftest.py), with `make lint` beside them (its report is printed after them). Then the tests
 # marked `alone`, one at a time with nothing beside them. Every part always runs; the target fails if
 # any did. TEST_WORKERS=1 runs the first phase in one process. haproxy installs while setup runs.
-TEST_WORKERS ?= 3
+# Two workers: with lint beside them the cores are busy, and a third finished no sooner here.
+TEST_WORKERS ?= 2
 PARALLEL = $(if $(filter-out 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadscope,)
 
 test:
