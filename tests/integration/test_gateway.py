@@ -186,7 +186,11 @@ def test_a_client_that_leaves_a_non_streamed_answer_cancels_the_generation(gatew
     while _cancelled(gateway) < expected and time.monotonic() < deadline:
         time.sleep(0.1)
     left = {name: _smollm2_metric(gateway, f"tritonhf_{name}_sequences") for name in ("running", "waiting")}
-    assert _cancelled(gateway) == expected, f"every generation of a client that left was cancelled ({left})"
+    with urllib.request.urlopen(f"{_base(gateway).removesuffix('/v1')}/metrics", timeout=30) as response:
+        # which route answered 499 (it saw the client leave), and whether one is still being answered
+        seen = [line for line in response.read().decode().splitlines()
+                if line.startswith("tritonhf_gateway_requests_in_flight") or 'status="499"' in line]  # fmt: skip
+    assert _cancelled(gateway) == expected, f"every generation of a client that left was cancelled ({left}, {seen})"
 
 
 def test_openai_shapes_nulls_unicode_models_and_usage(gateway: Stack) -> None:
