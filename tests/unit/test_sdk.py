@@ -28,6 +28,7 @@ from tritonhf import (
     ServerBusyError,
     ServerUnavailableError,
 )
+from tritonhf._wire.aio_transport import bounded
 from tritonhf.sdk.testing import NEVER, AsyncMemoryTransport, FakeServer, MemoryTransport, StatusError
 
 # Deadlines and retry waits are checked to tenths of a second: not beside another test worker.
@@ -299,6 +300,40 @@ def test_async_cancellation_and_timeouts(server: FakeServer) -> None:
 
     asyncio.run(main())
     assert server.cancelled == ["gen", "gen"]
+
+
+def test_a_cancellation_that_meets_a_finished_read_is_not_lost() -> None:
+    """The gateway cancels its stream reads when the client leaves. ``asyncio.wait_for`` (before Python 3.12)
+    returned a read that finished at that moment and dropped the cancellation, so a generation sometimes
+    ran to its end for nobody. A stream that always has a chunk ready meets that moment on every try."""
+
+    async def main() -> None:
+        chunks: asyncio.Queue[int] = asyncio.Queue()
+        reads, lost = 0, 0
+
+        async def read(limit: int) -> None:
+            nonlocal reads
+            for _ in range(limit):  # a lost cancellation reads on to the end
+                chunks.put_nowait(1)
+                await bounded(chunks.get(), 10)
+                reads += 1
+
+        for attempt in range(20):
+            task = asyncio.create_task(read(2000))
+            for _ in range(attempt % 4 + 1):
+                await asyncio.sleep(0)
+            task.cancel()
+            await asyncio.wait({task})
+            lost += not task.cancelled()
+        assert reads > 0 and lost == 0, f"{lost} of 20 cancellations were lost"
+
+        inner: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        started = time.monotonic()
+        with pytest.raises(TimeoutError, match=r"no answer within 0\.1 s"):
+            await bounded(inner, 0.1)
+        assert inner.cancelled() and time.monotonic() - started < 1, "a timeout cancels what it waited for"
+
+    asyncio.run(main())
 
 
 def test_server_down_is_unavailable_after_the_deadline(server: FakeServer) -> None:

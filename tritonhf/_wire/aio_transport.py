@@ -9,7 +9,7 @@ The same interface as ``_transport.Transport``, awaitable. Real async I/O, no th
   ``generate_stream`` server-sent events through the same aiohttp session, and closing the
   response closes the connection, which cancels the request.
 
-Every call runs under ``asyncio.wait_for`` with the call's remaining deadline.
+Every call runs under ``bounded`` with the call's remaining deadline.
 """
 
 from __future__ import annotations
@@ -64,11 +64,31 @@ class AsyncTransport(Protocol):
 
 
 async def bounded(awaitable: Awaitable[T], timeout: float) -> T:
-    """``awaitable`` within ``timeout`` seconds; a TimeoutError (mapped by the caller) after."""
+    """``awaitable`` within ``timeout`` seconds; a TimeoutError (mapped by the caller) after.
+
+    Not ``asyncio.wait_for``: before Python 3.12, when the caller is cancelled just as the awaitable
+    finishes, it returns the result and the cancellation is lost (CPython gh-86296). A stream read
+    finishes often, so a gateway whose client had left went on reading the generation to its end.
+    Here a cancellation always propagates, after the awaitable itself is cancelled and has ended.
+    """
+    task = asyncio.ensure_future(awaitable)
     try:
-        return await asyncio.wait_for(awaitable, max(timeout, 0.001))
-    except asyncio.TimeoutError:
-        raise TimeoutError(f"no answer within {timeout:.3g} s") from None
+        done, _ = await asyncio.wait({task}, timeout=max(timeout, 0.001))
+    except asyncio.CancelledError:
+        await _cancel_and_wait(task)
+        raise
+    if not done:
+        await _cancel_and_wait(task)
+        raise TimeoutError(f"no answer within {timeout:.3g} s")
+    return task.result()
+
+
+async def _cancel_and_wait(task: asyncio.Future[T]) -> None:
+    """Cancels ``task`` and waits until it has ended (its own exception, if any, is not raised here)."""
+    task.cancel()
+    await asyncio.wait({task})
+    if not task.cancelled():
+        task.exception()  # retrieved: asyncio would log it as never retrieved
 
 
 class _PerLoop:

@@ -23,6 +23,8 @@ from typing import Any
 import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
 
+from tritonhf._wire.aio_transport import bounded
+
 FETCH_SECONDS = 10.0
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -42,8 +44,8 @@ async def fetch(
 ) -> bytes:
     """The body of ``url`` (at most ``limit`` bytes), fetched under the rules above."""
     try:
-        return await asyncio.wait_for(_fetch(url, limit, allowed, seconds), seconds)
-    except asyncio.TimeoutError:
+        return await bounded(_fetch(url, limit, allowed, seconds), seconds)
+    except TimeoutError:
         raise FetchRefused(f"was not fetched within {seconds:g} s.") from None
 
 
