@@ -57,6 +57,11 @@ haproxy:
 TEST_WORKERS ?= 2
 PARALLEL = $(if $(filter-out 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadscope,)
 
+# The tests start hundreds of Python processes (CLI runs, gateways, servers' stubs). Where the
+# machine sets PYTHONDONTWRITEBYTECODE, and uv installed the packages without compiling them,
+# each process would compile transformers, FastAPI, ... again: Python writes its bytecode here.
+test test-fast scale-test: export PYTHONDONTWRITEBYTECODE =
+
 test:
 	@$(MAKE) --no-print-directory -j2 setup haproxy
 	@status=0; report=$$(mktemp); \
