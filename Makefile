@@ -18,7 +18,10 @@ setup: $(STAMP)
 # (it resolves and downloads in parallel, a small part of pip's time for the extras), else pip.
 # uv gets "$(TORCH)" too, so it keeps the installed CPU build or fails; it never fetches another.
 PIP     := $(BIN)/python -m pip install --quiet --disable-pip-version-check
-INSTALL  = if [ -x $(BIN)/uv ]; then $(BIN)/uv pip install --quiet --python $(BIN)/python "$(TORCH)" $(1) || \
+# --compile-bytecode, as pip does: else each of the many processes a test run starts at once (a server's
+# stubs) compiles transformers ... for itself until one of them has written the bytecode.
+INSTALL  = if [ -x $(BIN)/uv ]; then $(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python \
+	"$(TORCH)" $(1) || \
 	$(PIP) $(1); else $(PIP) $(1); fi
 
 PROJECT := -e '.[test,gguf,onnx,openvino,serve,vision,audio]' 'numpy>=2'
@@ -58,8 +61,8 @@ TEST_WORKERS ?= 2
 PARALLEL = $(if $(filter-out 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadscope,)
 
 # The tests start hundreds of Python processes (CLI runs, gateways, servers' stubs). Where the
-# machine sets PYTHONDONTWRITEBYTECODE, and uv installed the packages without compiling them,
-# each process would compile transformers, FastAPI, ... again: Python writes its bytecode here.
+# machine sets PYTHONDONTWRITEBYTECODE, each would compile again what setup did not compile (this
+# checkout's own modules, and everything when uv installed without compiling): here Python writes it.
 test test-fast scale-test: export PYTHONDONTWRITEBYTECODE =
 
 test:
