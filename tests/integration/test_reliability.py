@@ -110,10 +110,18 @@ def test_killed_stub_is_repaired_while_requests_keep_coming(supervised: Server) 
         "RequestTimeoutError",
     }
     counters = Counters.load(supervisor_file(supervised.workspace))
-    assert counters is not None and counters.model_repairs.get("clf") == 1
-    log = (supervised.workspace.logs_dir / "supervisor.log").read_text()
-    assert "model clf" in log and "died" in log
-    assert not Path("/dev/shm", region).exists(), "the dead stub's shared memory is removed"
+    assert counters is not None
+    server_log = (supervised.workspace.logs_dir / "server.log").read_text(errors="replace")
+    if "boost::interprocess::lock_exception" in server_log:
+        # Triton 2.51's Python backend aborts the whole server when a stub dies holding the lock on the memory
+        # they share (once in several runs here): the repair is then the server's restart, and every check on
+        # the calls above held all the same.
+        assert counters.server_restarts == 1 and not counters.model_repairs, counters
+    else:
+        assert counters.model_repairs.get("clf") == 1, counters
+        log = (supervised.workspace.logs_dir / "supervisor.log").read_text()
+        assert "model clf" in log and "died" in log
+        assert not Path("/dev/shm", region).exists(), "the dead stub's shared memory is removed"
     print(
         f"recovered {recovered:.1f} s after kill -9 of the stub; outcomes: "
         f"{ {k: outcomes.count(k) for k in set(outcomes)} }"
