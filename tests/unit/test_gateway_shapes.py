@@ -7,10 +7,15 @@ with the input's name, before anything is sent.
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
 import pytest
+from starlette.requests import Request
 
 from tritonhf import Client, InvalidInputError
 from tritonhf.sdk.testing import FakeServer, MemoryTransport
+from tritonhf.serve.openai import ClientGone, unless_disconnected
 from tritonhf.serve.schemas import ChatBody, CompletionBody, EmbeddingBody, TeiEmbedBody
 
 
@@ -58,3 +63,68 @@ def test_a_busy_model_is_a_429_with_retry_after_and_a_context_overflow_a_400_or_
     assert GatewayError.of_tei(too_long).status == 413 and GatewayError.of_tei(too_long).tei_body()["error_type"] == (
         "Validation"
     )
+
+
+def _request(messages: asyncio.Queue[dict[str, Any]]) -> Request:
+    """A request whose body was read: its next ASGI message is whatever the test puts in ``messages``."""
+
+    async def receive() -> dict[str, Any]:
+        return await messages.get()
+
+    return Request({"type": "http", "method": "POST", "path": "/", "headers": []}, receive)
+
+
+async def _cancelled_when_ended(started: asyncio.Event, ended: list[str]) -> str:
+    """Work that runs until cancelled, and records that it was."""
+    started.set()
+    try:
+        await asyncio.sleep(60)
+    except asyncio.CancelledError:
+        ended.append("cancelled")
+        raise
+    return "answer"
+
+
+def test_a_client_that_leaves_cancels_the_work_and_is_told_apart() -> None:
+    async def scenario() -> list[str]:
+        messages: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        started, ended = asyncio.Event(), []
+        waiting = asyncio.ensure_future(unless_disconnected(_request(messages), _cancelled_when_ended(started, ended)))
+        await started.wait()
+        messages.put_nowait({"type": "http.disconnect"})
+        with pytest.raises(ClientGone):
+            await waiting
+        return list(ended)  # now: asyncio.run would cancel a task left running when it ends
+
+    assert asyncio.run(scenario()) == ["cancelled"]
+
+
+def test_a_handler_cancelled_by_the_gateway_cancels_its_work_too() -> None:
+    """At shutdown (or any cancellation of the request's task) the work must not run on orphaned, and
+    the cancellation must reach the caller, not turn into a ClientGone or a result."""
+
+    async def scenario() -> list[str]:
+        started, ended = asyncio.Event(), []
+        waiting = asyncio.ensure_future(
+            unless_disconnected(_request(asyncio.Queue()), _cancelled_when_ended(started, ended))
+        )
+        await started.wait()
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        return list(ended)  # now: asyncio.run would cancel a task left running when it ends
+
+    assert asyncio.run(scenario()) == ["cancelled"]
+
+
+def test_a_finished_work_answers_and_leaves_no_watcher() -> None:
+    async def scenario() -> tuple[str, int]:
+        async def work() -> str:
+            return "answer"
+
+        found = await unless_disconnected(_request(asyncio.Queue()), work())
+        await asyncio.sleep(0)
+        others = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+        return found, len(others)
+
+    assert asyncio.run(scenario()) == ("answer", 0)

@@ -75,15 +75,15 @@ async def bounded(awaitable: Awaitable[T], timeout: float) -> T:
     try:
         done, _ = await asyncio.wait({task}, timeout=max(timeout, 0.001))
     except asyncio.CancelledError:
-        await _cancel_and_wait(task)
+        await cancel_and_wait(task)
         raise
     if not done:
-        await _cancel_and_wait(task)
+        await cancel_and_wait(task)
         raise TimeoutError(f"no answer within {timeout:.3g} s")
     return task.result()
 
 
-async def _cancel_and_wait(task: asyncio.Future[T]) -> None:
+async def cancel_and_wait(task: asyncio.Future[T]) -> None:
     """Cancels ``task`` and waits until it has ended (its own exception, if any, is not raised here)."""
     task.cancel()
     await asyncio.wait({task})

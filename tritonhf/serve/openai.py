@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import json
 import time
 import uuid
@@ -24,6 +23,7 @@ from fastapi.responses import Response, StreamingResponse
 from fastapi.sse import format_sse_event
 
 from tritonhf._wire import codecs
+from tritonhf._wire.aio_transport import cancel_and_wait
 from tritonhf.errors import ClientError
 from tritonhf.sdk import AsyncClient, AsyncTextStream
 from tritonhf.sdk.aio import AsyncResponseStream
@@ -222,14 +222,15 @@ async def unless_disconnected(request: Request, work: Awaitable[T]) -> T:
     watcher = asyncio.ensure_future(_disconnected(request))
     try:
         done, _ = await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
-        if task in done:
-            return task.result()
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, ClientError, GatewayError):
-            await task
-        raise ClientGone
+    except asyncio.CancelledError:  # the gateway cancelled the request itself (shutdown): the work goes too
+        await cancel_and_wait(task)
+        raise
     finally:
         watcher.cancel()
+    if task in done:
+        return task.result()
+    await cancel_and_wait(task)  # its own error, if any, is not the answer: the client has left
+    raise ClientGone
 
 
 def _usage(stream: AsyncTextStream) -> dict[str, int]:
