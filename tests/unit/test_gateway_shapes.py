@@ -2,7 +2,8 @@
 
 OpenAI clients that serialise every field send explicit nulls; those mean "not given". Text
 that cannot be encoded as UTF-8 (a lone surrogate from JSON's "\\ud800") is refused by the SDK
-with the input's name, before anything is sent.
+with the input's name, before anything is sent. A non-streamed answer's work is cancelled when
+its client leaves, and when the gateway cancels the request itself (shutdown).
 """
 
 from __future__ import annotations
