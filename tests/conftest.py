@@ -80,22 +80,56 @@ SERVED_MODULES = frozenset(
 )
 
 
+# The order in which the parallel phase hands units out: the costliest first (CPU and wall time of each
+# module, every process it starts included, measured with a cgroup per worker), so that what runs last is
+# short and both workers end together. xdist's own order, most tests first, left the costliest modules
+# (a handful of tests each) to the end, one worker running them while the other had nothing left.
+# Units not named here follow, in collection order.
+COSTLIEST_FIRST = (
+    "served",
+    "tests/integration/test_scale_out.py",
+    "tests/integration/test_gateway.py",
+    "tests/integration/test_demo.py",
+    "tests/integration/test_colab_like.py",
+    "tests/unit/test_audio.py",
+    "tests/integration/test_server.py",
+    "tests/integration/test_security.py",
+    "tests/unit/test_templates.py",
+    "tests/unit/test_bench_stats.py",
+    "tests/unit/test_bootstrap.py",
+    "tests/integration/test_onnx_native_served.py",
+    "tests/integration/test_openvino_served.py",
+)
+
+
+def unit_of(nodeid: str) -> str:
+    """The unit a test is scheduled in: its module, or "served" for every module of ``SERVED_MODULES``."""
+    module = nodeid.split("::", 1)[0]
+    return "served" if module in SERVED_MODULES else module
+
+
 class ModuleScheduling(LoadScopeScheduling):
     """pytest-xdist's scheduling by module (``--dist loadscope``: a worker builds its own session and
     module fixtures, so each module's are built once), with every module of ``SERVED_MODULES`` in one
     unit. Overriding ``_split_scope`` is how xdist's own ``loadfile`` mode extends this class."""
 
     def _split_scope(self, nodeid: str) -> str:
-        module = nodeid.split("::", 1)[0]
-        return "served" if module in SERVED_MODULES else module
+        return unit_of(nodeid)
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Producer) -> ModuleScheduling:
+    config.option.loadscopereorder = False  # units in collection order, which sorts them by COSTLIEST_FIRST
     return ModuleScheduling(config, log)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """A test that uses the shared gallery server outside ``SERVED_MODULES`` would start a second one."""
+    """Units in the order of ``COSTLIEST_FIRST`` (a stable sort: tests keep their order within a module);
+    and a test that uses the shared gallery server outside ``SERVED_MODULES`` would start a second one."""
+    gone = [unit for unit in COSTLIEST_FIRST if unit != "served" and not (config.rootpath / unit).is_file()]
+    if gone:
+        raise pytest.UsageError(f"{', '.join(gone)} in COSTLIEST_FIRST (tests/conftest.py) no longer exist.")
+    rank = {unit: index for index, unit in enumerate(COSTLIEST_FIRST)}
+    items.sort(key=lambda item: rank.get(unit_of(item.nodeid), len(rank)))
     strays = sorted(
         {
             module
