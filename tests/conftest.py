@@ -63,9 +63,10 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return built
 
 
-# The modules whose tests use the shared gallery server (``served``, tests/integration/conftest.py,
-# every template in one tritonserver: minutes to load). ``make test``'s parallel phase runs them all
-# on one worker, which starts that server once; collection fails if a test elsewhere uses it.
+# The modules whose tests use the shared gallery server (``served``, or ``served_stack`` with its gateway:
+# tests/integration/conftest.py, every template in one tritonserver: minutes to load). ``make test``'s
+# parallel phase runs them all on one worker, which starts that server once; collection fails if a test
+# elsewhere uses it.
 SERVED_MODULES = frozenset(
     f"tests/integration/{name}.py"
     for name in (
@@ -74,6 +75,7 @@ SERVED_MODULES = frozenset(
         "test_bench",
         "test_examples_served",
         "test_gallery_sdk",
+        "test_gateway",
         "test_new_tasks_served",
         "test_sdk_live",
     )
@@ -88,7 +90,6 @@ SERVED_MODULES = frozenset(
 COSTLIEST_FIRST = (
     "served",
     "tests/integration/test_scale_out.py",
-    "tests/integration/test_gateway.py",
     "tests/integration/test_demo.py",
     "tests/integration/test_colab_like.py",
     "tests/unit/test_audio.py",
@@ -134,11 +135,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         {
             module
             for item in items
-            if "served" in getattr(item, "fixturenames", ())
+            if "served_stack" in getattr(item, "fixturenames", ())
             and (module := item.nodeid.split("::", 1)[0]) not in SERVED_MODULES
         }
     )
     if strays:
         raise pytest.UsageError(
-            f"{', '.join(strays)} use the `served` fixture: add them to SERVED_MODULES (tests/conftest.py)."
+            f"{', '.join(strays)} use the shared server (`served`, `served_stack`): add them to SERVED_MODULES "
+            "(tests/conftest.py)."
         )

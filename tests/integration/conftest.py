@@ -1,4 +1,5 @@
-"""Integration fixtures: one real server holding all five gallery templates, shared by the modules."""
+"""Integration fixtures: one real server holding every gallery template, with the gateway beside it, shared by the
+modules of ``SERVED_MODULES`` (tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tritonhf.bootstrap import Server, Workspace
+from tritonhf.bootstrap import Gateway, Server, Stack, Workspace
+from tritonhf.demo import offline_models
 from tritonhf.gallery import AddRequest, ModelOptions, add_model
 
 DATA = Path(__file__).parent.parent / "data"
@@ -32,10 +34,15 @@ def make_workspace(installed_server: Workspace, tmp_path_factory: pytest.TempPat
 
 
 @pytest.fixture(scope="session")
-def served(make_workspace: Callable[[str], Workspace], tiny: dict[str, Path]) -> Iterator[Server]:
+def served_stack(make_workspace: Callable[[str], Workspace], tiny: dict[str, Path]) -> Iterator[Stack]:
+    """The shared server and the OpenAI/TEI gateway over it: the tiny models of every template, and the two real
+    ones that registry packages carry (all-MiniLM-L6-v2 as ``minilm``, SmolLM2-135M-Instruct as ``smollm2``)."""
     workspace = make_workspace("gallery")
     repo = workspace.model_repository
     small = ModelOptions(max_batch_size=8)
+    real = {model.name: model.source for model in offline_models()}
+    add_model(AddRequest("feature-extraction", real["minilm-embed"], repo, name="minilm"))
+    add_model(AddRequest("text-generation", real["smollm2-chat"], repo, name="smollm2"))
     for task, source, name, extra in (
         ("text-classification", tiny["classifier"], "sentiment", {"options": small}),
         ("ner", tiny["ner"], "ner", {}),
@@ -68,5 +75,11 @@ def served(make_workspace: Callable[[str], Workspace], tiny: dict[str, Path]) ->
     shutil.copytree(DATA / "raiser", repo / "raiser")
     shutil.copytree(DATA / "sleeper", repo / "sleeper")
     # 600 s: every template loads (a few minutes on 2 cores) while make test's other worker uses the cores too
-    with Server(workspace, http_port="auto", grpc_port="auto", metrics_port="auto", startup_timeout=600) as server:
-        yield server
+    server = Server(workspace, http_port="auto", grpc_port="auto", metrics_port="auto", startup_timeout=600)
+    with Stack(server, gateway=Gateway(), supervise=False) as stack:
+        yield stack
+
+
+@pytest.fixture(scope="session")
+def served(served_stack: Stack) -> Server:
+    return served_stack.server

@@ -114,9 +114,9 @@ def test_sdk_every_task(served: Server, tiny: dict[str, Path], protocol: str) ->
         zero = client.zero_shot(["a great film"], labels=["city", "food"])
         assert sorted(zero[0].labels) == ["city", "food"] and abs(sum(zero[0].scores) - 1) < 1e-5
 
-        streamed = list(client.generate("the movie", max_tokens=6, stream=True))
-        assert "".join(streamed) == client.generate("the movie", max_tokens=6)
-        assert isinstance(client.chat([{"role": "user", "content": "hello"}], max_tokens=3), str)
+        streamed = list(client.generate("the movie", model="writer", max_tokens=6, stream=True))
+        assert "".join(streamed) == client.generate("the movie", model="writer", max_tokens=6)
+        assert isinstance(client.chat([{"role": "user", "content": "hello"}], model="writer", max_tokens=3), str)
 
         out = client.infer("sentiment", TEXT=["a great film", "bad"])
         assert out["LABEL"].shape == (2, 1) and isinstance(out["LABEL"][0, 0], str)
@@ -140,9 +140,12 @@ def test_async_client_every_method_both_protocols(served: Server) -> None:
                 "zero": await client.zero_shot("a great film", labels=["city", "food"]),
                 "entities": await client.ner("alice visited paris"),
                 "vectors": await client.embed("hello world", model="embed"),
-                "chunks": [chunk async for chunk in await client.generate("the movie", max_tokens=4, stream=True)],
-                "whole": await client.generate("the movie", max_tokens=4),
-                "chat": await client.chat([{"role": "user", "content": "hello"}], max_tokens=3),
+                "chunks": [
+                    chunk
+                    async for chunk in await client.generate("the movie", model="writer", max_tokens=4, stream=True)
+                ],
+                "whole": await client.generate("the movie", model="writer", max_tokens=4),
+                "chat": await client.chat([{"role": "user", "content": "hello"}], model="writer", max_tokens=3),
                 "infer": await client.infer("embed", TEXT=["x"]),
                 "models": await client.models(),
             }
@@ -151,7 +154,7 @@ def test_async_client_every_method_both_protocols(served: Server) -> None:
         expected = {
             "labels": sync.classify(["a great film", "bad"]),
             "entities": sync.ner("alice visited paris"),
-            "whole": sync.generate("the movie", max_tokens=4),
+            "whole": sync.generate("the movie", model="writer", max_tokens=4),
         }
     for url in (served.http_url, served.grpc_url):
         got = asyncio.run(main(url))
@@ -197,7 +200,7 @@ def test_documented_errors(served: Server, installed_server: Workspace) -> None:
         with pytest.raises(InferenceError, match="raiser"):
             client.infer("raiser", TEXT=["boom"])
         with pytest.raises(InvalidInputError, match="max_tokens"):
-            client.generate("hi", max_tokens=-3)
+            client.generate("hi", model="writer", max_tokens=-3)
         with pytest.raises(InvalidInputError, match="TOP_K"):
             client.infer("sentiment", TEXT=["x"], TOP_K=[[0]])
         assert client.classify("still fine after bad input").label

@@ -1,7 +1,9 @@
 """The OpenAI/TEI gateway against a real Triton, driven by the real `openai` package and curl.
 
+The gateway runs over the shared server of the served modules (tests/integration/conftest.py).
 SmolLM2-135M-Instruct (chat) and all-MiniLM-L6-v2 (embeddings) come from the packages `make
-setup` installs; a tiny classifier and a tiny cross-encoder serve /predict and /rerank.
+setup` installs; a tiny classifier and a tiny cross-encoder serve /predict and /rerank. A request
+that names no model is tested where it has one to go to: a server with one embedding model (``up``).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -24,34 +26,21 @@ import openai
 import pytest
 
 from tritonhf import Client
-from tritonhf.bootstrap import Gateway, Server, Stack, Workspace
+from tritonhf.bootstrap import Stack, Workspace
 from tritonhf.bootstrap.gateway import start_gateway
 from tritonhf.bootstrap.ports import free_port
 from tritonhf.bootstrap.state import ServerState, ensure_api_key
-from tritonhf.demo import offline_models
 from tritonhf.gallery import AddRequest, add_model
-from tritonhf.gallery.config import ModelOptions
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 CHAT = [{"role": "user", "content": "Say hello in five words."}]
 
 
 @pytest.fixture(scope="module")
-def gateway(make_workspace: Callable[[str], Workspace], tiny: dict[str, Path]) -> Iterator[Stack]:
-    workspace = make_workspace("gateway")
-    repo = workspace.model_repository
-    sources = {m.name: m for m in offline_models()}
-    add_model(AddRequest("feature-extraction", sources["minilm-embed"].source, repo, name="minilm"))
-    add_model(AddRequest("text-generation", sources["smollm2-chat"].source, repo, name="smollm2"))
-    add_model(AddRequest("text-classification", str(tiny["classifier"]), repo, name="sentiment"))
-    add_model(AddRequest("rerank", str(tiny["cross-encoder"]), repo, name="reranker"))
-    add_model(AddRequest("clip", str(tiny["clip"]), repo, name="clip", labels=("cat", "dog")))
-    add_model(AddRequest("whisper", str(tiny["whisper"]), repo, name="asr", backend="ctranslate2"))
-    add_model(AddRequest("whisper", str(tiny["whisper"]), repo, name="asr-stream", backend="ctranslate2",
-                         options=ModelOptions(stream=True)))  # fmt: skip
-    server = Server(workspace, http_port="auto", grpc_port="auto", metrics_port="auto", startup_timeout=600)
-    with Stack(server, gateway=Gateway()) as stack:
-        yield stack
+def gateway(served_stack: Stack) -> Stack:
+    """The shared server's gateway (tests/integration/conftest.py): these tests use ``smollm2``, ``minilm``,
+    ``sentiment``, ``reranker``, ``clip`` and the CTranslate2 Whisper models ``asr-ct2`` and ``asr-stream``."""
+    return served_stack
 
 
 def _base(server: Stack) -> str:
@@ -307,6 +296,10 @@ def test_up_runs_the_gateway_under_the_supervisor(
         assert latest is not None and latest.gateway_pid != state.gateway_pid, "the supervisor restarted the gateway"
         vectors = openai.OpenAI(base_url=latest.gateway_url, api_key="x").embeddings.create(model="emb", input="a cat")
         assert len(vectors.data[0].embedding) == 32
+        # TEI's routes need no model where the server has one for the route (TEI serves one model)
+        root = latest.gateway_url.removesuffix("/v1")
+        status, headers, cut = _post(f"{root}/embed", {"inputs": ["ok", LONG], "truncate": True})
+        assert status == 200 and len(cut) == 2 and headers.get("x-truncated-inputs") == "1"  # type: ignore[arg-type]
     finally:
         down = cli("down")
     assert down.returncode == 0
@@ -331,9 +324,9 @@ def test_nothing_is_cut_unasked_and_a_cut_is_said(gateway: Stack) -> None:
     root = _base(gateway).removesuffix("/v1")
     status, _, error = _post(f"{root}/embed", {"inputs": ["ok", LONG], "model": "minilm"})
     assert status == 413 and error["error_type"] == "Validation" and "context length" in error["error"]  # type: ignore[index]
-    status, headers, vectors = _post(f"{root}/embed", {"inputs": ["ok", LONG], "truncate": True})  # model optional
+    status, headers, vectors = _post(f"{root}/embed", {"inputs": ["ok", LONG], "truncate": True, "model": "minilm"})
     assert status == 200 and len(vectors) == 2 and headers.get("x-truncated-inputs") == "1"  # type: ignore[arg-type]
-    status, headers, _ = _post(f"{root}/embed", {"inputs": ["ok"], "truncate": True})
+    status, headers, _ = _post(f"{root}/embed", {"inputs": ["ok"], "truncate": True, "model": "minilm"})
     assert status == 200 and "x-truncated-inputs" not in headers, "only a cut is announced"
     client = openai.OpenAI(base_url=_base(gateway), api_key="x", max_retries=0)
     with pytest.raises(openai.BadRequestError) as refused:
@@ -410,7 +403,8 @@ def test_tei_pairs_tokenize_info_limits_empties_and_metrics(gateway: Stack) -> N
     with urllib.request.urlopen(f"{root}/info?model=minilm", timeout=30) as response:
         info = json.loads(response.read())
     assert info["model_id"] == "minilm" and info["max_input_length"] == 512 and info["max_batch_tokens_counted"]
-    status, _, error = _post(f"{root}/embed", {"inputs": [LONG] * 40, "truncate": True})  # 40 x 512 > 16384
+    too_many = {"inputs": [LONG] * 40, "truncate": True, "model": "minilm"}  # 40 x 512 tokens > 16384
+    status, _, error = _post(f"{root}/embed", too_many)
     assert status == 413 and "--max-batch-tokens" in error["error"]  # type: ignore[index]
     for route, body in (
         ("/embed", {"inputs": []}),
@@ -491,32 +485,38 @@ def test_audio_transcriptions_and_translations_with_the_openai_client(gateway: S
     data = encode(sound(random.Random(3), 3.0, 44100, 2), 44100, "FLAC")
     client = openai.OpenAI(base_url=_base(gateway), api_key="unused-on-loopback")
     with Client(gateway.server.grpc_url) as sdk:
-        untimed = sdk.transcribe(data, model="asr", language="en")
-        expected = sdk.transcribe(data, model="asr", language="en", timestamps=True)  # what srt/vtt/verbose ask
-        translated = sdk.transcribe(data, model="asr", task="translate")
-    plain = client.audio.transcriptions.create(model="asr", file=("a.flac", data), language="en")
+        untimed = sdk.transcribe(data, model="asr-ct2", language="en")
+        expected = sdk.transcribe(data, model="asr-ct2", language="en", timestamps=True)  # what srt/vtt/verbose ask
+        translated = sdk.transcribe(data, model="asr-ct2", task="translate")
+    plain = client.audio.transcriptions.create(model="asr-ct2", file=("a.flac", data), language="en")
     assert plain.text == untimed.text and plain.text
     verbose = client.audio.transcriptions.create(
-        model="asr", file=("a.flac", data), language="en", response_format="verbose_json",
+        model="asr-ct2", file=("a.flac", data), language="en", response_format="verbose_json",
         timestamp_granularities=["segment"],
     )  # fmt: skip
     assert verbose.text == expected.text and verbose.language == "en" and abs(verbose.duration - 3.0) < 1e-3
     assert [(s.start, s.end, s.text) for s in verbose.segments or []] == [
         (s.start, s.end, s.text) for s in expected.segments
     ]
-    srt = client.audio.transcriptions.create(model="asr", file=("a.flac", data), language="en", response_format="srt")
-    vtt = client.audio.transcriptions.create(model="asr", file=("a.flac", data), language="en", response_format="vtt")
+    srt = client.audio.transcriptions.create(
+        model="asr-ct2", file=("a.flac", data), language="en", response_format="srt"
+    )
+    vtt = client.audio.transcriptions.create(
+        model="asr-ct2", file=("a.flac", data), language="en", response_format="vtt"
+    )
     assert str(srt).startswith("1\n00:00:") and expected.segments[0].text in str(srt)
     assert str(vtt).startswith("WEBVTT\n\n00:00:")
-    text = client.audio.transcriptions.create(model="asr", file=("a.flac", data), language="en", response_format="text")
+    text = client.audio.transcriptions.create(
+        model="asr-ct2", file=("a.flac", data), language="en", response_format="text"
+    )
     assert str(text).strip() == untimed.text
-    assert client.audio.translations.create(model="asr", file=("a.flac", data)).text == translated.text
+    assert client.audio.translations.create(model="asr-ct2", file=("a.flac", data)).text == translated.text
     for call, words in (
-        (lambda: client.audio.transcriptions.create(model="asr", file=("a.wav", b"RIFF junk" * 20)), "not audio"),
-        (lambda: client.audio.transcriptions.create(model="asr", file=("a.flac", data), language="xx"), "'xx'"),
+        (lambda: client.audio.transcriptions.create(model="asr-ct2", file=("a.wav", b"RIFF junk" * 20)), "not audio"),
+        (lambda: client.audio.transcriptions.create(model="asr-ct2", file=("a.flac", data), language="xx"), "'xx'"),
         (
             lambda: client.audio.transcriptions.create(
-                model="asr", file=("a.flac", data), response_format="verbose_json", timestamp_granularities=["word"]
+                model="asr-ct2", file=("a.flac", data), response_format="verbose_json", timestamp_granularities=["word"]
             ),
             "word timestamps",
         ),
@@ -525,7 +525,9 @@ def test_audio_transcriptions_and_translations_with_the_openai_client(gateway: S
         with pytest.raises(openai.BadRequestError) as caught:
             call()
         assert words in str(caught.value), caught.value
-    status, _, answer = _post_form(_base(gateway) + "/audio/transcriptions", {"model": "asr", "stream": "true"}, data)
+    status, _, answer = _post_form(
+        _base(gateway) + "/audio/transcriptions", {"model": "asr-ct2", "stream": "true"}, data
+    )
     assert status == 400 and "--stream" in answer["error"]["message"], answer
     assert answer["error"]["param"] == "stream", answer  # type: ignore[index]
 
@@ -540,8 +542,8 @@ def test_a_streaming_speech_model_sends_windows_as_they_are_read(gateway: Stack)
 
     data = encode(sound(random.Random(4), 65.0), 16000, "FLAC")  # three 30 s windows
     with Client(gateway.server.grpc_url) as sdk:
-        expected = sdk.transcribe(data, model="asr", language="en", timestamps=True)
-        plain = sdk.transcribe(data, model="asr", language="en")
+        expected = sdk.transcribe(data, model="asr-ct2", language="en", timestamps=True)
+        plain = sdk.transcribe(data, model="asr-ct2", language="en")
     client = openai.OpenAI(base_url=_base(gateway), api_key="unused-on-loopback")
     events = list(client.audio.transcriptions.create(model="asr-stream", file=("a.flac", data), language="en",
                                                      stream=True))  # fmt: skip
