@@ -321,6 +321,34 @@ def test_speech_models_refuse_what_they_cannot_do(tiny: dict[str, Path], tmp_pat
     assert not (tmp_path / "repo").exists() or not any((tmp_path / "repo").iterdir())
 
 
+def test_a_whisper_whose_generation_config_asks_what_ct2_does_not_do_is_served_by_pytorch(
+    tiny: dict[str, Path], tmp_path: Path
+) -> None:
+    """A generation config with ``condition_on_prev_tokens`` or ``no_speech_threshold`` reads a long file otherwise
+    than the CTranslate2 reader: --backend ctranslate2 refuses it, naming the setting; auto keeps PyTorch and says
+    why; a CTranslate2 model whose generation config was edited so afterwards does not load (nothing silently
+    differs from transformers)."""
+    import shutil
+
+    asking = tmp_path / "asking"
+    shutil.copytree(tiny["whisper"], asking)
+    generation = json.loads((asking / "generation_config.json").read_text())
+    (asking / "generation_config.json").write_text(json.dumps({**generation, "condition_on_prev_tokens": True}))
+    with pytest.raises(GalleryError, match=r"cannot serve .* sets condition_on_prev_tokens, which CTranslate2"):
+        add_model(AddRequest("whisper", str(asking), tmp_path / "repo", name="refused", backend="ctranslate2"))
+    folder = add_model(AddRequest("whisper", str(asking), tmp_path / "repo", name="auto"))
+    config = (folder / "config.pbtxt").read_text()
+    assert 'string_value: "pytorch"' in config and "condition_on_prev_tokens" in config
+    assert not (folder / "1" / "weights" / "ct2").exists()
+
+    converted = add_model(AddRequest("whisper", str(tiny["whisper"]), tmp_path / "repo", name="ct2",
+                                     backend="ctranslate2"))  # fmt: skip
+    edited = converted / "1" / "weights" / "generation_config.json"
+    edited.write_text(json.dumps({**json.loads(edited.read_text()), "no_speech_threshold": 0.6}))
+    with pytest.raises(ValueError, match="no_speech_threshold, which the CTranslate2 reader does not do: add the"):
+        instantiate(converted)
+
+
 def test_auto_measures_both_engines_and_ct2_keeps_no_pytorch_weights(tiny: dict[str, Path], tmp_path: Path) -> None:
     """--backend auto: both engines timed here, the figures and the choice in the config; a CTranslate2 model
     is served from weights/ct2 alone (the PyTorch weights are not kept), a PyTorch one has no ct2 folder."""

@@ -417,7 +417,7 @@ def _ct2_or_why_not(request: AddRequest, folder: Path, converted: Path, progress
     elif not request.vendor:
         why_not = "--no-vendor keeps a reference, and the converted model must be written into the repository"
     else:
-        why_not = speech_engines.ct2_available()
+        why_not = speech_engines.ct2_available() or speech_engines.ct2_leaves_out(folder)
     if why_not is None:
         progress.step("Converting the model for CTranslate2")
         try:

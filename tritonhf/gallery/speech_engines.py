@@ -27,7 +27,15 @@ from tritonhf.gallery.calibrate import fastest_runs, threads
 from tritonhf.gallery.speech import CALIBRATION_SECONDS, GATE_TOKENS, Int8Check, calibration_audio
 from tritonhf.runtime.int8 import int8_linear_layers
 
-__all__ = ["EngineChoice", "check_ct2_int8", "convert", "ct2_available", "is_whisper", "measure"]
+__all__ = [
+    "EngineChoice",
+    "check_ct2_int8",
+    "convert",
+    "ct2_available",
+    "ct2_leaves_out",
+    "is_whisper",
+    "measure",
+]
 
 TIMED_TOKENS = 24  # greedy tokens per timed call: the encoder's window and some decoding, as a short answer
 ROUNDS = 2  # alternating timed rounds per engine (after one warm-up call each)
@@ -68,6 +76,34 @@ def ct2_available() -> str | None:
     except ImportError as exc:
         return f"ctranslate2 is not installed ({exc}; pip install 'tritonhf[audio]')"
     return None
+
+
+def ct2_leaves_out(folder: Path) -> str | None:
+    """What CTranslate2 would leave out of the model's generation config when it reads a long file; None when
+    nothing. The CTranslate2 reader (``longform.py`` in the template) reads window after window as
+    transformers does by default; a generation config that asks for the previous windows' text in the decoder's
+    prompt (``condition_on_prev_tokens``) or for windows scored as silence to be skipped (``no_speech_threshold``)
+    gets another answer from transformers, so such a model is served by PyTorch, whose ``generate`` does both."""
+    from transformers import GenerationConfig
+
+    try:
+        generation: Any = GenerationConfig.from_pretrained(folder)
+    except (OSError, ValueError):
+        return None  # no generation config: transformers' defaults, which the reader follows
+    asked = [
+        name
+        for name, wanted in (
+            ("condition_on_prev_tokens", bool(getattr(generation, "condition_on_prev_tokens", None))),
+            ("no_speech_threshold", getattr(generation, "no_speech_threshold", None) is not None),
+        )
+        if wanted
+    ]
+    if not asked:
+        return None
+    return (
+        f"its generation config sets {' and '.join(asked)}, which CTranslate2's long-form reader here does not do "
+        "(transformers' generate does: --backend pytorch)"
+    )
 
 
 def convert(folder: Path, out: Path) -> None:

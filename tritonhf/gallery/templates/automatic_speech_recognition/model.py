@@ -116,6 +116,11 @@ class TritonPythonModel:
         self.windows = not getattr(generation, "condition_on_prev_tokens", None) and (
             getattr(generation, "no_speech_threshold", None) is None
         )
+        if self.ct2 is not None and not self.windows:  # gallery add serves such a model with PyTorch
+            raise ValueError(
+                "This Whisper's generation config sets condition_on_prev_tokens or no_speech_threshold, which the "
+                "CTranslate2 reader does not do: add the model again with --backend pytorch."
+            )
         eos = self.generation.eos_token_id
         self.stops = set(eos if isinstance(eos, list) else [eos])  # end-of-text ids, read once
 
