@@ -52,11 +52,12 @@ haproxy:
 		echo "haproxy is missing (not root): the scale-out rehearsal will be skipped"
 
 # Two phases. First everything that does not assert on wall time, on TEST_WORKERS pytest-xdist
-# workers (a module stays on one worker; the modules of the shared gallery server share one, see
-# tests/conftest.py), with `make lint` beside them (its report is printed after them). Then the tests
+# workers (a module stays on one worker; the modules of the shared gallery server share one; the
+# costliest are handed out first, so both workers end together: tests/conftest.py), with `make lint` beside them (its report is printed after them). Then the tests
 # marked `alone`, one at a time with nothing beside them. Every part always runs; the target fails if
 # any did. TEST_WORKERS=1 runs the first phase in one process. haproxy installs while setup runs.
-# Two workers: with lint beside them the cores are busy, and a third finished no sooner here.
+# Two workers: with lint beside them the cores are busy, and a third finished no sooner here (it
+# waited at the end on the shared server's modules, which one worker runs).
 TEST_WORKERS ?= 2
 PARALLEL = $(if $(filter-out 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadscope,)
 
