@@ -25,6 +25,7 @@ import numpy as np
 from tritonhf.errors import GalleryError
 from tritonhf.gallery.calibrate import fastest_runs, threads
 from tritonhf.gallery.speech import CALIBRATION_SECONDS, GATE_TOKENS, Int8Check, calibration_audio
+from tritonhf.runtime.audio import long_form_settings
 from tritonhf.runtime.int8 import int8_linear_layers
 
 __all__ = [
@@ -79,25 +80,16 @@ def ct2_available() -> str | None:
 
 
 def ct2_leaves_out(folder: Path) -> str | None:
-    """What CTranslate2 would leave out of the model's generation config when it reads a long file; None when
-    nothing. The CTranslate2 reader (``longform.py`` in the template) reads window after window as
-    transformers does by default; a generation config that asks for the previous windows' text in the decoder's
-    prompt (``condition_on_prev_tokens``) or for windows scored as silence to be skipped (``no_speech_threshold``)
-    gets another answer from transformers, so such a model is served by PyTorch, whose ``generate`` does both."""
+    """What CTranslate2 would leave out of the model's generation config when it reads a long file
+    (``runtime.audio.long_form_settings``); None when nothing. Such a model is served by PyTorch, whose
+    ``generate`` does what the settings ask."""
     from transformers import GenerationConfig
 
     try:
         generation: Any = GenerationConfig.from_pretrained(folder)
     except (OSError, ValueError):
         return None  # no generation config: transformers' defaults, which the reader follows
-    asked = [
-        name
-        for name, wanted in (
-            ("condition_on_prev_tokens", bool(getattr(generation, "condition_on_prev_tokens", None))),
-            ("no_speech_threshold", getattr(generation, "no_speech_threshold", None) is not None),
-        )
-        if wanted
-    ]
+    asked = long_form_settings(generation)
     if not asked:
         return None
     return (

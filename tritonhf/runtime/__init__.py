@@ -22,7 +22,8 @@ What a template finds here:
 * answers: tensors, ranked labels, and ``Batch.respond``.
 
 * audio: ``decode_audio`` reads each row's encoded file (limits first), mixes it down and
-  resamples it to the model's rate.
+  resamples it to the model's rate; ``long_form_settings`` names what a Whisper generation
+  config asks of a long file beyond reading it window after window.
 * images: ``pixel_rows`` decodes each row's encoded image (limits first, as transformers'
   ``load_image`` reads a file) and runs the model's image processor.
 
@@ -42,6 +43,7 @@ from .audio import (
     PARAM_ENCODER,
     PARAM_MAX_AUDIO_SECONDS,
     decode_audio,
+    long_form_settings,
     resample,
 )
 from .batching import (
@@ -199,6 +201,7 @@ __all__ = [
     "load_model",
     "load_tokenizer",
     "load_towers",
+    "long_form_settings",
     "max_length",
     "model_config",
     "model_inputs",

@@ -38,6 +38,19 @@ PARAM_MAX_AUDIO_SECONDS = "max_audio_seconds"
 FORMATS = "WAV, FLAC, OGG (Vorbis, Opus) or MP3"
 
 
+def long_form_settings(generation: Any) -> list[str]:
+    """The settings of a Whisper generation config that make transformers read a long file otherwise than window
+    after window alone (``longform.py`` beside the template): the previous windows' text in the decoder's prompt
+    (``condition_on_prev_tokens``), or windows scored as silence skipped (``no_speech_threshold``). PyTorch then
+    leaves the whole file to ``generate``; CTranslate2 does neither, so ``gallery add`` serves such a model on
+    PyTorch and the template refuses it on CTranslate2."""
+    asked = {
+        "condition_on_prev_tokens": bool(getattr(generation, "condition_on_prev_tokens", None)),
+        "no_speech_threshold": getattr(generation, "no_speech_threshold", None) is not None,
+    }
+    return [name for name, wanted in asked.items() if wanted]
+
+
 def decode_audio(data: bytes, sampling_rate: int, max_seconds: float = DEFAULT_MAX_AUDIO_SECONDS) -> Any:
     """One encoded file as float32 mono samples at ``sampling_rate``; ``BadRequest`` saying what is wrong."""
     import numpy as np

@@ -112,14 +112,12 @@ class TritonPythonModel:
         self.first_timestamp = self.generation.no_timestamps_token_id + 1
         # longform.py reads as transformers does unless the generation config asks for what it does not do:
         # previous windows' text in the decoder's prompt, or skipping windows it scores as silence
-        generation = self.generation
-        self.windows = not getattr(generation, "condition_on_prev_tokens", None) and (
-            getattr(generation, "no_speech_threshold", None) is None
-        )
-        if self.ct2 is not None and not self.windows:  # gallery add serves such a model with PyTorch
+        asked = runtime.long_form_settings(self.generation)
+        self.windows = not asked
+        if self.ct2 is not None and asked:  # gallery add serves such a model with PyTorch
             raise ValueError(
-                "This Whisper's generation config sets condition_on_prev_tokens or no_speech_threshold, which the "
-                "CTranslate2 reader does not do: add the model again with --backend pytorch."
+                f"This Whisper's generation config sets {' and '.join(asked)}, which the CTranslate2 reader does "
+                "not do: add the model again with --backend pytorch."
             )
         eos = self.generation.eos_token_id
         self.stops = set(eos if isinstance(eos, list) else [eos])  # end-of-text ids, read once
