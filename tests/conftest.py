@@ -133,10 +133,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=lambda item: rank.get(unit_of(item.nodeid), len(rank)))
     strays = sorted(
         {
-            module
+            unit
             for item in items
-            if "served_stack" in getattr(item, "fixturenames", ())
-            and (module := item.nodeid.split("::", 1)[0]) not in SERVED_MODULES
+            if "served_stack" in getattr(item, "fixturenames", ()) and (unit := unit_of(item.nodeid)) != "served"
         }
     )
     if strays:
