@@ -362,10 +362,10 @@ def test_threads_per_instance_share_the_cores_unless_set() -> None:
 
     from tritonhf import runtime
 
-    def args(instances: int, threads: str | None = None) -> dict[str, str]:
+    def args(instances: int, threads: str | None = None, backend: str | None = None) -> dict[str, str]:
         config: dict[str, object] = {"instance_group": [{"count": instances}]}
-        if threads is not None:
-            config["parameters"] = {"threads": {"string_value": threads}}
+        parameters = {"threads": threads, runtime.PARAM_BACKEND: backend}
+        config["parameters"] = {key: {"string_value": value} for key, value in parameters.items() if value is not None}
         return {"model_config": json.dumps(config)}
 
     cores = os.cpu_count() or 1
@@ -374,6 +374,12 @@ def test_threads_per_instance_share_the_cores_unless_set() -> None:
     assert runtime.instance_threads(args(2, "3")) == 3
     with pytest.raises(ValueError, match="threads"):
         runtime.instance_threads(args(1, "zero"))
+    # torch runs the model: it gets the instance's share; an engine with its own pool runs it: torch gets one
+    assert runtime.torch_threads(args(1)) == runtime.torch_threads(args(1, backend="pytorch")) == cores
+    assert runtime.torch_threads(args(1, "3", backend="ctranslate2")) == 3
+    for engine in ("onnx", "openvino"):
+        assert runtime.torch_threads(args(1, backend=engine)) == runtime.torch_threads(args(2, "3", engine)) == 1
+        assert runtime.instance_threads(args(1, backend=engine)) == cores  # the engine's own pool: all of the share
 
 
 def test_budget_groups_split_mixed_lengths_where_padding_costs_more_than_a_pass() -> None:

@@ -106,6 +106,7 @@ from .loading import (
     model_config,
     parameters,
     torch_dtype,
+    torch_threads,
     trust_remote_code,
     weights_location,
 )
@@ -220,6 +221,7 @@ __all__ = [
     "string_tensor",
     "too_long_message",
     "torch_dtype",
+    "torch_threads",
     "trust_remote_code",
     "weights_location",
 ]

@@ -259,7 +259,7 @@ def device(args: dict[str, str], params: dict[str, str]) -> str:
     import torch
 
     wanted = params.get(PARAM_DEVICE, "auto")
-    if params.get(PARAM_BACKEND) in ("onnx", "openvino"):
+    if params.get(PARAM_BACKEND) in OWN_POOL_ENGINES:
         return "cpu"  # ONNX Runtime's CPU execution provider, OpenVINO's CPU plugin
     gpu_wanted = args.get("model_instance_kind") == "GPU" or wanted in ("gpu", "auto")
     if gpu_wanted and torch.cuda.is_available():
@@ -281,11 +281,25 @@ def instance_threads(args: dict[str, str]) -> int:
     return int_parameter(parameters(args), PARAM_THREADS, max(1, (os.cpu_count() or 1) // instances))
 
 
+# Engines that run the forward pass on a thread pool of their own (``--backend``); torch only glues.
+OWN_POOL_ENGINES = ("onnx", "openvino")
+
+
+def torch_threads(args: dict[str, str]) -> int:
+    """torch's intra-op threads for this instance: its share of the cores when torch runs the model, one
+    when ONNX Runtime or OpenVINO does. There torch only pads and pools between passes, on tensors small
+    enough that a second thread saves nothing; but each such op wakes torch's OpenMP pool, which then
+    spins on the cores the engine's threads need for the next pass (measured in docs/performance.md)."""
+    if parameters(args).get(PARAM_BACKEND) in OWN_POOL_ENGINES:
+        return 1
+    return instance_threads(args)
+
+
 def limit_threads(args: dict[str, str]) -> None:
-    """Share the cores between instances (torch's intra-op thread pool)."""
+    """Share the cores between instances (torch's intra-op thread pool; see ``torch_threads``)."""
     import torch
 
-    torch.set_num_threads(instance_threads(args))
+    torch.set_num_threads(torch_threads(args))
 
 
 def max_length(tokenizer: Any, config: Any, default: int = 512) -> int:
