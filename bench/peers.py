@@ -20,6 +20,8 @@ installed or does not start, its rows are skipped and the reason printed.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import json
 import os
 import shutil
 import statistics
@@ -31,7 +33,7 @@ import urllib.request
 from pathlib import Path
 
 import numpy as np
-from run import in_process_onnx, package_folder, prepare_perf_analyzer, spread
+from run import Outside, PerfAnalyzer, in_process_onnx, package_folder, prepare_perf_analyzer, spread
 from transformers import AutoTokenizer
 
 from tritonhf.bootstrap import Gateway, Server, Stack, Workspace, bootstrap
@@ -147,8 +149,6 @@ def interleaved(
 
 def check_same_vectors(urls: dict[str, str]) -> str:
     """Both servers must answer the same vector for the same text, or the comparison means nothing."""
-    import json
-
     vectors = {}
     for name, url in urls.items():
         request = urllib.request.Request(url, json.dumps({"model": "embed", "input": [TEXT]}).encode(),
@@ -171,6 +171,7 @@ def main() -> None:
         for name, backend in (("embed-ort", "onnx"), ("embed-ov", "openvino"))
     )
     onnx = folder / "1" / "weights" / "model.onnx"
+    shutil.copytree(Path(__file__).parent / "floor", workspace.model_repository / "floor")  # the no-work model
     print(f"# embeddings vs Infinity ({os.cpu_count()} cores, {ROUNDS} rounds, {SECONDS:.0f} s per point)")
     print(f"# the default model (--backend auto): {chosen_engine(folder)}")
     python, why = infinity_python()
@@ -244,9 +245,13 @@ def engine_rows(server: Server, onnx: Path, minilm: Path, onnx_runtime: str, ope
     served = {level: analyzer.run(onnx_runtime, level) for level in (1, 16)}
     by_openvino = {level: analyzer.run(openvino, level) for level in (1, 16)}
     alone = {batch: in_process_onnx(onnx, tokenizer, batch) for batch in (1, 32)}
+    floor = no_work_floor(analyzer, alone[1][1])
     lines = ["", "| path | texts/s | p50 ms |", "| --- | --- | --- |"]
     for batch, (rate, ms) in alone.items():
         lines.append(f"| in-process ONNX Runtime, batch {batch} | {rate:.0f} | {ms:.1f} |")
+    if floor is not None:
+        lines.append(f"| Triton, a no-work Python model that sleeps as long as batch 1 takes, c1 | "
+                     f"{floor.throughput:.0f} | {floor.p50_ms:.1f} |")  # fmt: skip
     for level, outside in served.items():
         if outside is not None:
             lines.append(f"| Triton, ONNX Runtime, c{level} | {outside.throughput:.0f} | {outside.p50_ms:.1f} |")
@@ -257,8 +262,17 @@ def engine_rows(server: Server, onnx: Path, minilm: Path, onnx_runtime: str, ope
         lines.append(
             f"\nserved c16 / in-process batch 32: {served[16].throughput / alone[32][0]:.2f}x; "
             f"served c1 p50 - in-process batch 1: {served[1].p50_ms - alone[1][1]:+.1f} ms"
+            + (f"; the no-work model's: {floor.p50_ms - alone[1][1]:+.1f} ms" if floor is not None else "")
         )
     return lines
+
+
+def no_work_floor(analyzer: PerfAnalyzer, sleep_ms: float) -> Outside | None:
+    """perf_analyzer at c1 on bench/floor sleeping ``sleep_ms`` per call: what Triton, the Python backend
+    and perf_analyzer add to a model that takes as long as the engine and does nothing else."""
+    data = analyzer.texts.with_name("floor.json")
+    data.write_text(json.dumps({"data": [{"SLEEP_MS": {"content": [round(sleep_ms, 3)], "shape": [1]}}]}))
+    return dataclasses.replace(analyzer, texts=data).run("floor", 1)
 
 
 if __name__ == "__main__":
