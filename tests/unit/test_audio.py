@@ -604,6 +604,32 @@ def test_a_streamed_ctc_model_sends_each_file_whole_then_the_plain_answer(
     streamed.finalize()
 
 
+def test_max_audio_seconds_at_add_bounds_each_file_from_its_header(
+    wav2vec2: Any, tiny: dict[str, Path], tmp_path: Path
+) -> None:
+    """`gallery add --max-audio-seconds 5`: a 6 s file is refused alone (its row named), a 4 s one beside it
+    answered as the default model answers it; the flag and --param agree or the add is refused."""
+    folder = add_model(AddRequest("asr", str(tiny["wav2vec2"]), tmp_path / "repo", name="short",
+                                  options=ModelOptions(max_audio_seconds=5)))  # fmt: skip
+    assert 'key: "max_audio_seconds"\n  value {\n    string_value: "5"' in (folder / "config.pbtxt").read_text()
+    rng = random.Random(17)
+    short, long = (encode(sound(rng, seconds), 16000, "FLAC") for seconds in (4.0, 6.0))
+    (limited,) = answers(instantiate(folder), [pb.InferenceRequest(AUDIO=_column(short, long))])
+    assert limited.has_error()
+    message = limited.error().message()
+    assert message.startswith("row 1: input 'AUDIO' is 6.0 s long, over the limit of 5 s (parameter max_audio_seconds)")
+    (alone,) = answers(instantiate(folder), [pb.InferenceRequest(AUDIO=_column(short))])
+    (default,) = answers(wav2vec2, [pb.InferenceRequest(AUDIO=_column(short))])
+    assert _outputs(alone) == _outputs(default)
+    add = lambda **extra: add_model(AddRequest("asr", str(tiny["wav2vec2"]), tmp_path / "other", **extra))  # noqa: E731
+    with pytest.raises(GalleryError, match="--param max_audio_seconds=60 and --max-audio-seconds 5 disagree"):
+        add(options=ModelOptions(max_audio_seconds=5), params={"max_audio_seconds": "60"})
+    with pytest.raises(GalleryError, match="--max-audio-seconds must be 1 or more"):
+        add(options=ModelOptions(max_audio_seconds=-1))
+    with pytest.raises(GalleryError, match="--max-image-pixels is for image tasks; automatic-speech-recognition"):
+        add(options=ModelOptions(max_image_pixels=1000))
+
+
 def test_ctc_rows_equal_transformers_pipeline_alone_long_files_in_its_windows(
     wav2vec2: Any, tiny: dict[str, Path]
 ) -> None:

@@ -134,6 +134,34 @@ def test_served_scores_equal_transformers_alone_and_bad_images_fail_alone(
     assert got[4].has_error() and "TOP_K" in got[4].error().message()
 
 
+def test_max_image_pixels_at_add_bounds_each_image_from_its_header(
+    vit: dict[str, Any], tiny: dict[str, Path], tmp_path: Path
+) -> None:
+    """`gallery add --max-image-pixels 10000`: a 101x100 image is refused alone (its row named), a 100x100 one
+    beside it answered as the default model answers it; only image tasks take the flag."""
+    from tritonhf.gallery.config import ModelOptions
+
+    folder = add_model(AddRequest("image-classification", str(tiny["image-classifier"]), tmp_path / "repo",
+                                  backend="pytorch", options=ModelOptions(max_image_pixels=10_000)))  # fmt: skip
+    model = instantiate(folder)
+    rng = random.Random(5)
+    fits, over = encode(picture(rng, 100, 100)), encode(picture(rng, 101, 100))
+    (limited,) = answers(model, [pb.InferenceRequest(IMAGE=_image_input(fits, over))])
+    assert limited.has_error()
+    assert limited.error().message().startswith("row 1: input 'IMAGE' is 101x100")
+    assert "over the limit of 10,000" in limited.error().message()
+    (alone,) = answers(model, [pb.InferenceRequest(IMAGE=_image_input(fits))])
+    (default,) = answers(vit["pytorch"][1], [pb.InferenceRequest(IMAGE=_image_input(fits))])
+    got, expected = ({t.name(): t.as_numpy() for t in r.output_tensors} for r in (alone, default))
+    np.testing.assert_array_equal(got["SCORES"], expected["SCORES"])
+    with pytest.raises(GalleryError, match="--max-image-pixels is for image tasks; feature-extraction"):
+        add_model(AddRequest("feature-extraction", str(tiny["encoder"]), tmp_path / "other",
+                             options=ModelOptions(max_image_pixels=10_000)))  # fmt: skip
+    with pytest.raises(GalleryError, match="--max-audio-seconds is for speech tasks; image-classification"):
+        add_model(AddRequest("image-classification", str(tiny["image-classifier"]), tmp_path / "other",
+                             options=ModelOptions(max_audio_seconds=60)))  # fmt: skip
+
+
 def test_image_tasks_refuse_what_they_cannot_do(tiny: dict[str, Path], tmp_path: Path) -> None:
     source = str(tiny["image-classifier"])
     with pytest.raises(GalleryError, match="--quantize int8 is for text encoders"):

@@ -14,6 +14,8 @@ from tritonhf.gallery.add import ONNX_PART_SUFFIX, AddRequest, add_model, parse_
 from tritonhf.gallery.config import ModelOptions, build_config, config_to_text
 from tritonhf.gallery.listing import remove_model
 from tritonhf.gallery.validate import validate_repository
+from tritonhf.runtime.audio import DEFAULT_MAX_AUDIO_SECONDS
+from tritonhf.runtime.images import DEFAULT_MAX_IMAGE_PIXELS
 from tritonhf.tasks import TASKS, TensorSpec, get_task
 
 app = typer.Typer(help="Ready model.py + config.pbtxt templates for HuggingFace tasks.", no_args_is_help=True)
@@ -78,6 +80,20 @@ def add_command(
             "transcribe(stream=True), gRPC streaming or the generate routes, not plain /infer)."
         ),
     ] = False,
+    max_image_pixels: Annotated[
+        int,
+        typer.Option(
+            help="Image tasks: the largest image a request may send, in pixels (width x height); a bigger one is "
+            f"refused from its header, before it is decoded (0: {DEFAULT_MAX_IMAGE_PIXELS:,})."
+        ),
+    ] = 0,
+    max_audio_seconds: Annotated[
+        int,
+        typer.Option(
+            help="Speech: the longest audio a request may send, in seconds; a longer file is refused from its "
+            f"header, before it is decoded (0: {DEFAULT_MAX_AUDIO_SECONDS:,})."
+        ),
+    ] = 0,
     revision: Annotated[str | None, typer.Option(help="Hub revision (branch, tag or commit).")] = None,
     vendor: Annotated[
         bool, typer.Option(help="Copy weights into the repository (--no-vendor keeps a reference).")
@@ -149,6 +165,8 @@ def add_command(
             device=device,
             max_queue_size=max_queue_size,
             stream=stream,
+            max_image_pixels=max_image_pixels,
+            max_audio_seconds=max_audio_seconds,
         ),
         params=parse_params(param or []),
     )

@@ -50,8 +50,8 @@ from tritonhf.gallery.config import (
 )
 from tritonhf.gallery.listing import parameters_of_folder, remove_model
 from tritonhf.gallery.naming import check_name, default_name
-from tritonhf.runtime.audio import CT2_FOLDER, PARAM_COMPUTE_TYPE, PARAM_ENCODER
-from tritonhf.runtime.images import IMAGE_BACKEND, PARAM_IMAGE_BACKEND
+from tritonhf.runtime.audio import CT2_FOLDER, PARAM_COMPUTE_TYPE, PARAM_ENCODER, PARAM_MAX_AUDIO_SECONDS
+from tritonhf.runtime.images import IMAGE_BACKEND, PARAM_IMAGE_BACKEND, PARAM_MAX_IMAGE_PIXELS
 from tritonhf.tasks import (
     PARAM_BACKEND,
     PARAM_DEVICE,
@@ -167,6 +167,15 @@ def _task_parameters(task: Task, folder: Path, request: AddRequest) -> dict[str,
             params["labels"] = ",".join(label.strip() for label in request.labels)
     if task.takes_images:
         params[PARAM_IMAGE_BACKEND] = IMAGE_BACKEND  # the processor's resize, the same served and in-process
+    for key, value in (
+        (PARAM_MAX_IMAGE_PIXELS, request.options.max_image_pixels),
+        (PARAM_MAX_AUDIO_SECONDS, request.options.max_audio_seconds),
+    ):
+        if value:
+            given = request.params.get(key)
+            if given is not None and given != str(value):
+                raise GalleryError(f"--param {key}={given} and --{key.replace('_', '-')} {value} disagree: give one.")
+            params[key] = str(value)
     params.update(request.params)
     return params
 

@@ -56,6 +56,10 @@ class ModelOptions:
     max_queue_size: int = -1
     # Speech: a decoupled model that answers in parts as each window ends (gallery add --stream).
     stream: bool = False
+    # Media: the largest image (width x height) and the longest audio a request may send, checked from the
+    # file's header before it is decoded (0: the template's default); written as the model's parameters.
+    max_image_pixels: int = 0
+    max_audio_seconds: int = 0
     parameters: Mapping[str, str] = field(default_factory=dict)
     output_dims: Mapping[str, tuple[int, ...]] = field(default_factory=dict)  # e.g. EMBEDDING -> (384,)
 
@@ -68,6 +72,14 @@ class ModelOptions:
             raise GalleryError(f"--max-batch-size must be between 1 and 4096, not {self.max_batch_size}.")
         if not 1 <= self.instances <= 64:
             raise GalleryError(f"--instances must be between 1 and 64, not {self.instances}.")
+        for option, value, fits, kind in (
+            ("--max-image-pixels", self.max_image_pixels, task.takes_images, "image"),
+            ("--max-audio-seconds", self.max_audio_seconds, task.takes_audio, "speech"),
+        ):
+            if value < 0:
+                raise GalleryError(f"{option} must be 1 or more (0: the template's default), not {value}.")
+            if value and not fits:
+                raise GalleryError(f"{option} is for {kind} tasks; {task.name} models take no {kind} input.")
         if self.max_queue_size < -1:
             raise GalleryError(f"--max-queue-size must be 0 (no bound) or more, not {self.max_queue_size}.")
         if self.device not in DEVICES:
