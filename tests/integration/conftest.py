@@ -49,6 +49,8 @@ def served_stack(make_workspace: Callable[[str], Workspace], tiny: dict[str, Pat
         ("feature-extraction", tiny["encoder"], "embed", {}),
         ("feature-extraction", tiny["encoder-cls"], "embed-cls", {}),
         ("feature-extraction", tiny["encoder"], "embed-ov", {"backend": "openvino"}),  # the same export on OpenVINO
+        # two instances: ONNX Runtime on each one's share of the cores, torch on one thread beside it
+        ("feature-extraction", tiny["encoder"], "embed-2x", {"options": ModelOptions(instances=2)}),
         # int8 kept whatever the random tiny model scores on the quality gate: the harness checks it
         ("feature-extraction", tiny["encoder"], "embed-int8", {"quantize": "int8", "force": True}),
         ("zero-shot", tiny["encoder"], "zeroshot", {"labels": ("positive", "negative")}),

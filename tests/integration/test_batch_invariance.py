@@ -28,6 +28,7 @@ from harness.invariance import (
 from tritonhf import Client, InvalidInputError
 from tritonhf.bootstrap import Server
 from tritonhf.gallery.config import parameters_of, parse_config
+from tritonhf.tasks import PARAM_BACKEND
 
 pytestmark = pytest.mark.integration
 LIMIT_WORDS = 60  # the tiny models take 64 tokens
@@ -90,6 +91,17 @@ def test_openvino_rows_get_exactly_the_answer_they_get_alone(
         "feature-extraction", model, seed=zlib.crc32(f"{model}/{protocol}".encode()), count=48, limit_words=LIMIT_WORDS
     )
     _check_batched(served, url, model, cases, oracle, alone_tolerance=1e-5, transformers_tolerance=1e-3)
+
+
+def test_rows_get_the_answer_they_get_alone_whichever_instance_runs_them(served: Server, tiny: dict[str, Path]) -> None:
+    """Two instances of the ONNX Runtime model (each on its share of the cores; torch, which only pads and
+    pools there, on one thread): a row's vector does not depend on its batch-mates or on the instance."""
+    model = "embed-2x"
+    params = _params(served, model)
+    assert params[PARAM_BACKEND] == "onnx"
+    oracle = Oracle("feature-extraction", tiny["encoder"], params)
+    cases = make_cases("feature-extraction", model, seed=zlib.crc32(model.encode()), count=48, limit_words=LIMIT_WORDS)
+    _check_batched(served, served.grpc_url, model, cases, oracle)
 
 
 @pytest.mark.parametrize("protocol", ["http", "grpc"])
