@@ -39,6 +39,7 @@ from transformers import (
 from tritonclient.utils import InferenceServerException
 
 from harness.tiny_models import WORDS
+from tritonhf import Client
 
 # Absolute tolerance per task: scores and vectors differ by float rounding between batch shapes.
 TOLERANCE = {
@@ -848,3 +849,35 @@ class Seq2SeqOracle:
             if stop in text:
                 text = text[: text.index(stop)]
         return text
+
+
+def _counts(client: Client, model: str) -> tuple[int, int]:
+    stats = client.statistics(model)["model_stats"][0]
+    return int(stats["inference_stats"]["success"]["count"]), int(stats["execution_count"])
+
+
+def check_batched(
+    http_url: str,
+    url: str,
+    model: str,
+    cases: list[Case],
+    oracle: Oracle | ImageRowOracle | AudioRowOracle,
+    **options: Any,
+) -> None:
+    """``check`` the cases, and that Triton really batched them (else the test proved nothing). On a machine
+    busy enough that the concurrent requests reached Triton one at a time, the round is checked and then run
+    again, at most three rounds; every round's answers are checked."""
+    rounds = 3
+    for _ in range(rounds):
+        with Client(http_url) as client:
+            requests_before, executions_before = _counts(client, model)
+            report = check(url, cases, oracle, **options)
+            requests_after, executions_after = _counts(client, model)
+        assert not report.mismatches, f"{len(report.mismatches)} mismatches:\n" + "\n".join(report.mismatches[:8])
+        assert report.rows > report.requests > 0
+        concurrent_requests = report.requests - report.refused
+        sent = requests_after - requests_before
+        assert sent >= concurrent_requests
+        if executions_after - executions_before < sent:
+            return
+    raise AssertionError(f"Triton batched nothing in {rounds} rounds: the test proved nothing")

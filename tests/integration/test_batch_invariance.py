@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import zlib
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -21,6 +20,7 @@ from harness.invariance import (
     Oracle,
     Row,
     check,
+    check_batched,
     make_audio_cases,
     make_cases,
     make_image_cases,
@@ -48,11 +48,6 @@ def _params(served: Server, model: str) -> dict[str, str]:
     return parameters_of(parse_config((Path(served.repository) / model / "config.pbtxt").read_text()))
 
 
-def _counts(client: Client, model: str) -> tuple[int, int]:
-    stats = client.statistics(model)["model_stats"][0]
-    return int(stats["inference_stats"]["success"]["count"]), int(stats["execution_count"])
-
-
 @pytest.mark.parametrize("protocol", ["http", "grpc"])
 @pytest.mark.parametrize(("model", "task", "source"), TEMPLATES)
 def test_every_row_gets_the_answer_it_gets_alone(
@@ -61,7 +56,7 @@ def test_every_row_gets_the_answer_it_gets_alone(
     url = served.http_url if protocol == "http" else served.grpc_url
     oracle = Oracle(task, tiny[source], _params(served, model))
     cases = make_cases(task, model, seed=zlib.crc32(f"{model}/{protocol}".encode()), count=48, limit_words=LIMIT_WORDS)
-    _check_batched(served, url, model, cases, oracle)
+    check_batched(served.http_url, url, model, cases, oracle)
 
 
 @pytest.mark.parametrize("protocol", ["http", "grpc"])
@@ -75,7 +70,7 @@ def test_int8_rows_get_exactly_the_answer_they_get_alone(served: Server, tiny: d
     cases = make_cases(
         "feature-extraction", model, seed=zlib.crc32(f"{model}/{protocol}".encode()), count=48, limit_words=LIMIT_WORDS
     )
-    _check_batched(served, url, model, cases, oracle, alone_tolerance=1e-6, versus_transformers=False)
+    check_batched(served.http_url, url, model, cases, oracle, alone_tolerance=1e-6, versus_transformers=False)
 
 
 @pytest.mark.parametrize("protocol", ["http", "grpc"])
@@ -90,7 +85,7 @@ def test_openvino_rows_get_exactly_the_answer_they_get_alone(
     cases = make_cases(
         "feature-extraction", model, seed=zlib.crc32(f"{model}/{protocol}".encode()), count=48, limit_words=LIMIT_WORDS
     )
-    _check_batched(served, url, model, cases, oracle, alone_tolerance=1e-5, transformers_tolerance=1e-3)
+    check_batched(served.http_url, url, model, cases, oracle, alone_tolerance=1e-5, transformers_tolerance=1e-3)
 
 
 def test_rows_get_the_answer_they_get_alone_whichever_instance_runs_them(served: Server, tiny: dict[str, Path]) -> None:
@@ -101,7 +96,7 @@ def test_rows_get_the_answer_they_get_alone_whichever_instance_runs_them(served:
     assert params[PARAM_BACKEND] == "onnx"
     oracle = Oracle("feature-extraction", tiny["encoder"], params)
     cases = make_cases("feature-extraction", model, seed=zlib.crc32(model.encode()), count=48, limit_words=LIMIT_WORDS)
-    _check_batched(served, served.grpc_url, model, cases, oracle)
+    check_batched(served.http_url, served.grpc_url, model, cases, oracle)
 
 
 @pytest.mark.parametrize("protocol", ["http", "grpc"])
@@ -110,7 +105,7 @@ def test_image_rows_get_the_answer_they_get_alone(served: Server, tiny: dict[str
     fail its own request only): each equals itself alone and transformers in-process on that file."""
     url = served.http_url if protocol == "http" else served.grpc_url
     cases = make_image_cases("vit", seed=zlib.crc32(f"vit/{protocol}".encode()), count=48)
-    _check_batched(served, url, "vit", cases, ImageRowOracle(tiny["image-classifier"]))
+    check_batched(served.http_url, url, "vit", cases, ImageRowOracle(tiny["image-classifier"]))
 
 
 @pytest.mark.parametrize(("model", "protocol"), [("clip", "http"), ("clip", "grpc"), ("clip-ov", "grpc")])
@@ -123,7 +118,7 @@ def test_image_text_rows_get_the_answer_they_get_alone(
     url = served.http_url if protocol == "http" else served.grpc_url
     task = "zero-shot-image-classification"
     cases = make_image_cases(model, seed=zlib.crc32(f"{model}/{protocol}".encode()), count=32, task=task)
-    _check_batched(served, url, model, cases, ImageRowOracle(tiny["clip"], labels=["cat", "dog", "car"]))
+    check_batched(served.http_url, url, model, cases, ImageRowOracle(tiny["clip"], labels=["cat", "dog", "car"]))
 
 
 @pytest.mark.parametrize("protocol", ["http", "grpc"])
@@ -134,14 +129,15 @@ def test_speech_rows_get_the_answer_they_get_alone(served: Server, tiny: dict[st
     duration and segments equal the row alone, and its text transformers' generate on that file alone."""
     url = served.http_url if protocol == "http" else served.grpc_url
     cases = make_audio_cases("asr", seed=zlib.crc32(f"asr/{protocol}".encode()), count=24)
-    _check_batched(served, url, "asr", cases, AudioRowOracle(tiny["whisper"]))
+    check_batched(served.http_url, url, "asr", cases, AudioRowOracle(tiny["whisper"]))
 
 
 def test_ct2_speech_rows_get_the_answer_they_get_alone(served: Server, tiny: dict[str, Path]) -> None:
     """Whisper on CTranslate2 (float32): the same mixed batches; each row equals itself alone and transformers'
     greedy answer (sampling rows: themselves alone only, CTranslate2 has its own generator)."""
     cases = make_audio_cases("asr-ct2", seed=zlib.crc32(b"asr-ct2"), count=24)
-    _check_batched(served, served.grpc_url, "asr-ct2", cases, AudioRowOracle(tiny["whisper"], own_sampling=True))
+    oracle = AudioRowOracle(tiny["whisper"], own_sampling=True)
+    check_batched(served.http_url, served.grpc_url, "asr-ct2", cases, oracle)
 
 
 @pytest.mark.parametrize(("model", "count"), [("asr-stream", 24), ("asr-stream-pt", 16)])
@@ -153,7 +149,7 @@ def test_streamed_speech_rows_get_the_answer_they_get_alone(
     last answer, and each row of that answer equals itself alone and transformers (PyTorch: sampling rows too)."""
     cases = make_audio_cases(model, seed=zlib.crc32(model.encode()), count=count)
     oracle = AudioRowOracle(tiny["whisper"], own_sampling=model == "asr-stream")
-    _check_batched(served, served.grpc_url, model, cases, oracle, streamed=True)
+    check_batched(served.http_url, served.grpc_url, model, cases, oracle, streamed=True)
 
 
 def test_ct2_int8_speech_rows_get_exactly_the_answer_they_get_alone(served: Server, tiny: dict[str, Path]) -> None:
@@ -162,48 +158,21 @@ def test_ct2_int8_speech_rows_get_exactly_the_answer_they_get_alone(served: Serv
     float32, so rows are compared with themselves only (the gate compared the model with float32 at add)."""
     cases = make_audio_cases("asr-ct2-int8", seed=zlib.crc32(b"asr-ct2-int8"), count=16)
     oracle = AudioRowOracle(tiny["whisper"], own_sampling=True)
-    _check_batched(served, served.grpc_url, "asr-ct2-int8", cases, oracle, versus_transformers=False)
+    check_batched(served.http_url, served.grpc_url, "asr-ct2-int8", cases, oracle, versus_transformers=False)
 
 
 def test_int8_speech_rows_get_the_answer_they_get_alone(served: Server, tiny: dict[str, Path]) -> None:
     """Whisper with --quantize int8 (a scale per token): batched rows equal themselves alone and the int8
     model in-process; per-tensor activation scales would fail this."""
     cases = make_audio_cases("asr-int8", seed=zlib.crc32(b"asr-int8"), count=16)
-    _check_batched(served, served.grpc_url, "asr-int8", cases, AudioRowOracle(tiny["whisper"], int8=True))
+    check_batched(served.http_url, served.grpc_url, "asr-int8", cases, AudioRowOracle(tiny["whisper"], int8=True))
 
 
 def test_ctc_speech_rows_get_the_answer_they_get_alone(served: Server, tiny: dict[str, Path]) -> None:
     """wav2vec2 (CTC): mixed files (one of 32-45 s, read in the pipeline's overlapping windows) with and
     without timestamps: each equals itself alone and transformers' own ASR pipeline on that file."""
     cases = make_audio_cases("ctc", seed=zlib.crc32(b"ctc"), count=16, options=False)
-    _check_batched(served, served.grpc_url, "ctc", cases, AudioRowOracle(tiny["wav2vec2"], ctc=True))
-
-
-def _check_batched(
-    served: Server,
-    url: str,
-    model: str,
-    cases: list[Case],
-    oracle: Oracle | ImageRowOracle | AudioRowOracle,
-    **options: Any,
-) -> None:
-    """``check`` the cases, and that Triton really batched them (else the test proved nothing). On a machine
-    busy enough that the concurrent requests reached Triton one at a time, the round is checked and then run
-    again, at most three rounds; every round's answers are checked."""
-    rounds = 3
-    for _ in range(rounds):
-        with Client(served.http_url) as client:
-            requests_before, executions_before = _counts(client, model)
-            report = check(url, cases, oracle, **options)
-            requests_after, executions_after = _counts(client, model)
-        assert not report.mismatches, f"{len(report.mismatches)} mismatches:\n" + "\n".join(report.mismatches[:8])
-        assert report.rows > report.requests > 0
-        concurrent_requests = report.requests - report.refused
-        sent = requests_after - requests_before
-        assert sent >= concurrent_requests
-        if executions_after - executions_before < sent:
-            return
-    raise AssertionError(f"Triton batched nothing in {rounds} rounds: the test proved nothing")
+    check_batched(served.http_url, served.grpc_url, "ctc", cases, AudioRowOracle(tiny["wav2vec2"], ctc=True))
 
 
 # ---------------------------------------------------------------- the cases the issue reported, by name
