@@ -19,8 +19,10 @@ asked for exactly the tokens it decoded: the same work per clip.
 
 OpenVINO GenAI's ``WhisperPipeline`` (what its authors ship for Whisper on a CPU) is a third row: the
 same folder exported by optimum-intel (``--weight-format int8``: int8 weights; activations in
-OpenVINO's default precision, bf16 on a CPU that has it) in a venv of its own made here, called
-in-process with OpenVINO's defaults as its documentation shows, one pipeline per caller.
+OpenVINO's default precision, bf16 on a CPU that has it) by the exporter ``gallery add --backend
+openvino`` uses (its own venv, made on first use), called in a process of its own with OpenVINO's
+defaults as its documentation shows, one pipeline per caller. tritonhf serving the same folder with
+``--backend openvino`` (float32 weights and activations, as the template serves it) is a row too.
 
 Every call gives ``language="en"``; with ``BENCH_LANGUAGE=detect`` none does, and both sides detect
 the language from the clip's first window before transcribing, as each does by default
@@ -52,13 +54,11 @@ from harness.tiny_models import build_whisper
 from tritonhf import Client
 from tritonhf.bootstrap import Server, Workspace, bootstrap
 from tritonhf.bootstrap.installation.sources import cache_dir
-from tritonhf.gallery import AddRequest, ModelOptions, add_model
+from tritonhf.errors import GalleryError
+from tritonhf.gallery import AddRequest, ModelOptions, add_model, whisper_openvino
 from tritonhf.gallery.config import parameters_of, parse_config
 
 FASTER_WHISPER = "faster-whisper==1.2.1"
-# optimum-intel exports the folder; torch from this machine's wheel (a CUDA build otherwise), no torchvision
-# (PyPI's fails to import beside it).
-OPENVINO_WHISPER = ("optimum-intel==2.2.0", "openvino-genai==2026.4.1.0", "torch==2.13.0")
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "2"))
 CALLS = int(os.environ.get("BENCH_CALLS", "2"))
 LANGUAGE = None if os.environ.get("BENCH_LANGUAGE", "en") == "detect" else os.environ.get("BENCH_LANGUAGE", "en")
@@ -120,30 +120,19 @@ print(json.dumps({"seconds": time.perf_counter() - started, "calls": len(counts)
 """
 
 
-def openvino_whisper(folder: Path, out: Path) -> tuple[Path | None, str]:
-    """The Python of OpenVINO GenAI's venv (made on first use), with ``folder`` exported into ``out``; or why not."""
-    venv = cache_dir() / "openvino-whisper-venv"
-    python = venv / "bin" / "python"
-    if not (venv / ".installed").is_file():
-        pip = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-        steps = ([sys.executable, "-m", "venv", "--clear", str(venv)], [*pip, *OPENVINO_WHISPER, "soundfile"],
-                 [str(python), "-m", "pip", "uninstall", "-y", "-q", "torchvision"])  # fmt: skip
-        for step in steps:
-            done = subprocess.run(step, capture_output=True, text=True)
-            if done.returncode != 0:
-                return None, f"{' '.join(step[:4])} failed: {done.stderr.strip()[-300:]}"
-        (venv / ".installed").touch()
-    export = [str(venv / "bin" / "optimum-cli"), "export", "openvino", "--model", str(folder), "--task",
-              "automatic-speech-recognition-with-past", "--weight-format", "int8", str(out)]  # fmt: skip
-    done = subprocess.run(export, capture_output=True, text=True)
-    if done.returncode != 0:
-        return None, f"optimum-intel's export failed: {done.stderr.strip()[-300:]}"
-    return python, ""
+def openvino_whisper(folder: Path, out: Path) -> str:
+    """``folder`` exported with int8 weights into ``out`` by the exporter ``gallery add --backend openvino`` uses (its
+    own venv, made on first use); or why not."""
+    try:
+        whisper_openvino.export(folder, out, weight_format="int8")
+    except GalleryError as exc:
+        return str(exc)
+    return ""
 
 
-def openvino_genai(python: Path, model: Path, clip: Path, callers: int, tokens: int) -> dict[str, float]:
+def openvino_genai(model: Path, clip: Path, callers: int, tokens: int) -> dict[str, float]:
     script = OPENVINO_WORKER % {"language": LANGUAGE or ""}
-    command = [str(python), "-c", script, str(model), str(clip), str(callers), str(CALLS), str(tokens)]
+    command = [sys.executable, "-c", script, str(model), str(clip), str(callers), str(CALLS), str(tokens)]
     done = subprocess.run(command, capture_output=True, text=True, check=True)
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
@@ -235,14 +224,17 @@ def main() -> None:
             tokens = round(first["tokens"] / first["calls"])
             lines.append(f"# faster-whisper decodes {tokens} tokens per clip for max_new_tokens={TOKENS}; "
                          f"tritonhf is asked for {tokens}")  # fmt: skip
-        ov_python, why = openvino_whisper(folder, root / "openvino")
-        if why:
-            lines.append(f"# OpenVINO GenAI not measured: {why}")
+        ov_why = whisper_openvino.missing() or openvino_whisper(folder, root / "openvino")
+        if ov_why:
+            lines.append(f"# OpenVINO GenAI not measured: {ov_why}")
         workspace = Workspace(root / "workspace")
         bootstrap(workspace)
-        for name, backend in (("asr8", "pytorch"), ("asr-ct2", "ctranslate2"), ("asr-auto", "auto")):
+        served = [("asr8", "pytorch", "int8"), ("asr-ct2", "ctranslate2", "int8"), ("asr-auto", "auto", "int8")]
+        if not ov_why:  # OpenVINO GenAI served: float32, as --backend openvino serves it
+            served.append(("asr-ov", "openvino", None))
+        for name, backend, quantize in served:
             added = add_model(AddRequest("whisper", str(folder), workspace.model_repository, name=name,
-                                         quantize="int8", backend=backend,
+                                         quantize=quantize, backend=backend,
                                          options=ModelOptions(max_batch_size=CALLERS)))  # fmt: skip
             params = parameters_of(parse_config((added / "config.pbtxt").read_text()))
             if backend == "auto":  # what gallery add chose on this machine, and its figures
@@ -256,14 +248,16 @@ def main() -> None:
                 for callers in (1, CALLERS):
                     runs = [(label, lambda c=callers, m=model: tritonhf(server.grpc_url, m, data, c, tokens))
                             for label, model in (("tritonhf PyTorch int8", "asr8"),
-                                                 ("tritonhf CTranslate2 int8", "asr-ct2"))]  # fmt: skip
+                                                 ("tritonhf CTranslate2 int8", "asr-ct2"),
+                                                 *((("tritonhf OpenVINO GenAI float32", "asr-ov"),) if not ov_why
+                                                   else ()))]  # fmt: skip
                     if python is not None:
                         workers = (1,) if callers == 1 else (1, 4)
                         runs += [(f"faster-whisper x{w}", lambda c=callers, w=w: faster_whisper(
                             python, root / "ct2", clip, w, c)) for w in workers]  # fmt: skip
-                    if ov_python is not None:
+                    if not ov_why:
                         runs.append(("OpenVINO GenAI WhisperPipeline int8", lambda c=callers: openvino_genai(
-                            ov_python, root / "openvino", clip, c, tokens)))  # fmt: skip
+                            root / "openvino", clip, c, tokens)))  # fmt: skip
                     for name, run in runs if index % 2 == 0 else list(reversed(runs)):
                         figures.setdefault((name, callers), []).append(run())
         lines += report(figures)

@@ -92,6 +92,7 @@ COSTLIEST_FIRST = (
     "tests/integration/test_scale_out.py",
     "tests/integration/test_demo.py",
     "tests/integration/test_colab_like.py",
+    "tests/integration/test_openvino_served.py",
     "tests/unit/test_audio.py",
     "tests/integration/test_server.py",
     "tests/integration/test_security.py",
@@ -99,7 +100,6 @@ COSTLIEST_FIRST = (
     "tests/unit/test_bench_stats.py",
     "tests/unit/test_bootstrap.py",
     "tests/integration/test_onnx_native_served.py",
-    "tests/integration/test_openvino_served.py",
 )
 
 

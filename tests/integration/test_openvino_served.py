@@ -1,14 +1,18 @@
-"""The text-generation template on its OpenVINO engine, served by a real Triton (its own server: the
-shared one keeps a single text-generation model, so calls without model= stay unambiguous).
+"""The text-generation template on its OpenVINO engine, and Whisper on OpenVINO GenAI's WhisperPipeline
+(``--backend openvino``: exported at add in the exporter's own venv, made here on first use), served by a
+real Triton (its own server: the shared one keeps a single text-generation model, so calls without model=
+stay unambiguous, and the exporter's venv is not made on the shared server's critical path).
 
 The batch-invariance seed of the OpenVINO engine: staggered concurrent streams (greedy, seeded
 samples, stop strings, prompts past the context) over both protocols, each equal to its answer
 alone. The engine's int8 weights are not transformers' fp32, so rows meet only themselves;
-`gallery add` measures the agreement with transformers and writes it into the config.
+`gallery add` measures the agreement with transformers and writes it into the config. The Whisper seed:
+mixed speech requests, each row equal to itself alone and to transformers' float32 answer.
 """
 
 from __future__ import annotations
 
+import random
 import urllib.request
 import zlib
 from collections.abc import Callable, Iterator
@@ -16,9 +20,18 @@ from pathlib import Path
 
 import pytest
 
-from harness.invariance import GenerationOracle, check_generation, make_prompts
-from tritonhf import Client
+from harness.audio import AudioOracle, encode, sound
+from harness.invariance import (
+    AudioRowOracle,
+    GenerationOracle,
+    check_batched,
+    check_generation,
+    make_audio_cases,
+    make_prompts,
+)
+from tritonhf import Client, InvalidInputError
 from tritonhf.bootstrap import Server, Workspace
+from tritonhf.deploy.requirements import needed_packages
 from tritonhf.gallery import AddRequest, add_model
 from tritonhf.gallery.config import parameters_of, parse_config
 from tritonhf.gallery.generation import openvino_missing
@@ -33,6 +46,8 @@ pytestmark = [
 def served_ov(make_workspace: Callable[[str], Workspace], tiny: dict[str, Path]) -> Iterator[Server]:
     workspace = make_workspace("openvino")
     add_model(AddRequest("text-generation", str(tiny["llama"]), workspace.model_repository, name="writer-ov"))
+    add_model(AddRequest("whisper", str(tiny["whisper"]), workspace.model_repository, name="asr-ov",
+                         backend="openvino"))  # fmt: skip
     with Server(workspace, http_port="auto", grpc_port="auto", metrics_port="auto", startup_timeout=600) as server:
         yield server
 
@@ -57,3 +72,47 @@ def test_usage_metrics_and_a_chat_through_the_sdk(served_ov: Server) -> None:
         assert stream.finish_reason in ("stop", "length") and isinstance(text, str)
     metrics = urllib.request.urlopen(served_ov.metrics_url, timeout=10).read().decode()
     assert 'tritonhf_generated_tokens_total{model="writer-ov"}' in metrics
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_whisper_rows_on_openvino_genai_get_the_answer_they_get_alone(
+    served_ov: Server, tiny: dict[str, Path], protocol: str
+) -> None:
+    """Whisper on WhisperPipeline (float32): every row of a mixed batch (formats, rates, lengths, languages,
+    tasks, prompts, limits, seeded sampling, broken files) equals itself alone, and a greedy row transformers'
+    answer; a sampling row has only itself (the pipeline has its own generator)."""
+    url = served_ov.http_url if protocol == "http" else served_ov.grpc_url
+    cases = make_audio_cases("asr-ov", seed=zlib.crc32(f"asr-ov/{protocol}".encode()), count=16)
+    check_batched(served_ov.http_url, url, "asr-ov", cases, AudioRowOracle(tiny["whisper"], own_sampling=True))
+
+
+def test_whisper_on_openvino_genai_is_served_from_its_export(served_ov: Server, tiny: dict[str, Path]) -> None:
+    """The export alone in the repository (no PyTorch weights), the pipeline's packages in the requirements,
+    a detected language and timestamps within the file, and a bad file refused by name."""
+    folder = Path(served_ov.repository) / "asr-ov"
+    assert parameters_of(parse_config((folder / "config.pbtxt").read_text()))["tritonhf.backend"] == "openvino"
+    weights = folder / "1" / "weights"
+    assert (weights / "openvino" / "openvino_decoder_model.xml").is_file() and not list(weights.glob("*.safetensors"))
+    assert {"openvino-genai", "openvino-tokenizers"} <= set(needed_packages(Path(served_ov.repository)))
+    rng = random.Random(5)
+    data = encode(sound(rng, 4.0))
+    oracle = AudioOracle(tiny["whisper"])
+    expected = oracle.transcribe(data, timestamps=True)
+    with Client(served_ov.grpc_url) as client:
+        found = client.transcribe(data, model="asr-ov", timestamps=True)
+        assert (found.text, found.language) == (expected["text"], expected["language"])
+        assert all(0.0 <= segment.start <= segment.end <= found.duration for segment in found.segments)
+        with pytest.raises(InvalidInputError, match="AUDIO"):
+            client.transcribe(b"not audio at all" * 4, model="asr-ov")
+
+
+def test_auto_measures_openvino_genai_once_its_exporter_is_made(
+    served_ov: Server, tiny: dict[str, Path], tmp_path: Path
+) -> None:
+    """--backend auto times WhisperPipeline beside PyTorch and CTranslate2 once the exporter's venv is made (the
+    fixture's --backend openvino made it), and writes its figure into the config."""
+    folder = add_model(AddRequest("whisper", str(tiny["whisper"]), tmp_path / "repo", name="asr-auto"))
+    calibration = parameters_of(parse_config((folder / "config.pbtxt").read_text()))["tritonhf.engine_calibration"]
+    assert ", OpenVINO GenAI " in calibration and "not measured" not in calibration, calibration
+    backend = parameters_of(parse_config((folder / "config.pbtxt").read_text()))["tritonhf.backend"]
+    assert (folder / "1" / "weights" / "openvino").is_dir() == (backend == "openvino")

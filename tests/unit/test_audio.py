@@ -307,8 +307,14 @@ def test_a_part_the_stub_refuses_stops_only_that_request_and_the_batch_answers_t
 def test_speech_models_refuse_what_they_cannot_do(tiny: dict[str, Path], tmp_path: Path) -> None:
     with pytest.raises(GalleryError, match="served with PyTorch"):
         add_model(AddRequest("whisper", str(tiny["whisper"]), tmp_path / "repo", backend="onnx"))
-    with pytest.raises(GalleryError, match="--backend auto, pytorch or ctranslate2"):
+    with pytest.raises(GalleryError, match="--backend auto, pytorch, ctranslate2 or openvino"):
         add_model(AddRequest("whisper", str(tiny["whisper"]), tmp_path / "repo", backend="onnx", quantize="int8"))
+    with pytest.raises(GalleryError, match="serves Whisper in float32: drop --quantize"):
+        add_model(AddRequest("whisper", str(tiny["whisper"]), tmp_path / "repo", backend="openvino", quantize="int8"))
+    with pytest.raises(GalleryError, match="--backend openvino writes the converted model into the repository"):
+        add_model(AddRequest("whisper", str(tiny["whisper"]), tmp_path / "repo", backend="openvino", vendor=False))
+    with pytest.raises(GalleryError, match=r"--backend openvino cannot serve .*: it runs Whisper models only"):
+        add_model(AddRequest("asr", str(tiny["wav2vec2"]), tmp_path / "repo", backend="openvino"))
     with pytest.raises(GalleryError, match="CTranslate2 runs Whisper models only"):
         add_model(AddRequest("asr", str(tiny["wav2vec2"]), tmp_path / "repo", backend="ctranslate2"))
     with pytest.raises(GalleryError, match="the converted model into the repository: no --no-vendor"):
@@ -349,12 +355,18 @@ def test_a_whisper_whose_generation_config_asks_what_ct2_does_not_do_is_served_b
         instantiate(converted)
 
 
-def test_auto_measures_both_engines_and_ct2_keeps_no_pytorch_weights(tiny: dict[str, Path], tmp_path: Path) -> None:
+def test_auto_measures_both_engines_and_ct2_keeps_no_pytorch_weights(
+    tiny: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """--backend auto: both engines timed here, the figures and the choice in the config; a CTranslate2 model
-    is served from weights/ct2 alone (the PyTorch weights are not kept), a PyTorch one has no ct2 folder."""
+    is served from weights/ct2 alone (the PyTorch weights are not kept), a PyTorch one has no ct2 folder.
+    OpenVINO GenAI's exporter is not downloaded by auto: where its venv is not made, the config says so."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # no exporter venv made here
     folder = add_model(AddRequest("whisper", str(tiny["whisper"]), tmp_path / "repo", name="asr"))
     config = (folder / "config.pbtxt").read_text()
     assert "tritonhf.engine_calibration" in config and "PyTorch" in config and "CTranslate2" in config
+    assert "OpenVINO GenAI not measured: its exporter's venv is not made here (--backend openvino makes it" in config
+    assert not (folder / "1" / "weights" / "openvino").exists()
     weights = folder / "1" / "weights"
     if 'string_value: "ctranslate2"' in config:
         assert (weights / "ct2" / "model.bin").is_file() and not list(weights.glob("*.safetensors"))

@@ -104,9 +104,10 @@ def add_command(
     backend: Annotated[
         str,
         typer.Option(
-            help="auto (ONNX Runtime for encoder tasks when the export matches PyTorch; for Whisper, CTranslate2 "
-            "where it measures faster; else PyTorch), pytorch, onnx, openvino (the same ONNX export run by "
-            "OpenVINO, also checked against PyTorch), or ctranslate2 (Whisper converted at add)."
+            help="auto (ONNX Runtime for encoder tasks when the export matches PyTorch; for Whisper, the fastest "
+            "measured of PyTorch, CTranslate2 and OpenVINO GenAI; else PyTorch), pytorch, onnx, openvino (the "
+            "same ONNX export run by OpenVINO, also checked against PyTorch; for Whisper, OpenVINO GenAI's "
+            "WhisperPipeline on an export made at add), or ctranslate2 (Whisper converted at add)."
         ),
     ] = "auto",
     quantize: Annotated[

@@ -29,11 +29,12 @@ def needed_packages(repository: Path) -> list[str]:
         params = parameters_of(parse_config((folder / "config.pbtxt").read_text(), where=f"{folder.name}/config.pbtxt"))
         if params.get(PARAM_BACKEND) == "onnx" and not params.get(PARAM_ONNX_MODEL):
             names.append("onnxruntime")  # onnxruntime inside the Python backend
-        if params.get(PARAM_BACKEND) == "openvino" and params.get(PARAM_ENGINE) != "openvino":
-            names.append("openvino")  # an encoder's model.onnx run by OpenVINO (the GGUF engine is listed below)
-        if params.get(PARAM_ENGINE) == "openvino":
-            names += ["openvino", "openvino-genai", "openvino-tokenizers"]  # the GGUF file's engine
         task = TASKS.get(params.get(PARAM_TASK, ""))
+        speech = task is not None and task.takes_audio
+        if params.get(PARAM_BACKEND) == "openvino" and params.get(PARAM_ENGINE) != "openvino" and not speech:
+            names.append("openvino")  # an encoder's model.onnx run by OpenVINO (the GGUF engine is listed below)
+        if params.get(PARAM_ENGINE) == "openvino" or (speech and params.get(PARAM_BACKEND) == "openvino"):
+            names += ["openvino", "openvino-genai", "openvino-tokenizers"]  # a GGUF file's or a Whisper's pipeline
         if task is not None and task.takes_images:
             names.append("pillow")  # decoding the images requests carry
         if task is not None and task.takes_audio:

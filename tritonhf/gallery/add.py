@@ -39,6 +39,7 @@ from tritonhf.gallery import (
     speech_encoder,
     speech_engines,
     tower_export,
+    whisper_openvino,
 )
 from tritonhf.gallery.config import (
     ModelOptions,
@@ -50,7 +51,13 @@ from tritonhf.gallery.config import (
 )
 from tritonhf.gallery.listing import parameters_of_folder, remove_model
 from tritonhf.gallery.naming import check_name, default_name
-from tritonhf.runtime.audio import CT2_FOLDER, PARAM_COMPUTE_TYPE, PARAM_ENCODER, PARAM_MAX_AUDIO_SECONDS
+from tritonhf.runtime.audio import (
+    CT2_FOLDER,
+    OPENVINO_WHISPER,
+    PARAM_COMPUTE_TYPE,
+    PARAM_ENCODER,
+    PARAM_MAX_AUDIO_SECONDS,
+)
 from tritonhf.runtime.images import IMAGE_BACKEND, PARAM_IMAGE_BACKEND, PARAM_MAX_IMAGE_PIXELS
 from tritonhf.tasks import (
     PARAM_BACKEND,
@@ -208,13 +215,21 @@ def _check_backend(request: AddRequest, task: Task) -> None:
         raise GalleryError(f"--quantize must be one of {', '.join(QUANTIZATIONS)}, not {request.quantize!r}.")
     if request.onnx_runtime == "native" and (task.name in onnx_export.IMAGE_TASKS or task.name == tower_export.TASK):
         raise GalleryError(f"{task.name} runs its ONNX graphs inside the Python backend: drop --onnx-runtime native.")
-    if task.takes_audio:  # PyTorch (int8: per-token Linear layers, gallery.speech) or CTranslate2 (Whisper), no ONNX
-        if request.backend in ("onnx", "openvino"):
+    if task.takes_audio:  # PyTorch (int8: per-token Linear layers), CTranslate2 or OpenVINO GenAI (Whisper), no ONNX
+        if request.backend == "onnx":
             raise GalleryError(
-                f"{task.name} is served with PyTorch or CTranslate2: --backend auto, pytorch or ctranslate2."
+                f"{task.name} is served with PyTorch, CTranslate2 or OpenVINO GenAI: "
+                "--backend auto, pytorch, ctranslate2 or openvino."
             )
-        if request.backend == "ctranslate2" and not request.vendor:
-            raise GalleryError("--backend ctranslate2 writes the converted model into the repository: no --no-vendor.")
+        if request.backend in ("ctranslate2", "openvino") and not request.vendor:
+            raise GalleryError(
+                f"--backend {request.backend} writes the converted model into the repository: no --no-vendor."
+            )
+        if request.backend == "openvino" and request.quantize:
+            raise GalleryError(
+                "--backend openvino serves Whisper in float32: drop --quantize, or use --backend ctranslate2 "
+                "(or auto) for int8."
+            )
         return
     if request.backend == "ctranslate2":
         raise GalleryError(f"--backend ctranslate2 is for Whisper (automatic-speech-recognition), not {task.name}.")
@@ -381,15 +396,26 @@ def _speech_engine(
     """(backend, reason) for a speech model: CTranslate2 for a Whisper where asked or where it measures faster
     (``gallery.speech_engines``), else PyTorch; with --quantize int8, the chosen engine's int8 behind its gate."""
     folder = vendored if vendored.is_dir() else source
+    if request.backend == "openvino":
+        _export_for_openvino(request, folder, vendored / OPENVINO_WHISPER, progress)
+        _drop_pytorch_weights(vendored)
+        return "openvino", "--backend openvino"
     converted = vendored / CT2_FOLDER
     why_not = _ct2_or_why_not(request, folder, converted, progress)
     backend, reason = ("pytorch", why_not) if why_not is not None else ("ctranslate2", "--backend ctranslate2")
     if backend == "ctranslate2" and request.backend == "auto":
-        progress.step("Measuring PyTorch and CTranslate2 on a 30 s window (--backend auto)")
-        choice = speech_engines.measure(folder, converted, bool(request.quantize), request.options.instances)
+        exported = _openvino_for_auto(request, folder, vendored / OPENVINO_WHISPER, progress)
+        engines = "PyTorch, CTranslate2 and OpenVINO GenAI" if isinstance(exported, Path) else "PyTorch and CTranslate2"
+        progress.step(f"Measuring {engines} on a 30 s window (--backend auto)")
+        choice = speech_engines.measure(folder, converted, bool(request.quantize), request.options.instances, exported)
         progress.step(choice.summary)
         backend, reason = choice.backend, choice.summary
         params[PARAM_CALIBRATION] = choice.summary
+        if backend == "openvino":
+            shutil.rmtree(converted, ignore_errors=True)
+            _drop_pytorch_weights(vendored)
+            return backend, reason
+        shutil.rmtree(vendored / OPENVINO_WHISPER, ignore_errors=True)
     if backend == "pytorch":
         shutil.rmtree(converted, ignore_errors=True)
         if request.quantize:
@@ -411,9 +437,42 @@ def _speech_engine(
             if encoder.kept:
                 params[PARAM_ENCODER] = "openvino"
                 reason += "; " + encoder.summary
-    for weights_file in [*vendored.glob("*.safetensors"), *vendored.glob("pytorch_model*.bin")]:
-        weights_file.unlink()  # served from ct2/; config, generation config, tokenizer and processor stay
+    _drop_pytorch_weights(vendored)  # served from ct2/
     return backend, reason
+
+
+def _drop_pytorch_weights(vendored: Path) -> None:
+    """A converted model's PyTorch weights, no longer read; config, generation config, tokenizer and processor stay."""
+    for weights_file in [*vendored.glob("*.safetensors"), *vendored.glob("pytorch_model*.bin")]:
+        weights_file.unlink()
+
+
+def _export_for_openvino(request: AddRequest, folder: Path, out: Path, progress: Progress) -> None:
+    """--backend openvino: the Whisper exported for OpenVINO GenAI's WhisperPipeline (gallery.whisper_openvino)."""
+    why_not = whisper_openvino.why_not(folder) if speech_engines.is_whisper(folder) else "it runs Whisper models only"
+    if why_not is not None:
+        raise GalleryError(f"--backend openvino cannot serve {request.source}: {why_not.rstrip('.')}.")
+    if not whisper_openvino.exporter_ready():
+        progress.step(f"Making the OpenVINO exporter's venv, once ({whisper_openvino.venv_dir()})")
+    progress.step("Exporting the model for OpenVINO GenAI (optimum-intel)")
+    whisper_openvino.export(folder, out)
+
+
+def _openvino_for_auto(request: AddRequest, folder: Path, out: Path, progress: Progress) -> Path | str:
+    """--backend auto: the folder exported for OpenVINO GenAI, to be measured with the others; or why it is not."""
+    if request.quantize:
+        return "it is offered in float32 only"
+    if not whisper_openvino.exporter_ready():
+        return "its exporter's venv is not made here (--backend openvino makes it once)"
+    why_not = whisper_openvino.why_not(folder)
+    if why_not is not None:
+        return why_not.rstrip(".")
+    progress.step("Exporting the model for OpenVINO GenAI (optimum-intel)")
+    try:
+        whisper_openvino.export(folder, out)
+    except GalleryError as exc:
+        return str(exc).rstrip(".")
+    return out
 
 
 def _ct2_or_why_not(request: AddRequest, folder: Path, converted: Path, progress: Progress) -> str | None:

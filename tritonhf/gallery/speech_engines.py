@@ -1,4 +1,4 @@
-"""Whisper's engine at ``gallery add``: PyTorch (transformers) or CTranslate2, chosen by measuring here.
+"""Whisper's engine at ``gallery add``: PyTorch (transformers), CTranslate2 or OpenVINO GenAI, chosen by measuring here.
 
 CTranslate2 is what faster-whisper runs: the same model converted once (``weights/ct2``), fused
 kernels, int8 where asked. Which engine is faster depends on the CPU and the model, so
@@ -16,6 +16,8 @@ same gate as PyTorch's (``gallery.speech``): its encoder states within a cosine 
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,28 +44,33 @@ TIMED_TOKENS = 24  # greedy tokens per timed call: the encoder's window and some
 ROUNDS = 2  # alternating timed rounds per engine (after one warm-up call each)
 
 
+NAMES = {"pytorch": "PyTorch", "ctranslate2": "CTranslate2", "openvino": "OpenVINO GenAI"}
+
+
 @dataclass(frozen=True)
 class EngineChoice:
-    backend: str  # "ctranslate2" or "pytorch"
+    backend: str  # "ctranslate2", "pytorch" or "openvino"
     pytorch_s: float  # seconds for one 30 s window and TIMED_TOKENS tokens, the best round
     ct2_s: float
     threads: int
     compute: str  # "float32" or "int8"
+    openvino_s: float | None = None  # OpenVINO GenAI's WhisperPipeline, when it was measured
+    openvino_note: str = ""  # why it was not
 
     @property
     def summary(self) -> str:
-        kept = "CTranslate2" if self.backend == "ctranslate2" else "PyTorch"
+        figures = f"PyTorch {self.pytorch_s:.2f} s, CTranslate2 {self.ct2_s:.2f} s"
+        if self.openvino_s is not None:
+            figures += f", OpenVINO GenAI {self.openvino_s:.2f} s"
+        note = f"; OpenVINO GenAI not measured: {self.openvino_note}" if self.openvino_note else ""
         return (
-            f"{kept}, measured here in {self.compute} with {self.threads} threads on one 30 s window and "
-            f"{TIMED_TOKENS} tokens: PyTorch {self.pytorch_s:.2f} s, CTranslate2 {self.ct2_s:.2f} s "
-            "(the faster is kept)"
+            f"{NAMES[self.backend]}, measured here in {self.compute} with {self.threads} threads on one 30 s window "
+            f"and {TIMED_TOKENS} tokens: {figures} (the fastest is kept){note}"
         )
 
 
 def is_whisper(folder: Path) -> bool:
     """Is the model in ``folder`` a Whisper (the one speech model CTranslate2 runs here)?"""
-    import json
-
     try:
         return str(json.loads((folder / "config.json").read_text()).get("model_type")) == "whisper"
     except (OSError, ValueError):
@@ -130,8 +137,11 @@ def _window(folder: Path) -> tuple[Any, Any]:
     return processor, features.astype(np.float32)
 
 
-def measure(folder: Path, ct2_folder: Path, int8: bool, instances: int = 1) -> EngineChoice:
-    """Both engines on this machine, alternating rounds; the faster one kept."""
+def measure(
+    folder: Path, ct2_folder: Path, int8: bool, instances: int = 1, openvino: Path | str = "not exported"
+) -> EngineChoice:
+    """The engines on this machine, alternating rounds; the fastest kept. ``openvino``: the folder exported for
+    OpenVINO GenAI's WhisperPipeline (float32, as it serves), or why there is none."""
     import ctranslate2
     import torch
     from transformers import AutoModelForSpeechSeq2Seq, GenerationConfig
@@ -168,12 +178,34 @@ def measure(folder: Path, ct2_folder: Path, int8: bool, instances: int = 1) -> E
     def run_ct2() -> None:
         ct2.generate(view, [prompt], beam_size=1, max_length=2 * TIMED_TOKENS, suppress_tokens=suppress)
 
+    runs: dict[str, Callable[[], object]] = {"pytorch": run_pytorch, "ctranslate2": run_ct2}
+    if isinstance(openvino, Path):
+        runs["openvino"] = _openvino_run(openvino, count, suppress, options)
     try:
-        best = fastest_runs({"pytorch": run_pytorch, "ctranslate2": run_ct2}, ROUNDS)
+        best = fastest_runs(runs, ROUNDS)
     finally:
         torch.set_num_threads(previous)
-    backend = "ctranslate2" if best["ctranslate2"] <= best["pytorch"] else "pytorch"
-    return EngineChoice(backend, best["pytorch"], best["ctranslate2"], count, compute)
+    backend = min(best, key=lambda name: best[name])
+    note = openvino if isinstance(openvino, str) else ""
+    return EngineChoice(backend, best["pytorch"], best["ctranslate2"], count, compute, best.get("openvino"), note)
+
+
+def _openvino_run(exported: Path, count: int, suppress: list[int], options: dict[str, Any]) -> Callable[[], object]:
+    """One call of WhisperPipeline as the template makes it (float32, the instance's threads) on the same window
+    and the same number of tokens."""
+    import openvino_genai
+
+    pipeline = openvino_genai.WhisperPipeline(
+        str(exported), "CPU", INFERENCE_NUM_THREADS=count, INFERENCE_PRECISION_HINT="f32"
+    )
+    config = pipeline.get_generation_config()
+    config.max_new_tokens = TIMED_TOKENS
+    config.suppress_tokens = suppress
+    if options:
+        config.language, config.task = f"<|{options['language']}|>", options["task"]
+    rate = int(json.loads((exported / "preprocessor_config.json").read_text()).get("sampling_rate", 16000))
+    audio = calibration_audio(CALIBRATION_SECONDS[-1], rate, 0).astype(np.float32).ravel().tolist()
+    return lambda: pipeline.generate(audio, config)
 
 
 def check_ct2_int8(folder: Path, ct2_folder: Path) -> Int8Check:

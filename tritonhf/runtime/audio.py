@@ -34,6 +34,8 @@ PARAM_COMPUTE_TYPE = "tritonhf.compute_type"
 # saved beside the converted model; CTranslate2 decodes from its states.
 PARAM_ENCODER = "tritonhf.encoder"
 OPENVINO_ENCODER = "openvino_encoder.xml"
+# Whisper on OpenVINO GenAI's WhisperPipeline (--backend openvino): the exported folder inside the weights.
+OPENVINO_WHISPER = "openvino"
 PARAM_MAX_AUDIO_SECONDS = "max_audio_seconds"
 FORMATS = "WAV, FLAC, OGG (Vorbis, Opus) or MP3"
 

@@ -32,7 +32,10 @@ each answer still does not depend on the batch.
 Added with ``--backend ctranslate2`` (or ``auto`` where it measured faster; parameter
 ``tritonhf.backend``), Whisper runs on CTranslate2 (``whisper_ct2.py`` beside this file): the same
 steps on the model converted at ``gallery add`` (``weights/ct2``), in float32 or int8
-(``tritonhf.compute_type``).
+(``tritonhf.compute_type``). Added with ``--backend openvino`` (or ``auto`` where it measured fastest),
+Whisper runs on OpenVINO GenAI's WhisperPipeline (``whisper_openvino.py``), exported at ``gallery add``
+(``weights/openvino``): each row alone, the pipeline reading a long file itself; a streamed row's part
+is its whole answer.
 
 A CTC model (not encoder-decoder: wav2vec2, HuBERT ...) is read by ``ctc.py`` beside this file:
 each file alone, in the transformers pipeline's overlapping 30 s windows; options it cannot
@@ -85,7 +88,7 @@ class TritonPythonModel:
             self.ctc = CtcTranscriber(model, self.processor, self.device)
             self.multilingual, self.max_tokens = False, 0  # no language, no token limit to set
             return
-        self.ct2 = None
+        self.ct2 = self.ov = None
         if params.get(runtime.PARAM_BACKEND) == "ctranslate2":  # converted at gallery add: weights/ct2
             from whisper_ct2 import Ct2Whisper
 
@@ -97,6 +100,12 @@ class TritonPythonModel:
                 encoder = os.path.join(converted, runtime.OPENVINO_ENCODER)
             self.ct2 = Ct2Whisper(converted, compute_type, runtime.instance_threads(args), self.generation,
                                   self.tokenizer, encoder)  # fmt: skip
+        elif params.get(runtime.PARAM_BACKEND) == "openvino":  # exported at gallery add: weights/openvino
+            from whisper_openvino import OpenVinoWhisper
+
+            self.generation = GenerationConfig.from_pretrained(location)
+            exported = os.path.join(location, runtime.OPENVINO_WHISPER)
+            self.ov = OpenVinoWhisper(exported, runtime.instance_threads(args))
         else:
             self.model = runtime.load_model(AutoModelForSpeechSeq2Seq, args, params, self.device)
             if params.get(runtime.PARAM_QUANTIZE) == "int8":
@@ -114,9 +123,10 @@ class TritonPythonModel:
         # previous windows' text in the decoder's prompt, or skipping windows it scores as silence
         asked = runtime.long_form_settings(self.generation)
         self.windows = not asked
-        if self.ct2 is not None and asked:  # gallery add serves such a model with PyTorch
+        if (self.ct2 is not None or self.ov is not None) and asked:  # gallery add serves such a model with PyTorch
+            engine = "CTranslate2" if self.ct2 is not None else "OpenVINO GenAI"
             raise ValueError(
-                f"This Whisper's generation config sets {' and '.join(asked)}, which the CTranslate2 reader does "
+                f"This Whisper's generation config sets {' and '.join(asked)}, which the {engine} reader does "
                 "not do: add the model again with --backend pytorch."
             )
         eos = self.generation.eos_token_id
@@ -153,10 +163,16 @@ class TritonPythonModel:
 
         def work():
             parts = Parts(self, batch, requests, rows) if self.streaming else None
-            if self.ctc is not None:
+            if self.ctc is not None or self.ov is not None:  # each row alone
                 results = {}
                 for row, item in rows.items():
-                    results[row] = self.transcribe_ctc(item)
+                    if self.ctc is not None:
+                        results[row] = self.transcribe_ctc(item)
+                    elif parts is not None and parts.cancelled(row):
+                        results[row] = self.result(item, "", [])  # its caller left: nobody reads the answer
+                    else:
+                        stopped = None if parts is None else functools.partial(parts.cancelled, row)
+                        results[row] = self.transcribe_openvino(item, stopped)
                     if parts is not None:
                         parts.whole(row, results[row])
             else:
@@ -203,6 +219,17 @@ class TritonPythonModel:
         samples = runtime.decode_audio(data, self.sampling_rate, self.max_seconds)
         return {"samples": samples, "duration": len(samples) / self.sampling_rate, "language": ""}
 
+    def transcribe_openvino(self, item, stopped=None):
+        """A row on OpenVINO GenAI (``whisper_openvino.py``): its text, language and segments."""
+        assert self.ov is not None
+        text, language, chunks = self.ov.transcribe(item["samples"], item, stopped)
+        item["language"] = item["language"] or (language if self.multilingual else "en")
+        if not item["timestamps"]:
+            return self.result(item, text, [self.segment(0.0, item["duration"], text, item["duration"])])
+        segments = [self.segment(float(start), float(end), piece.strip(), item["duration"])
+                    for start, end, piece in chunks]  # fmt: skip
+        return self.result(item, text, [segment for segment in segments if segment["text"]])
+
     def transcribe_ctc(self, item):
         assert self.ctc is not None
         text, words = self.ctc.transcribe(item["samples"], item["timestamps"])
@@ -224,6 +251,9 @@ class TritonPythonModel:
                     "send the end of the text that came before.",
                     "PROMPT",
                 )
+        if self.ov is not None:  # the pipeline computes its own features, window after window
+            return {"duration": len(samples) / self.sampling_rate, "language": language, "task": task,
+                    "prompt": prompt, "samples": samples}  # fmt: skip
         long = len(samples) > self.window
         first = samples[: self.window]
         features = self.features(first, sampling_rate=self.sampling_rate, return_tensors="np")["input_features"][0]

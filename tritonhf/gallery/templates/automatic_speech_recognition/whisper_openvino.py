@@ -1,0 +1,42 @@
+"""Whisper on OpenVINO GenAI's WhisperPipeline, for model.py beside this file (added with ``--backend openvino``).
+
+The model was exported at ``gallery add`` (``weights/openvino``: encoder, stateful decoder, tokenizer
+and detokenizer as OpenVINO models) and runs in float32, as exported, so a greedy answer is
+transformers'. Each row is one ``generate`` alone (the pipeline takes one file), so no row depends on
+its batch-mates. The pipeline does the rest as transformers' long-form reading does: features,
+language detection from the first window when no language is given, and a long file read window
+after window with timestamps. A streamed row's caller that leaves stops its decoding (the streamer's
+answer after each piece of text).
+"""
+
+import openvino_genai
+
+
+class OpenVinoWhisper:
+    def __init__(self, folder, threads):
+        self.pipeline = openvino_genai.WhisperPipeline(
+            folder, "CPU", INFERENCE_NUM_THREADS=threads, INFERENCE_PRECISION_HINT="f32"
+        )
+        self.multilingual = bool(self.pipeline.get_generation_config().is_multilingual)
+
+    def transcribe(self, samples, item, stopped=None):
+        """``(text, language code or "", [(start, end, text)])`` of one row (``item``: the template's options);
+        ``stopped()`` True ends its decoding early."""
+        config = self.pipeline.get_generation_config()  # a copy: the row's options stay its own
+        config.max_new_tokens = item["max_tokens"]
+        config.return_timestamps = item["timestamps"]
+        if self.multilingual:
+            config.task = item["task"]
+            if item["language"]:
+                config.language = f"<|{item['language']}|>"
+        if item["prompt"]:
+            config.initial_prompt = item["prompt"]
+        if item["temperature"] > 0.0:
+            config.do_sample, config.temperature, config.rng_seed = True, item["temperature"], item["seed"]
+
+        def streamer(_text):
+            return openvino_genai.StreamingStatus.CANCEL if stopped() else openvino_genai.StreamingStatus.RUNNING
+
+        found = self.pipeline.generate(samples.tolist(), config, streamer if stopped is not None else None)
+        chunks = [(chunk.start_ts, chunk.end_ts, chunk.text) for chunk in (found.chunks or [])]
+        return found.texts[0].strip(), str(found.language or "").strip("<|>"), chunks
