@@ -22,7 +22,7 @@ same folder exported by optimum-intel (``--weight-format int8``: int8 weights; a
 OpenVINO's default precision, bf16 on a CPU that has it) by the exporter ``gallery add --backend
 openvino`` uses (its own venv, made on first use), called in a process of its own with OpenVINO's
 defaults as its documentation shows, one pipeline per caller. tritonhf serving the same folder with
-``--backend openvino`` (float32 weights and activations, as the template serves it) is a row too.
+``--backend openvino --quantize int8`` (the same int8 weights and default precision) is a row too.
 
 Every call gives ``language="en"``; with ``BENCH_LANGUAGE=detect`` none does, and both sides detect
 the language from the clip's first window before transcribing, as each does by default
@@ -230,8 +230,8 @@ def main() -> None:
         workspace = Workspace(root / "workspace")
         bootstrap(workspace)
         served = [("asr8", "pytorch", "int8"), ("asr-ct2", "ctranslate2", "int8"), ("asr-auto", "auto", "int8")]
-        if not ov_why:  # OpenVINO GenAI served: float32, as --backend openvino serves it
-            served.append(("asr-ov", "openvino", None))
+        if not ov_why:  # OpenVINO GenAI served: int8 weights, as the peer row
+            served.append(("asr-ov", "openvino", "int8"))
         for name, backend, quantize in served:
             added = add_model(AddRequest("whisper", str(folder), workspace.model_repository, name=name,
                                          quantize=quantize, backend=backend,
@@ -249,7 +249,7 @@ def main() -> None:
                     runs = [(label, lambda c=callers, m=model: tritonhf(server.grpc_url, m, data, c, tokens))
                             for label, model in (("tritonhf PyTorch int8", "asr8"),
                                                  ("tritonhf CTranslate2 int8", "asr-ct2"),
-                                                 *((("tritonhf OpenVINO GenAI float32", "asr-ov"),) if not ov_why
+                                                 *((("tritonhf OpenVINO GenAI int8", "asr-ov"),) if not ov_why
                                                    else ()))]  # fmt: skip
                     if python is not None:
                         workers = (1,) if callers == 1 else (1, 4)

@@ -46,8 +46,9 @@ pytestmark = [
 def served_ov(make_workspace: Callable[[str], Workspace], tiny: dict[str, Path]) -> Iterator[Server]:
     workspace = make_workspace("openvino")
     add_model(AddRequest("text-generation", str(tiny["llama"]), workspace.model_repository, name="writer-ov"))
-    add_model(AddRequest("whisper", str(tiny["whisper"]), workspace.model_repository, name="asr-ov",
-                         backend="openvino"))  # fmt: skip
+    for name, quantize in (("asr-ov", None), ("asr-ov8", "int8")):
+        add_model(AddRequest("whisper", str(tiny["whisper"]), workspace.model_repository, name=name,
+                             backend="openvino", quantize=quantize))  # fmt: skip
     with Server(workspace, http_port="auto", grpc_port="auto", metrics_port="auto", startup_timeout=600) as server:
         yield server
 
@@ -84,6 +85,19 @@ def test_whisper_rows_on_openvino_genai_get_the_answer_they_get_alone(
     url = served_ov.http_url if protocol == "http" else served_ov.grpc_url
     cases = make_audio_cases("asr-ov", seed=zlib.crc32(f"asr-ov/{protocol}".encode()), count=16)
     check_batched(served_ov.http_url, url, "asr-ov", cases, AudioRowOracle(tiny["whisper"], own_sampling=True))
+
+
+def test_int8_whisper_rows_on_openvino_genai_get_exactly_the_answer_they_get_alone(
+    served_ov: Server, tiny: dict[str, Path]
+) -> None:
+    """--quantize int8: int8 weights in OpenVINO's default precision, behind the speech gate (its figures in the
+    config); rows are compared with themselves only (int8 is not transformers' float32)."""
+    config = parse_config((Path(served_ov.repository) / "asr-ov8" / "config.pbtxt").read_text())
+    params = parameters_of(config)
+    assert params["tritonhf.compute_type"] == "int8" and "encoder states" in params["tritonhf.int8_quality"]
+    cases = make_audio_cases("asr-ov8", seed=zlib.crc32(b"asr-ov8"), count=12)
+    oracle = AudioRowOracle(tiny["whisper"], own_sampling=True)
+    check_batched(served_ov.http_url, served_ov.grpc_url, "asr-ov8", cases, oracle, versus_transformers=False)
 
 
 def test_whisper_on_openvino_genai_is_served_from_its_export(served_ov: Server, tiny: dict[str, Path]) -> None:

@@ -113,9 +113,9 @@ def add_command(
     quantize: Annotated[
         str | None,
         typer.Option(
-            help="int8: int8 weights, per-token activations (encoders; speech: PyTorch's Linear layers or "
-            "CTranslate2's int8 kernels, and Whisper's encoder on OpenVINO where it measures faster); kept only "
-            "above a quality gate."
+            help="int8: int8 weights, per-token activations (encoders; speech: PyTorch's Linear layers, "
+            "CTranslate2's int8 kernels and Whisper's encoder on OpenVINO where it measures faster, or OpenVINO "
+            "GenAI's int8 weights); kept only above a quality gate."
         ),
     ] = None,
     calibration: Annotated[

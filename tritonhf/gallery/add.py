@@ -225,11 +225,6 @@ def _check_backend(request: AddRequest, task: Task) -> None:
             raise GalleryError(
                 f"--backend {request.backend} writes the converted model into the repository: no --no-vendor."
             )
-        if request.backend == "openvino" and request.quantize:
-            raise GalleryError(
-                "--backend openvino serves Whisper in float32: drop --quantize, or use --backend ctranslate2 "
-                "(or auto) for int8."
-            )
         return
     if request.backend == "ctranslate2":
         raise GalleryError(f"--backend ctranslate2 is for Whisper (automatic-speech-recognition), not {task.name}.")
@@ -397,14 +392,21 @@ def _speech_engine(
     (``gallery.speech_engines``), else PyTorch; with --quantize int8, the chosen engine's int8 behind its gate."""
     folder = vendored if vendored.is_dir() else source
     if request.backend == "openvino":
-        _export_for_openvino(request, folder, vendored / OPENVINO_WHISPER, progress)
+        target = vendored / OPENVINO_WHISPER
+        _export_for_openvino(request, folder, target, progress)
+        reason = "--backend openvino"
+        params[PARAM_COMPUTE_TYPE] = "int8" if request.quantize else "float32"
+        if request.quantize:
+            progress.step("Checking OpenVINO GenAI's int8 export against float32 PyTorch on calibration audio")
+            params.update(_int8_gate(request, whisper_openvino.check_int8(folder, target), progress))
+            reason += "; int8 weights (" + params[PARAM_INT8_QUALITY] + ")"
         _drop_pytorch_weights(vendored)
-        return "openvino", "--backend openvino"
+        return "openvino", reason
     converted = vendored / CT2_FOLDER
     why_not = _ct2_or_why_not(request, folder, converted, progress)
     backend, reason = ("pytorch", why_not) if why_not is not None else ("ctranslate2", "--backend ctranslate2")
     if backend == "ctranslate2" and request.backend == "auto":
-        exported = _openvino_for_auto(request, folder, vendored / OPENVINO_WHISPER, progress)
+        exported, gate = _openvino_for_auto(request, folder, vendored / OPENVINO_WHISPER, progress)
         engines = "PyTorch, CTranslate2 and OpenVINO GenAI" if isinstance(exported, Path) else "PyTorch and CTranslate2"
         progress.step(f"Measuring {engines} on a 30 s window (--backend auto)")
         choice = speech_engines.measure(folder, converted, bool(request.quantize), request.options.instances, exported)
@@ -414,7 +416,9 @@ def _speech_engine(
         if backend == "openvino":
             shutil.rmtree(converted, ignore_errors=True)
             _drop_pytorch_weights(vendored)
-            return backend, reason
+            params.update(gate)
+            params[PARAM_COMPUTE_TYPE] = "int8" if request.quantize else "float32"
+            return backend, reason + (f"; int8 weights ({gate[PARAM_INT8_QUALITY]})" if gate else "")
         shutil.rmtree(vendored / OPENVINO_WHISPER, ignore_errors=True)
     if backend == "pytorch":
         shutil.rmtree(converted, ignore_errors=True)
@@ -455,24 +459,33 @@ def _export_for_openvino(request: AddRequest, folder: Path, out: Path, progress:
     if not whisper_openvino.exporter_ready():
         progress.step(f"Making the OpenVINO exporter's venv, once ({whisper_openvino.venv_dir()})")
     progress.step("Exporting the model for OpenVINO GenAI (optimum-intel)")
-    whisper_openvino.export(folder, out)
+    whisper_openvino.export(folder, out, "int8" if request.quantize else "fp32")
 
 
-def _openvino_for_auto(request: AddRequest, folder: Path, out: Path, progress: Progress) -> Path | str:
-    """--backend auto: the folder exported for OpenVINO GenAI, to be measured with the others; or why it is not."""
-    if request.quantize:
-        return "it is offered in float32 only"
+def _openvino_for_auto(
+    request: AddRequest, folder: Path, out: Path, progress: Progress
+) -> tuple[Path | str, dict[str, str]]:
+    """--backend auto: the folder exported for OpenVINO GenAI, to be measured with the others (with --quantize
+    int8, once its int8 passed the gate: the verdict for the config); or why it is not."""
     if not whisper_openvino.exporter_ready():
-        return "its exporter's venv is not made here (--backend openvino makes it once)"
+        return "its exporter's venv is not made here (--backend openvino makes it once)", {}
     why_not = whisper_openvino.why_not(folder)
     if why_not is not None:
-        return why_not.rstrip(".")
+        return why_not.rstrip("."), {}
     progress.step("Exporting the model for OpenVINO GenAI (optimum-intel)")
     try:
-        whisper_openvino.export(folder, out)
+        whisper_openvino.export(folder, out, "int8" if request.quantize else "fp32")
     except GalleryError as exc:
-        return str(exc).rstrip(".")
-    return out
+        return str(exc).rstrip("."), {}
+    if not request.quantize:
+        return out, {}
+    progress.step("Checking OpenVINO GenAI's int8 export against float32 PyTorch on calibration audio")
+    found = whisper_openvino.check_int8(folder, out)
+    progress.step(found.summary)
+    if not found.passed and not request.force:
+        shutil.rmtree(out, ignore_errors=True)
+        return f"its int8 is below the gate ({found.summary})", {}
+    return out, {PARAM_INT8_QUALITY: found.summary + (" (kept with --force)" if not found.passed else "")}
 
 
 def _ct2_or_why_not(request: AddRequest, folder: Path, converted: Path, progress: Progress) -> str | None:

@@ -180,7 +180,7 @@ def measure(
 
     runs: dict[str, Callable[[], object]] = {"pytorch": run_pytorch, "ctranslate2": run_ct2}
     if isinstance(openvino, Path):
-        runs["openvino"] = _openvino_run(openvino, count, suppress, options)
+        runs["openvino"] = _openvino_run(openvino, count, suppress, options, int8)
     try:
         best = fastest_runs(runs, ROUNDS)
     finally:
@@ -190,14 +190,15 @@ def measure(
     return EngineChoice(backend, best["pytorch"], best["ctranslate2"], count, compute, best.get("openvino"), note)
 
 
-def _openvino_run(exported: Path, count: int, suppress: list[int], options: dict[str, Any]) -> Callable[[], object]:
-    """One call of WhisperPipeline as the template makes it (float32, the instance's threads) on the same window
-    and the same number of tokens."""
+def _openvino_run(
+    exported: Path, count: int, suppress: list[int], options: dict[str, Any], int8: bool
+) -> Callable[[], object]:
+    """One call of WhisperPipeline as the template makes it (the instance's threads; float32, or int8 weights in
+    OpenVINO's default precision) on the same window and the same number of tokens."""
     import openvino_genai
 
-    pipeline = openvino_genai.WhisperPipeline(
-        str(exported), "CPU", INFERENCE_NUM_THREADS=count, INFERENCE_PRECISION_HINT="f32"
-    )
+    precision = {} if int8 else {"INFERENCE_PRECISION_HINT": "f32"}
+    pipeline = openvino_genai.WhisperPipeline(str(exported), "CPU", INFERENCE_NUM_THREADS=count, **precision)
     config = pipeline.get_generation_config()
     config.max_new_tokens = TIMED_TOKENS
     config.suppress_tokens = suppress

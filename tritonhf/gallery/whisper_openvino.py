@@ -10,8 +10,12 @@ serving needs openvino-genai and openvino-tokenizers, which the stub environment
 
 Weights are exported in float32 and the template asks for float32 inference, so a greedy answer is
 transformers' (a CPU with bf16 would otherwise run in bf16: a changed answer nobody asked for).
-``--backend auto`` measures this engine beside PyTorch and CTranslate2 once the exporter's venv is
-made (``--backend openvino`` makes it); a first ``auto`` does not download an exporter by itself.
+With ``--quantize int8`` the weights are exported in int8 (optimum-intel's weight compression) and
+the activations run in OpenVINO's default precision (bf16 on a CPU with AMX), as OpenVINO's own
+Whisper examples ship it, behind the speech gate (``check_int8``: the exported encoder's states
+against float32 PyTorch's on the calibration clips). ``--backend auto`` measures this engine beside
+PyTorch and CTranslate2 once the exporter's venv is made (``--backend openvino`` makes it); a first
+``auto`` does not download an exporter by itself.
 """
 
 from __future__ import annotations
@@ -24,12 +28,14 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from tritonhf.bootstrap.installation.sources import cache_dir
 from tritonhf.errors import GalleryError
+from tritonhf.gallery.speech import CALIBRATION_SECONDS, GATE_TOKENS, Int8Check, calibration_audio
 from tritonhf.gallery.speech_engines import ct2_leaves_out
 
-__all__ = ["EXPORTER_PACKAGES", "export", "exporter_python", "exporter_ready", "missing", "why_not"]
+__all__ = ["EXPORTER_PACKAGES", "check_int8", "export", "exporter_python", "exporter_ready", "missing", "why_not"]
 
 # optimum-intel's release whose exporter WhisperPipeline 2026.4 reads; the rest pinned to what is installed here
 EXPORTER_PACKAGES = ("optimum-intel==2.2.0",)
@@ -119,3 +125,37 @@ def export(folder: Path, out: Path, weight_format: str = "fp32") -> None:
     if done.returncode != 0 or absent:
         why = done.stderr.strip()[-400:] if done.returncode != 0 else f"it wrote no {', '.join(absent)}"
         raise GalleryError(f"optimum-intel could not export the Whisper in {folder} for OpenVINO GenAI ({why}).")
+
+
+def check_int8(folder: Path, exported: Path) -> Int8Check:
+    """The int8 export (OpenVINO's default precision, as served) against float32 PyTorch on the calibration clips:
+    the encoder's states (gated), and the first greedy tokens of the text each transcribes (reported)."""
+    import numpy as np
+    import openvino
+    import openvino_genai
+    import torch
+    from transformers import AutoModelForSpeechSeq2Seq, AutoProcessor
+
+    auto: Any = AutoProcessor  # untyped in transformers
+    processor = auto.from_pretrained(folder)
+    extractor, tokenizer = processor.feature_extractor, processor.tokenizer
+    model: Any = AutoModelForSpeechSeq2Seq
+    reference = model.from_pretrained(folder).eval()
+    encoder = openvino.Core().compile_model(str(exported / "openvino_encoder_model.xml"), "CPU")
+    pipeline = openvino_genai.WhisperPipeline(str(exported), "CPU")
+    config = pipeline.get_generation_config()
+    config.max_new_tokens = GATE_TOKENS
+    cosines, agree = [], []
+    for seed, seconds in enumerate(CALIBRATION_SECONDS):
+        audio = calibration_audio(seconds, extractor.sampling_rate, seed)
+        features = extractor(audio, sampling_rate=extractor.sampling_rate, return_tensors="pt").input_features
+        with torch.inference_mode():
+            expected = reference.get_encoder()(features).last_hidden_state.numpy().ravel()
+            tokens = reference.generate(features, max_new_tokens=GATE_TOKENS, do_sample=False)[0].tolist()
+        found = np.asarray(encoder(features.numpy())[0]).ravel()
+        cosines.append(float(expected @ found / (np.linalg.norm(expected) * np.linalg.norm(found))))
+        found_text = pipeline.generate(audio.tolist(), config).texts[0].strip()
+        texts = [tokenizer.decode(tokens, skip_special_tokens=True).strip(), found_text]
+        ids = [tokenizer(text, add_special_tokens=False).input_ids[:GATE_TOKENS] for text in texts]
+        agree.append(float(np.mean([a == b for a, b in zip(*ids)])) if ids[0] else 1.0)
+    return Int8Check(min(cosines), float(np.mean(agree)))

@@ -105,7 +105,8 @@ class TritonPythonModel:
 
             self.generation = GenerationConfig.from_pretrained(location)
             exported = os.path.join(location, runtime.OPENVINO_WHISPER)
-            self.ov = OpenVinoWhisper(exported, runtime.instance_threads(args))
+            compute_type = params.get(runtime.PARAM_COMPUTE_TYPE, "float32")
+            self.ov = OpenVinoWhisper(exported, runtime.instance_threads(args), compute_type)
         else:
             self.model = runtime.load_model(AutoModelForSpeechSeq2Seq, args, params, self.device)
             if params.get(runtime.PARAM_QUANTIZE) == "int8":

@@ -1,22 +1,22 @@
 """Whisper on OpenVINO GenAI's WhisperPipeline, for model.py beside this file (added with ``--backend openvino``).
 
 The model was exported at ``gallery add`` (``weights/openvino``: encoder, stateful decoder, tokenizer
-and detokenizer as OpenVINO models) and runs in float32, as exported, so a greedy answer is
-transformers'. Each row is one ``generate`` alone (the pipeline takes one file), so no row depends on
-its batch-mates. The pipeline does the rest as transformers' long-form reading does: features,
-language detection from the first window when no language is given, and a long file read window
-after window with timestamps. A streamed row's caller that leaves stops its decoding (the streamer's
-answer after each piece of text).
+and detokenizer as OpenVINO models) and runs in float32, so a greedy answer is transformers'; with
+``--quantize int8`` (``tritonhf.compute_type``: int8), its int8 weights run in OpenVINO's default
+precision (bf16 on a CPU with AMX), as the gate at ``gallery add`` measured them. Each row is one
+``generate`` alone (the pipeline takes one file), so no row depends on its batch-mates. The pipeline
+does the rest as transformers' long-form reading does: features, language detection from the first
+window when no language is given, and a long file read window after window with timestamps. A
+streamed row's caller that leaves stops its decoding (the streamer's answer after each piece of text).
 """
 
 import openvino_genai
 
 
 class OpenVinoWhisper:
-    def __init__(self, folder, threads):
-        self.pipeline = openvino_genai.WhisperPipeline(
-            folder, "CPU", INFERENCE_NUM_THREADS=threads, INFERENCE_PRECISION_HINT="f32"
-        )
+    def __init__(self, folder, threads, compute_type="float32"):
+        precision = {"INFERENCE_PRECISION_HINT": "f32"} if compute_type == "float32" else {}
+        self.pipeline = openvino_genai.WhisperPipeline(folder, "CPU", INFERENCE_NUM_THREADS=threads, **precision)
         self.multilingual = bool(self.pipeline.get_generation_config().is_multilingual)
 
     def transcribe(self, samples, item, stopped=None):
