@@ -1,17 +1,22 @@
-"""Whisper's engine at ``gallery add``: PyTorch (transformers), CTranslate2 or OpenVINO GenAI, chosen by measuring here.
+"""Whisper's engine at ``gallery add``: PyTorch, CTranslate2 or OpenVINO GenAI, chosen by measuring here.
 
 CTranslate2 is what faster-whisper runs: the same model converted once (``weights/ct2``), fused
-kernels, int8 where asked. Which engine is faster depends on the CPU and the model, so
-``--backend auto`` converts the model and times both on this machine exactly as they will serve
-(the instance's share of the cores): one 30 s window of calibration audio, a fixed number of
-greedy tokens (end-of-text suppressed, so both do the same work), alternating rounds so that a
-noisy machine slows both alike. CTranslate2 is kept when it is faster; both figures go into
-config.pbtxt. ``--backend ctranslate2`` converts without measuring; ``pytorch`` does neither.
+kernels, int8 where asked. OpenVINO GenAI's WhisperPipeline runs the model exported for it
+(``gallery.whisper_openvino``), measured once its exporter's venv is made. Which engine is faster
+depends on the CPU, the model and the load, so ``--backend auto`` converts the model and times the
+engines on this machine exactly as they will serve (the instance's share of the cores): 30 s
+windows of calibration audio, a fixed number of greedy tokens (end-of-text suppressed, so all do
+the same work), one window alone and ``CALLERS`` windows at once (PyTorch and CTranslate2 decode
+them as one batch, WhisperPipeline one after another), alternating rounds so that a noisy machine
+slows all alike. The fastest at ``CALLERS`` windows is kept: a server's callers come together, and
+an engine fastest alone (WhisperPipeline, on a CPU with bf16) can be the slowest under load. Every
+figure goes into config.pbtxt; ``--backend ctranslate2`` or ``openvino`` chooses without measuring,
+``pytorch`` converts nothing.
 
-With ``--quantize int8`` the comparison is int8 against int8 (CTranslate2's int8 kernels, and
-PyTorch's per-token int8 Linear layers from ``runtime.int8``), and CTranslate2's int8 passes the
-same gate as PyTorch's (``gallery.speech``): its encoder states within a cosine of
-``MIN_COSINE`` of its own float32 on the calibration clips.
+With ``--quantize int8`` the comparison is int8 against int8 (CTranslate2's int8 kernels, PyTorch's
+per-token int8 Linear layers from ``runtime.int8``, WhisperPipeline's int8 weights), and each passes
+the same gate as PyTorch's (``gallery.speech``): its encoder states within a cosine of
+``MIN_COSINE`` of float32 on the calibration clips.
 """
 
 from __future__ import annotations
@@ -42,6 +47,9 @@ __all__ = [
 
 TIMED_TOKENS = 24  # greedy tokens per timed call: the encoder's window and some decoding, as a short answer
 ROUNDS = 2  # alternating timed rounds per engine (after one warm-up call each)
+# Windows decoded at once in the second measurement: concurrent callers, which PyTorch and CTranslate2 decode as
+# one batch and WhisperPipeline one after another. An engine fastest alone can be slowest under load.
+CALLERS = 8
 
 
 NAMES = {"pytorch": "PyTorch", "ctranslate2": "CTranslate2", "openvino": "OpenVINO GenAI"}
@@ -50,22 +58,22 @@ NAMES = {"pytorch": "PyTorch", "ctranslate2": "CTranslate2", "openvino": "OpenVI
 @dataclass(frozen=True)
 class EngineChoice:
     backend: str  # "ctranslate2", "pytorch" or "openvino"
-    pytorch_s: float  # seconds for one 30 s window and TIMED_TOKENS tokens, the best round
-    ct2_s: float
+    lone: dict[str, float]  # engine -> seconds for one 30 s window and TIMED_TOKENS tokens, the best round
+    batch: dict[str, float]  # engine -> seconds for CALLERS such windows at once (as the template runs them)
     threads: int
     compute: str  # "float32" or "int8"
-    openvino_s: float | None = None  # OpenVINO GenAI's WhisperPipeline, when it was measured
-    openvino_note: str = ""  # why it was not
+    openvino_note: str = ""  # why OpenVINO GenAI was not measured
 
     @property
     def summary(self) -> str:
-        figures = f"PyTorch {self.pytorch_s:.2f} s, CTranslate2 {self.ct2_s:.2f} s"
-        if self.openvino_s is not None:
-            figures += f", OpenVINO GenAI {self.openvino_s:.2f} s"
+        def figures(seconds: dict[str, float]) -> str:
+            return ", ".join(f"{NAMES[name]} {value:.2f} s" for name, value in seconds.items())
+
         note = f"; OpenVINO GenAI not measured: {self.openvino_note}" if self.openvino_note else ""
         return (
-            f"{NAMES[self.backend]}, measured here in {self.compute} with {self.threads} threads on one 30 s window "
-            f"and {TIMED_TOKENS} tokens: {figures} (the fastest is kept){note}"
+            f"{NAMES[self.backend]}, measured here in {self.compute} with {self.threads} threads on 30 s windows of "
+            f"{TIMED_TOKENS} tokens: one window {figures(self.lone)}; {CALLERS} windows at once "
+            f"{figures(self.batch)} (the fastest at {CALLERS} is kept: what concurrent callers get){note}"
         )
 
 
@@ -158,7 +166,6 @@ def measure(
         model = int8_linear_layers(model)
     compute = "int8" if int8 else "float32"
     ct2 = ctranslate2.models.Whisper(str(ct2_folder), device="cpu", compute_type=compute, intra_threads=count)
-    inputs = torch.from_numpy(features)
     # One known language (a multilingual model would detect it first: another pass), transcribe, no timestamps.
     languages = sorted(getattr(generation, "lang_to_id", None) or {})
     options: dict[str, Any] = {}
@@ -167,34 +174,44 @@ def measure(
         options = {"language": languages[0].strip("<|>"), "task": "transcribe"}
         prompt += [generation.lang_to_id[languages[0]], generation.task_to_id["transcribe"]]
     prompt.append(generation.no_timestamps_token_id)
-    view = ctranslate2.StorageView.from_array(features)
     previous = torch.get_num_threads()
     torch.set_num_threads(count)
 
-    def run_pytorch() -> None:
-        with torch.inference_mode():
-            model.generate(inputs, max_new_tokens=TIMED_TOKENS, suppress_tokens=suppress, do_sample=False, **options)
+    def run_pytorch(rows: int) -> Callable[[], object]:
+        inputs = torch.from_numpy(np.repeat(features, rows, axis=0))
 
-    def run_ct2() -> None:
-        ct2.generate(view, [prompt], beam_size=1, max_length=2 * TIMED_TOKENS, suppress_tokens=suppress)
+        def run() -> None:
+            with torch.inference_mode():
+                model.generate(inputs, max_new_tokens=TIMED_TOKENS, suppress_tokens=suppress, do_sample=False,
+                               **options)  # fmt: skip
 
-    runs: dict[str, Callable[[], object]] = {"pytorch": run_pytorch, "ctranslate2": run_ct2}
+        return run
+
+    def run_ct2(rows: int) -> Callable[[], object]:
+        view = ctranslate2.StorageView.from_array(np.ascontiguousarray(np.repeat(features, rows, axis=0)))
+        return lambda: ct2.generate(view, [prompt] * rows, beam_size=1, max_length=2 * TIMED_TOKENS,
+                                    suppress_tokens=suppress)  # fmt: skip
+
+    makers: dict[str, Callable[[int], Callable[[], object]]] = {"pytorch": run_pytorch, "ctranslate2": run_ct2}
     if isinstance(openvino, Path):
-        runs["openvino"] = _openvino_run(openvino, count, suppress, options, int8)
+        makers["openvino"] = _openvino_run(openvino, count, suppress, options, int8)
+    runs = {(name, rows): make(rows) for name, make in makers.items() for rows in (1, CALLERS)}
     try:
-        best = fastest_runs(runs, ROUNDS)
+        best = fastest_runs({f"{name}/{rows}": run for (name, rows), run in runs.items()}, ROUNDS)
     finally:
         torch.set_num_threads(previous)
-    backend = min(best, key=lambda name: best[name])
+    lone = {name: best[f"{name}/1"] for name in makers}
+    batch = {name: best[f"{name}/{CALLERS}"] for name in makers}
+    backend = min(batch, key=lambda name: batch[name])
     note = openvino if isinstance(openvino, str) else ""
-    return EngineChoice(backend, best["pytorch"], best["ctranslate2"], count, compute, best.get("openvino"), note)
+    return EngineChoice(backend, lone, batch, count, compute, note)
 
 
 def _openvino_run(
     exported: Path, count: int, suppress: list[int], options: dict[str, Any], int8: bool
-) -> Callable[[], object]:
-    """One call of WhisperPipeline as the template makes it (the instance's threads; float32, or int8 weights in
-    OpenVINO's default precision) on the same window and the same number of tokens."""
+) -> Callable[[int], Callable[[], object]]:
+    """Calls of WhisperPipeline as the template makes them (the instance's threads; float32, or int8 weights in
+    OpenVINO's default precision; rows one after another) on the same window and the same number of tokens."""
     import openvino_genai
 
     precision = {} if int8 else {"INFERENCE_PRECISION_HINT": "f32"}
@@ -206,7 +223,11 @@ def _openvino_run(
         config.language, config.task = f"<|{options['language']}|>", options["task"]
     rate = int(json.loads((exported / "preprocessor_config.json").read_text()).get("sampling_rate", 16000))
     audio = calibration_audio(CALIBRATION_SECONDS[-1], rate, 0).astype(np.float32).ravel().tolist()
-    return lambda: pipeline.generate(audio, config)
+
+    def make(rows: int) -> Callable[[], object]:
+        return lambda: [pipeline.generate(audio, config) for _ in range(rows)]
+
+    return make
 
 
 def check_ct2_int8(folder: Path, ct2_folder: Path) -> Int8Check:
