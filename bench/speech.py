@@ -57,6 +57,7 @@ from tritonhf.bootstrap.installation.sources import cache_dir
 from tritonhf.errors import GalleryError
 from tritonhf.gallery import AddRequest, ModelOptions, add_model, whisper_openvino
 from tritonhf.gallery.config import parameters_of, parse_config
+from tritonhf.gallery.generation import openvino_missing
 
 FASTER_WHISPER = "faster-whisper==1.2.1"
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "2"))
@@ -224,7 +225,7 @@ def main() -> None:
             tokens = round(first["tokens"] / first["calls"])
             lines.append(f"# faster-whisper decodes {tokens} tokens per clip for max_new_tokens={TOKENS}; "
                          f"tritonhf is asked for {tokens}")  # fmt: skip
-        ov_why = whisper_openvino.missing() or openvino_whisper(folder, root / "openvino")
+        ov_why = openvino_missing() or openvino_whisper(folder, root / "openvino")
         if ov_why:
             lines.append(f"# OpenVINO GenAI not measured: {ov_why}")
         workspace = Workspace(root / "workspace")

@@ -23,7 +23,7 @@ from tritonhf import AsyncClient, Client, InvalidInputError, Segment, Transcript
 from tritonhf._wire.transport import json_body
 from tritonhf.errors import GalleryError
 from tritonhf.gallery import AddRequest, add_model
-from tritonhf.gallery.config import ModelOptions
+from tritonhf.gallery.config import ModelOptions, parameters_of, parse_config
 from tritonhf.runtime.audio import decode_audio
 from tritonhf.runtime.common import BadRequest
 from tritonhf.sdk.media import audio_list, wav
@@ -371,6 +371,24 @@ def test_auto_measures_both_engines_and_ct2_keeps_no_pytorch_weights(
         assert 'key: "tritonhf.compute_type"' in config
     else:
         assert not (weights / "ct2").exists() and list(weights.glob("*.safetensors"))
+
+
+def test_auto_with_int8_times_ct2_with_the_encoder_it_would_serve_with(
+    tiny: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--backend auto --quantize int8: CTranslate2's encoder on OpenVINO is measured (and gated) before the engines
+    are, so CTranslate2 is timed as it would serve; one window and 8 at once, all in int8; the encoder file is kept
+    only on a CTranslate2 model that kept it."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # no exporter venv: OpenVINO GenAI not measured
+    folder = add_model(AddRequest("whisper", str(tiny["whisper"]), tmp_path / "repo", name="asr", quantize="int8"))
+    params = parameters_of(parse_config((folder / "config.pbtxt").read_text()))
+    calibration = params["tritonhf.engine_calibration"]
+    assert "measured here in int8" in calibration and "one window PyTorch" in calibration, calibration
+    assert "8 windows at once PyTorch" in calibration and "(the fastest at 8 is kept" in calibration
+    assert "encoder on OpenVINO" in params["tritonhf.encoder_check"]
+    kept = params.get("tritonhf.encoder") == "openvino"
+    assert (folder / "1" / "weights" / "ct2" / "openvino_encoder.xml").is_file() == kept
+    assert not kept or params["tritonhf.backend"] == "ctranslate2"
 
 
 def test_int8_rows_are_batched_and_equal_themselves_alone(tiny: dict[str, Path], tmp_path: Path) -> None:

@@ -50,6 +50,7 @@ ROUNDS = 2  # alternating timed rounds per engine (after one warm-up call each)
 # Windows decoded at once in the second measurement: concurrent callers, which PyTorch and CTranslate2 decode as
 # one batch and WhisperPipeline one after another. An engine fastest alone can be slowest under load.
 CALLERS = 8
+CT2_WORKERS = 2  # batches CTranslate2 runs at once when served (WORKERS in whisper_ct2.py beside the template)
 
 
 NAMES = {"pytorch": "PyTorch", "ctranslate2": "CTranslate2", "openvino": "OpenVINO GenAI"}
@@ -146,10 +147,17 @@ def _window(folder: Path) -> tuple[Any, Any]:
 
 
 def measure(
-    folder: Path, ct2_folder: Path, int8: bool, instances: int = 1, openvino: Path | str = "not exported"
+    folder: Path,
+    ct2_folder: Path,
+    int8: bool,
+    instances: int = 1,
+    exported: Path | str = "not exported",
+    encoder: Path | None = None,
 ) -> EngineChoice:
-    """The engines on this machine, alternating rounds; the fastest kept. ``openvino``: the folder exported for
-    OpenVINO GenAI's WhisperPipeline (float32, as it serves), or why there is none."""
+    """The engines on this machine, alternating rounds; the fastest kept. ``exported``: the folder exported for
+    OpenVINO GenAI's WhisperPipeline, or why there is none; ``encoder``: CTranslate2's encoder on OpenVINO, where
+    ``gallery.speech_encoder`` kept it. CTranslate2 runs as the template runs it: ``CT2_WORKERS`` parts at once,
+    each row encoded alone on OpenVINO when ``encoder`` is given."""
     import ctranslate2
     import torch
     from transformers import AutoModelForSpeechSeq2Seq, GenerationConfig
@@ -165,7 +173,14 @@ def measure(
     if int8:
         model = int8_linear_layers(model)
     compute = "int8" if int8 else "float32"
-    ct2 = ctranslate2.models.Whisper(str(ct2_folder), device="cpu", compute_type=compute, intra_threads=count)
+    ct2 = ctranslate2.models.Whisper(str(ct2_folder), device="cpu", compute_type=compute, intra_threads=count,
+                                     inter_threads=CT2_WORKERS)  # fmt: skip
+    encode = None
+    if encoder is not None:
+        import openvino
+
+        compiled = openvino.Core().compile_model(str(encoder), "CPU", {"INFERENCE_NUM_THREADS": count})
+        encode = compiled.create_infer_request()
     # One known language (a multilingual model would detect it first: another pass), transcribe, no timestamps.
     languages = sorted(getattr(generation, "lang_to_id", None) or {})
     options: dict[str, Any] = {}
@@ -188,13 +203,25 @@ def measure(
         return run
 
     def run_ct2(rows: int) -> Callable[[], object]:
-        view = ctranslate2.StorageView.from_array(np.ascontiguousarray(np.repeat(features, rows, axis=0)))
-        return lambda: ct2.generate(view, [prompt] * rows, beam_size=1, max_length=2 * TIMED_TOKENS,
-                                    suppress_tokens=suppress)  # fmt: skip
+        batch = np.ascontiguousarray(np.repeat(features, rows, axis=0), dtype=np.float32)
+        parts = np.array_split(np.arange(rows), min(CT2_WORKERS, rows))
+
+        def run() -> None:
+            inputs = batch
+            if encode is not None:
+                inputs = np.stack([encode.infer([batch[row : row + 1]])[0][0] for row in range(rows)])
+            pending = [ct2.generate(ctranslate2.StorageView.from_array(np.ascontiguousarray(inputs[part])),
+                                    [prompt] * len(part), beam_size=1, max_length=2 * TIMED_TOKENS,
+                                    suppress_tokens=suppress, asynchronous=True) for part in parts]  # fmt: skip
+            for results in pending:
+                for result in results:
+                    result.result()
+
+        return run
 
     makers: dict[str, Callable[[int], Callable[[], object]]] = {"pytorch": run_pytorch, "ctranslate2": run_ct2}
-    if isinstance(openvino, Path):
-        makers["openvino"] = _openvino_run(openvino, count, suppress, options, int8)
+    if isinstance(exported, Path):
+        makers["openvino"] = _openvino_run(exported, count, suppress, options, int8)
     runs = {(name, rows): make(rows) for name, make in makers.items() for rows in (1, CALLERS)}
     try:
         best = fastest_runs({f"{name}/{rows}": run for (name, rows), run in runs.items()}, ROUNDS)
@@ -203,7 +230,7 @@ def measure(
     lone = {name: best[f"{name}/1"] for name in makers}
     batch = {name: best[f"{name}/{CALLERS}"] for name in makers}
     backend = min(batch, key=lambda name: batch[name])
-    note = openvino if isinstance(openvino, str) else ""
+    note = exported if isinstance(exported, str) else ""
     return EngineChoice(backend, lone, batch, count, compute, note)
 
 

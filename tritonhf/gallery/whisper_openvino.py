@@ -32,10 +32,11 @@ from typing import Any
 
 from tritonhf.bootstrap.installation.sources import cache_dir
 from tritonhf.errors import GalleryError
+from tritonhf.gallery.generation import openvino_missing
 from tritonhf.gallery.speech import CALIBRATION_SECONDS, GATE_TOKENS, Int8Check, calibration_audio
 from tritonhf.gallery.speech_engines import ct2_leaves_out
 
-__all__ = ["EXPORTER_PACKAGES", "check_int8", "export", "exporter_python", "exporter_ready", "missing", "why_not"]
+__all__ = ["EXPORTER_PACKAGES", "check_int8", "export", "exporter_python", "exporter_ready", "why_not"]
 
 # optimum-intel's release whose exporter WhisperPipeline 2026.4 reads; the rest pinned to what is installed here
 EXPORTER_PACKAGES = ("optimum-intel==2.2.0",)
@@ -49,20 +50,11 @@ def venv_dir() -> Path:
     return cache_dir() / "openvino-export-venv"
 
 
-def missing() -> str | None:
-    """None when the serving side of this engine imports here (openvino-genai), else why not."""
-    try:
-        import openvino_genai  # noqa: F401
-    except ImportError as exc:
-        return f"openvino-genai is not installed ({exc}; pip install 'tritonhf[openvino]')"
-    return None
-
-
 def why_not(folder: Path) -> str | None:
     """None when this engine can serve the Whisper in ``folder``, else why not. Like CTranslate2's reader,
     the pipeline reads a long file window after window alone: a generation config that asks for more is
     served by PyTorch."""
-    found = missing()
+    found = openvino_missing()
     if found is not None:
         return found
     leaves_out = ct2_leaves_out(folder)
