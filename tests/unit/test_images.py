@@ -19,7 +19,7 @@ from template_harness import answers, instantiate
 from harness.images import FORMATS, MODES, ImageOracle, bomb_png, encode, header_only_png, picture, random_image
 from tritonhf import Client, InvalidInputError
 from tritonhf.errors import GalleryError
-from tritonhf.gallery import AddRequest, add_model
+from tritonhf.gallery import AddRequest, ModelOptions, add_model
 from tritonhf.runtime.common import BadRequest
 from tritonhf.runtime.images import decode_image
 from tritonhf.sdk.media import encode_image, image_list, png
@@ -139,7 +139,6 @@ def test_max_image_pixels_at_add_bounds_each_image_from_its_header(
 ) -> None:
     """`gallery add --max-image-pixels 10000`: a 101x100 image is refused alone (its row named), a 100x100 one
     beside it answered as the default model answers it; only image tasks take the flag."""
-    from tritonhf.gallery.config import ModelOptions
 
     folder = add_model(AddRequest("image-classification", str(tiny["image-classifier"]), tmp_path / "repo",
                                   backend="pytorch", options=ModelOptions(max_image_pixels=10_000)))  # fmt: skip
