@@ -32,7 +32,7 @@ from harness.invariance import (
 from tritonhf import Client, InvalidInputError
 from tritonhf.bootstrap import Server, Workspace
 from tritonhf.deploy.requirements import needed_packages
-from tritonhf.gallery import AddRequest, add_model
+from tritonhf.gallery import AddRequest, ModelOptions, add_model
 from tritonhf.gallery.config import parameters_of, parse_config
 from tritonhf.gallery.generation import openvino_missing
 
@@ -46,9 +46,9 @@ pytestmark = [
 def served_ov(make_workspace: Callable[[str], Workspace], tiny: dict[str, Path]) -> Iterator[Server]:
     workspace = make_workspace("openvino")
     add_model(AddRequest("text-generation", str(tiny["llama"]), workspace.model_repository, name="writer-ov"))
-    for name, quantize in (("asr-ov", None), ("asr-ov8", "int8")):
+    for name, quantize, stream in (("asr-ov", None, False), ("asr-ov8", "int8", False), ("asr-ov-stream", None, True)):
         add_model(AddRequest("whisper", str(tiny["whisper"]), workspace.model_repository, name=name,
-                             backend="openvino", quantize=quantize))  # fmt: skip
+                             backend="openvino", quantize=quantize, options=ModelOptions(stream=stream)))  # fmt: skip
     with Server(workspace, http_port="auto", grpc_port="auto", metrics_port="auto", startup_timeout=600) as server:
         yield server
 
@@ -85,6 +85,24 @@ def test_whisper_rows_on_openvino_genai_get_the_answer_they_get_alone(
     url = served_ov.http_url if protocol == "http" else served_ov.grpc_url
     cases = make_audio_cases("asr-ov", seed=zlib.crc32(f"asr-ov/{protocol}".encode()), count=16)
     check_batched(served_ov.http_url, url, "asr-ov", cases, AudioRowOracle(tiny["whisper"], own_sampling=True))
+
+
+def test_streamed_whisper_rows_on_openvino_genai_get_the_answer_they_get_alone(
+    served_ov: Server, tiny: dict[str, Path]
+) -> None:
+    """--stream: each row's text is sent as the pipeline decodes it, then its segments; the parts add up to the
+    whole answer, which equals the row alone and transformers' (the harness checks the segments add up)."""
+    cases = make_audio_cases("asr-ov-stream", seed=zlib.crc32(b"asr-ov-stream"), count=12)
+    oracle = AudioRowOracle(tiny["whisper"], own_sampling=True)
+    check_batched(served_ov.http_url, served_ov.grpc_url, "asr-ov-stream", cases, oracle, streamed=True)
+    data = encode(sound(random.Random(8), 40.0))  # two windows
+    with Client(served_ov.grpc_url) as client:
+        with client.transcribe(data, model="asr-ov-stream", timestamps=True, stream=True) as parts:
+            got = list(parts)
+        assert parts.result is not None and len(got) >= 2
+        assert "".join(part.text for part in got).strip() == parts.result.text
+        assert [segment for part in got for segment in part.segments] == list(parts.result.segments)
+        assert all(0.0 <= segment.start <= segment.end <= parts.result.duration for segment in parts.result.segments)
 
 
 def test_int8_whisper_rows_on_openvino_genai_get_exactly_the_answer_they_get_alone(

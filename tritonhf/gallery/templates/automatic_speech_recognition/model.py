@@ -34,8 +34,8 @@ Added with ``--backend ctranslate2`` (or ``auto`` where it measured faster; para
 steps on the model converted at ``gallery add`` (``weights/ct2``), in float32 or int8
 (``tritonhf.compute_type``). Added with ``--backend openvino`` (or ``auto`` where it measured fastest),
 Whisper runs on OpenVINO GenAI's WhisperPipeline (``whisper_openvino.py``), exported at ``gallery add``
-(``weights/openvino``): each row alone, the pipeline reading a long file itself; a streamed row's part
-is its whole answer.
+(``weights/openvino``): each row alone, the pipeline reading a long file itself; a streamed row's parts
+are its text as the pipeline decodes it, then its segments.
 
 A CTC model (not encoder-decoder: wav2vec2, HuBERT ...) is read by ``ctc.py`` beside this file:
 each file alone, in the transformers pipeline's overlapping 30 s windows; options it cannot
@@ -169,11 +169,14 @@ class TritonPythonModel:
                 for row, item in rows.items():
                     if self.ctc is not None:
                         results[row] = self.transcribe_ctc(item)
-                    elif parts is not None and parts.cancelled(row):
+                    elif parts is None:
+                        results[row] = self.transcribe_openvino(item)
+                    elif parts.cancelled(row):
                         results[row] = self.result(item, "", [])  # its caller left: nobody reads the answer
-                    else:
-                        stopped = None if parts is None else functools.partial(parts.cancelled, row)
-                        results[row] = self.transcribe_openvino(item, stopped)
+                    else:  # its text sent as the pipeline decodes it, then its segments
+                        results[row] = self.transcribe_openvino(item, functools.partial(parts.text, row))
+                        parts.send(row, "", results[row]["segments"])
+                        continue
                     if parts is not None:
                         parts.whole(row, results[row])
             else:
@@ -220,15 +223,17 @@ class TritonPythonModel:
         samples = runtime.decode_audio(data, self.sampling_rate, self.max_seconds)
         return {"samples": samples, "duration": len(samples) / self.sampling_rate, "language": ""}
 
-    def transcribe_openvino(self, item, stopped=None):
-        """A row on OpenVINO GenAI (``whisper_openvino.py``): its text, language and segments."""
+    def transcribe_openvino(self, item, on_text=None):
+        """A row on OpenVINO GenAI (``whisper_openvino.py``): its text, language and segments; each piece of text
+        as the pipeline decodes it goes to ``on_text`` (False: stop decoding)."""
         assert self.ov is not None
-        text, language, chunks = self.ov.transcribe(item["samples"], item, stopped)
+        text, language, chunks = self.ov.transcribe(item["samples"], item, on_text)
         item["language"] = item["language"] or (language if self.multilingual else "en")
         if not item["timestamps"]:
             return self.result(item, text, [self.segment(0.0, item["duration"], text, item["duration"])])
-        segments = [self.segment(float(start), float(end), piece.strip(), item["duration"])
-                    for start, end, piece in chunks]  # fmt: skip
+        # a segment the pipeline left open (no closing timestamp: end -1) runs to the end of the file, as in reply()
+        segments = [self.segment(float(start), float(end) if end >= 0 else item["duration"], piece.strip(),
+                                 item["duration"]) for start, end, piece in chunks]  # fmt: skip
         return self.result(item, text, [segment for segment in segments if segment["text"]])
 
     def transcribe_ctc(self, item):
@@ -508,6 +513,11 @@ class Parts:
 
     def whole(self, row, result):
         self.send(row, result["text"], result["segments"])
+
+    def text(self, row, piece):
+        """A piece of a row's text as decoded (OpenVINO GenAI's streamer); False when its caller left."""
+        self.send(row, piece if row in self.started else piece.lstrip(), [])
+        return not self.cancelled(row)
 
     def window(self, row, found):
         """One window's ``(start, end, tokens)`` of a row; False when its caller left (stop decoding it)."""

@@ -6,8 +6,9 @@ and detokenizer as OpenVINO models) and runs in float32, so a greedy answer is t
 precision (bf16 on a CPU with AMX), as the gate at ``gallery add`` measured them. Each row is one
 ``generate`` alone (the pipeline takes one file), so no row depends on its batch-mates. The pipeline
 does the rest as transformers' long-form reading does: features, language detection from the first
-window when no language is given, and a long file read window after window with timestamps. A
-streamed row's caller that leaves stops its decoding (the streamer's answer after each piece of text).
+window when no language is given, and a long file read window after window with timestamps. The
+pipeline's streamer hands each piece of text to the caller as it is decoded (a streamed model sends
+it on), whose answer can stop the decoding (its caller left).
 """
 
 import openvino_genai
@@ -19,9 +20,9 @@ class OpenVinoWhisper:
         self.pipeline = openvino_genai.WhisperPipeline(folder, "CPU", INFERENCE_NUM_THREADS=threads, **precision)
         self.multilingual = bool(self.pipeline.get_generation_config().is_multilingual)
 
-    def transcribe(self, samples, item, stopped=None):
-        """``(text, language code or "", [(start, end, text)])`` of one row (``item``: the template's options);
-        ``stopped()`` True ends its decoding early."""
+    def transcribe(self, samples, item, on_text=None):
+        """``(text, language code or "", [(start, end, text)])`` of one row (``item``: the template's options); each
+        piece of text goes to ``on_text`` as it is decoded, and its answer False ends the decoding early."""
         config = self.pipeline.get_generation_config()  # a copy: the row's options stay its own
         config.max_new_tokens = item["max_tokens"]
         config.return_timestamps = item["timestamps"]
@@ -34,9 +35,9 @@ class OpenVinoWhisper:
         if item["temperature"] > 0.0:
             config.do_sample, config.temperature, config.rng_seed = True, item["temperature"], item["seed"]
 
-        def streamer(_text):
-            return openvino_genai.StreamingStatus.CANCEL if stopped() else openvino_genai.StreamingStatus.RUNNING
+        def streamer(piece):
+            return openvino_genai.StreamingStatus.RUNNING if on_text(piece) else openvino_genai.StreamingStatus.CANCEL
 
-        found = self.pipeline.generate(samples.tolist(), config, streamer if stopped is not None else None)
+        found = self.pipeline.generate(samples.tolist(), config, streamer if on_text is not None else None)
         chunks = [(chunk.start_ts, chunk.end_ts, chunk.text) for chunk in (found.chunks or [])]
         return found.texts[0].strip(), str(found.language or "").strip("<|>"), chunks
