@@ -17,12 +17,11 @@ faster-whisper decodes a different number of tokens for the same ``max_new_token
 transformers (its CTranslate2 call halves the length here), so it runs first, and tritonhf is
 asked for exactly the tokens it decoded: the same work per clip.
 
-OpenVINO GenAI's ``WhisperPipeline`` (what its authors ship for Whisper on a CPU) is a third row: the
-same folder exported by optimum-intel (``--weight-format int8``: int8 weights; activations in
-OpenVINO's default precision, bf16 on a CPU that has it) by the exporter ``gallery add --backend
-openvino`` uses (its own venv, made on first use), called in a process of its own with OpenVINO's
-defaults as its documentation shows, one pipeline per caller. tritonhf serving the same folder with
-``--backend openvino --quantize int8`` (the same int8 weights and default precision) is a row too.
+OpenVINO GenAI's ``WhisperPipeline`` (what its authors ship for Whisper on a CPU) is a third row:
+tritonhf serves the folder with ``--backend openvino --quantize int8`` (exported by optimum-intel in
+its own venv, made on first use: int8 weights, activations in OpenVINO's default precision, bf16 on
+a CPU that has it), and the peer row runs that same export in a process of its own with OpenVINO's
+defaults as its documentation shows, one pipeline per caller.
 
 Every call gives ``language="en"``; with ``BENCH_LANGUAGE=detect`` none does, and both sides detect
 the language from the clip's first window before transcribing, as each does by default
@@ -55,9 +54,11 @@ from tritonhf import Client
 from tritonhf.bootstrap import Server, Workspace, bootstrap
 from tritonhf.bootstrap.installation.sources import cache_dir
 from tritonhf.errors import GalleryError
-from tritonhf.gallery import AddRequest, ModelOptions, add_model, whisper_openvino
+from tritonhf.gallery import AddRequest, ModelOptions, add_model
+from tritonhf.gallery.add import VERSION
 from tritonhf.gallery.config import parameters_of, parse_config
 from tritonhf.gallery.generation import openvino_missing
+from tritonhf.runtime import OPENVINO_WHISPER, VENDORED_WEIGHTS_DIR
 
 FASTER_WHISPER = "faster-whisper==1.2.1"
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "2"))
@@ -119,16 +120,6 @@ threads = [threading.Thread(target=caller, args=(pipeline,)) for pipeline in pip
 [thread.join() for thread in threads]
 print(json.dumps({"seconds": time.perf_counter() - started, "calls": len(counts), "tokens": sum(counts)}))
 """
-
-
-def openvino_whisper(folder: Path, out: Path) -> str:
-    """``folder`` exported with int8 weights into ``out`` by the exporter ``gallery add --backend openvino`` uses (its
-    own venv, made on first use); or why not."""
-    try:
-        whisper_openvino.export(folder, out, weight_format="int8")
-    except GalleryError as exc:
-        return str(exc)
-    return ""
 
 
 def openvino_genai(model: Path, clip: Path, callers: int, tokens: int) -> dict[str, float]:
@@ -225,24 +216,34 @@ def main() -> None:
             tokens = round(first["tokens"] / first["calls"])
             lines.append(f"# faster-whisper decodes {tokens} tokens per clip for max_new_tokens={TOKENS}; "
                          f"tritonhf is asked for {tokens}")  # fmt: skip
-        ov_why = openvino_missing() or openvino_whisper(folder, root / "openvino")
-        if ov_why:
-            lines.append(f"# OpenVINO GenAI not measured: {ov_why}")
+        ov_why = openvino_missing()
         workspace = Workspace(root / "workspace")
         bootstrap(workspace)
-        served = [("asr8", "pytorch", "int8"), ("asr-ct2", "ctranslate2", "int8"), ("asr-auto", "auto", "int8")]
-        if not ov_why:  # OpenVINO GenAI served: int8 weights, as the peer row
-            served.append(("asr-ov", "openvino", "int8"))
-        for name, backend, quantize in served:
-            added = add_model(AddRequest("whisper", str(folder), workspace.model_repository, name=name,
-                                         quantize=quantize, backend=backend,
-                                         options=ModelOptions(max_batch_size=CALLERS)))  # fmt: skip
+        # OpenVINO GenAI first: adding it makes the exporter's venv, which auto needs to measure it too; the
+        # peer row runs the same export (int8 weights) in-process.
+        served = [("asr-ov", "openvino")] if not ov_why else []
+        served += [("asr8", "pytorch"), ("asr-ct2", "ctranslate2"), ("asr-auto", "auto")]
+        exported = Path()
+        for name, backend in served:
+            try:
+                added = add_model(AddRequest("whisper", str(folder), workspace.model_repository, name=name,
+                                             quantize="int8", backend=backend,
+                                             options=ModelOptions(max_batch_size=CALLERS)))  # fmt: skip
+            except GalleryError as exc:
+                if backend != "openvino":
+                    raise
+                ov_why = str(exc)
+                continue
+            if backend == "openvino":
+                exported = added / VERSION / VENDORED_WEIGHTS_DIR / OPENVINO_WHISPER
             params = parameters_of(parse_config((added / "config.pbtxt").read_text()))
             if backend == "auto":  # what gallery add chose on this machine, and its figures
                 lines.append(f"# --backend auto chose {params.get('tritonhf.backend')}: "
                              f"{params.get('tritonhf.engine_calibration')}")  # fmt: skip
             if backend == "ctranslate2":  # whether its encoder runs on OpenVINO, and why
                 lines.append(f"# {name}: {params.get('tritonhf.encoder_check', 'encoder not measured on OpenVINO')}")
+        if ov_why:
+            lines.append(f"# OpenVINO GenAI not measured: {ov_why}")
         figures: dict[tuple[str, int], list[dict[str, float]]] = {}
         with Server(workspace, http_port="auto", grpc_port="auto", metrics_port="auto", startup_timeout=600) as server:
             for index in range(ROUNDS):
@@ -258,7 +259,7 @@ def main() -> None:
                             python, root / "ct2", clip, w, c)) for w in workers]  # fmt: skip
                     if not ov_why:
                         runs.append(("OpenVINO GenAI WhisperPipeline int8", lambda c=callers: openvino_genai(
-                            root / "openvino", clip, c, tokens)))  # fmt: skip
+                            exported, clip, c, tokens)))  # fmt: skip
                     for name, run in runs if index % 2 == 0 else list(reversed(runs)):
                         figures.setdefault((name, callers), []).append(run())
         lines += report(figures)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.audio import AudioOracle, encode, sound
+from harness.audio import encode, sound
 from harness.invariance import (
     AudioRowOracle,
     GenerationOracle,
@@ -35,6 +35,7 @@ from tritonhf.deploy.requirements import needed_packages
 from tritonhf.gallery import AddRequest, ModelOptions, add_model
 from tritonhf.gallery.config import parameters_of, parse_config
 from tritonhf.gallery.generation import openvino_missing
+from tritonhf.gallery.listing import parameters_of_folder
 
 pytestmark = [
     pytest.mark.integration,
@@ -75,26 +76,31 @@ def test_usage_metrics_and_a_chat_through_the_sdk(served_ov: Server) -> None:
     assert 'tritonhf_generated_tokens_total{model="writer-ov"}' in metrics
 
 
+@pytest.fixture(scope="module")
+def speech_oracle(tiny: dict[str, Path]) -> AudioRowOracle:
+    """transformers on the tiny Whisper, one file alone (own_sampling: the pipeline has its own generator)."""
+    return AudioRowOracle(tiny["whisper"], own_sampling=True)
+
+
 @pytest.mark.parametrize("protocol", ["http", "grpc"])
 def test_whisper_rows_on_openvino_genai_get_the_answer_they_get_alone(
-    served_ov: Server, tiny: dict[str, Path], protocol: str
+    served_ov: Server, speech_oracle: AudioRowOracle, protocol: str
 ) -> None:
     """Whisper on WhisperPipeline (float32): every row of a mixed batch (formats, rates, lengths, languages,
     tasks, prompts, limits, seeded sampling, broken files) equals itself alone, and a greedy row transformers'
     answer; a sampling row has only itself (the pipeline has its own generator)."""
     url = served_ov.http_url if protocol == "http" else served_ov.grpc_url
     cases = make_audio_cases("asr-ov", seed=zlib.crc32(f"asr-ov/{protocol}".encode()), count=16)
-    check_batched(served_ov.http_url, url, "asr-ov", cases, AudioRowOracle(tiny["whisper"], own_sampling=True))
+    check_batched(served_ov.http_url, url, "asr-ov", cases, speech_oracle)
 
 
 def test_streamed_whisper_rows_on_openvino_genai_get_the_answer_they_get_alone(
-    served_ov: Server, tiny: dict[str, Path]
+    served_ov: Server, speech_oracle: AudioRowOracle
 ) -> None:
     """--stream: each row's text is sent as the pipeline decodes it, then its segments; the parts add up to the
     whole answer, which equals the row alone and transformers' (the harness checks the segments add up)."""
     cases = make_audio_cases("asr-ov-stream", seed=zlib.crc32(b"asr-ov-stream"), count=12)
-    oracle = AudioRowOracle(tiny["whisper"], own_sampling=True)
-    check_batched(served_ov.http_url, served_ov.grpc_url, "asr-ov-stream", cases, oracle, streamed=True)
+    check_batched(served_ov.http_url, served_ov.grpc_url, "asr-ov-stream", cases, speech_oracle, streamed=True)
     data = encode(sound(random.Random(8), 40.0))  # two windows
     with Client(served_ov.grpc_url) as client:
         with client.transcribe(data, model="asr-ov-stream", timestamps=True, stream=True) as parts:
@@ -106,30 +112,28 @@ def test_streamed_whisper_rows_on_openvino_genai_get_the_answer_they_get_alone(
 
 
 def test_int8_whisper_rows_on_openvino_genai_get_exactly_the_answer_they_get_alone(
-    served_ov: Server, tiny: dict[str, Path]
+    served_ov: Server, speech_oracle: AudioRowOracle
 ) -> None:
     """--quantize int8: int8 weights in OpenVINO's default precision, behind the speech gate (its figures in the
     config); rows are compared with themselves only (int8 is not transformers' float32)."""
-    config = parse_config((Path(served_ov.repository) / "asr-ov8" / "config.pbtxt").read_text())
-    params = parameters_of(config)
+    params = parameters_of_folder(Path(served_ov.repository) / "asr-ov8")
     assert params["tritonhf.compute_type"] == "int8" and "encoder states" in params["tritonhf.int8_quality"]
     cases = make_audio_cases("asr-ov8", seed=zlib.crc32(b"asr-ov8"), count=12)
-    oracle = AudioRowOracle(tiny["whisper"], own_sampling=True)
-    check_batched(served_ov.http_url, served_ov.grpc_url, "asr-ov8", cases, oracle, versus_transformers=False)
+    check_batched(served_ov.http_url, served_ov.grpc_url, "asr-ov8", cases, speech_oracle, versus_transformers=False)
 
 
-def test_whisper_on_openvino_genai_is_served_from_its_export(served_ov: Server, tiny: dict[str, Path]) -> None:
+def test_whisper_on_openvino_genai_is_served_from_its_export(served_ov: Server, speech_oracle: AudioRowOracle) -> None:
     """The export alone in the repository (no PyTorch weights), the pipeline's packages in the requirements,
     a detected language and timestamps within the file, and a bad file refused by name."""
     folder = Path(served_ov.repository) / "asr-ov"
-    assert parameters_of(parse_config((folder / "config.pbtxt").read_text()))["tritonhf.backend"] == "openvino"
+    assert parameters_of_folder(folder)["tritonhf.backend"] == "openvino"
     weights = folder / "1" / "weights"
     assert (weights / "openvino" / "openvino_decoder_model.xml").is_file() and not list(weights.glob("*.safetensors"))
     assert {"openvino-genai", "openvino-tokenizers"} <= set(needed_packages(Path(served_ov.repository)))
     rng = random.Random(5)
     data = encode(sound(rng, 4.0))
-    oracle = AudioOracle(tiny["whisper"])
-    expected = oracle.transcribe(data, timestamps=True)
+    assert speech_oracle.oracle is not None  # a Whisper's: transformers' generate
+    expected = speech_oracle.oracle.transcribe(data, timestamps=True)
     with Client(served_ov.grpc_url) as client:
         found = client.transcribe(data, model="asr-ov", timestamps=True)
         assert (found.text, found.language) == (expected["text"], expected["language"])
@@ -144,7 +148,7 @@ def test_auto_measures_openvino_genai_once_its_exporter_is_made(
     """--backend auto times WhisperPipeline beside PyTorch and CTranslate2 once the exporter's venv is made (the
     fixture's --backend openvino made it), and writes its figure into the config."""
     folder = add_model(AddRequest("whisper", str(tiny["whisper"]), tmp_path / "repo", name="asr-auto"))
-    calibration = parameters_of(parse_config((folder / "config.pbtxt").read_text()))["tritonhf.engine_calibration"]
+    params = parameters_of_folder(folder)
+    calibration = params["tritonhf.engine_calibration"]
     assert ", OpenVINO GenAI " in calibration and "not measured" not in calibration, calibration
-    backend = parameters_of(parse_config((folder / "config.pbtxt").read_text()))["tritonhf.backend"]
-    assert (folder / "1" / "weights" / "openvino").is_dir() == (backend == "openvino")
+    assert (folder / "1" / "weights" / "openvino").is_dir() == (params["tritonhf.backend"] == "openvino")

@@ -23,7 +23,8 @@ from tritonhf import AsyncClient, Client, InvalidInputError, Segment, Transcript
 from tritonhf._wire.transport import json_body
 from tritonhf.errors import GalleryError
 from tritonhf.gallery import AddRequest, add_model
-from tritonhf.gallery.config import ModelOptions, parameters_of, parse_config
+from tritonhf.gallery.config import ModelOptions
+from tritonhf.gallery.listing import parameters_of_folder
 from tritonhf.runtime.audio import decode_audio
 from tritonhf.runtime.common import BadRequest
 from tritonhf.sdk.media import audio_list, wav
@@ -381,7 +382,7 @@ def test_auto_with_int8_times_ct2_with_the_encoder_it_would_serve_with(
     only on a CTranslate2 model that kept it."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # no exporter venv: OpenVINO GenAI not measured
     folder = add_model(AddRequest("whisper", str(tiny["whisper"]), tmp_path / "repo", name="asr", quantize="int8"))
-    params = parameters_of(parse_config((folder / "config.pbtxt").read_text()))
+    params = parameters_of_folder(folder)
     calibration = params["tritonhf.engine_calibration"]
     assert "measured here in int8" in calibration and "one window PyTorch" in calibration, calibration
     assert "8 windows at once PyTorch" in calibration and "(the fastest at 8 is kept" in calibration

@@ -389,20 +389,22 @@ PARAM_ENCODER_CHECK = "tritonhf.encoder_check"
 def _speech_engine(
     request: AddRequest, vendored: Path, source: Path, params: dict[str, str], progress: Progress
 ) -> tuple[str, str]:
-    """(backend, reason) for a speech model: CTranslate2 for a Whisper where asked or where it measures faster
-    (``gallery.speech_engines``), else PyTorch; with --quantize int8, the chosen engine's int8 behind its gate."""
+    """(backend, reason) for a speech model: for a Whisper, CTranslate2 or OpenVINO GenAI where asked or where it
+    measures fastest (``gallery.speech_engines``), else PyTorch; with --quantize int8, the chosen engine's int8
+    behind its gate."""
     folder = vendored if vendored.is_dir() else source
     if request.backend == "openvino":
+        whisper = speech_engines.is_whisper(folder)
+        why_not = whisper_openvino.why_not(folder) if whisper else "it runs Whisper models only"
+        if why_not is not None:
+            raise GalleryError(f"--backend openvino cannot serve {request.source}: {why_not.rstrip('.')}.")
         target = vendored / OPENVINO_WHISPER
         _export_for_openvino(request, folder, target, progress)
-        reason = "--backend openvino"
-        params[PARAM_COMPUTE_TYPE] = "int8" if request.quantize else "float32"
+        gate = {}
         if request.quantize:
             progress.step("Checking OpenVINO GenAI's int8 export against float32 PyTorch on calibration audio")
-            params.update(_int8_gate(request, whisper_openvino.check_int8(folder, target), progress))
-            reason += "; int8 weights (" + params[PARAM_INT8_QUALITY] + ")"
-        _drop_pytorch_weights(vendored)
-        return "openvino", reason
+            gate = _int8_gate(request, whisper_openvino.check_int8(folder, target), progress)
+        return _served_by_openvino(request, vendored, params, "--backend openvino", gate)
     converted = vendored / CT2_FOLDER
     encoder_kept: bool | None = None  # CTranslate2's encoder on OpenVINO (--quantize int8): not yet measured
     why_not = _ct2_or_why_not(request, folder, converted, progress)
@@ -420,11 +422,7 @@ def _speech_engine(
         backend, reason = choice.backend, choice.summary
         params[PARAM_CALIBRATION] = choice.summary
         if backend == "openvino":
-            shutil.rmtree(converted, ignore_errors=True)
-            _drop_pytorch_weights(vendored)
-            params.update(gate)
-            params[PARAM_COMPUTE_TYPE] = "int8" if request.quantize else "float32"
-            return backend, reason + (f"; int8 weights ({gate[PARAM_INT8_QUALITY]})" if gate else "")
+            return _served_by_openvino(request, vendored, params, reason, gate)
         shutil.rmtree(vendored / OPENVINO_WHISPER, ignore_errors=True)
     if backend == "pytorch":
         shutil.rmtree(converted, ignore_errors=True)
@@ -462,6 +460,18 @@ def _ct2_encoder(
     return encoder.kept
 
 
+def _served_by_openvino(
+    request: AddRequest, vendored: Path, params: dict[str, str], reason: str, gate: dict[str, str]
+) -> tuple[str, str]:
+    """(backend, reason) of a Whisper served from its OpenVINO GenAI export: no CTranslate2 conversion or PyTorch
+    weights kept; its arithmetic, and its int8 gate's verdict (``gate``), in the config."""
+    shutil.rmtree(vendored / CT2_FOLDER, ignore_errors=True)
+    _drop_pytorch_weights(vendored)
+    params.update(gate)
+    params[PARAM_COMPUTE_TYPE] = "int8" if request.quantize else "float32"
+    return "openvino", reason + (f"; int8 weights ({gate[PARAM_INT8_QUALITY]})" if gate else "")
+
+
 def _drop_pytorch_weights(vendored: Path) -> None:
     """A converted model's PyTorch weights, no longer read; config, generation config, tokenizer and processor stay."""
     for weights_file in [*vendored.glob("*.safetensors"), *vendored.glob("pytorch_model*.bin")]:
@@ -469,10 +479,8 @@ def _drop_pytorch_weights(vendored: Path) -> None:
 
 
 def _export_for_openvino(request: AddRequest, folder: Path, out: Path, progress: Progress) -> None:
-    """--backend openvino: the Whisper exported for OpenVINO GenAI's WhisperPipeline (gallery.whisper_openvino)."""
-    why_not = whisper_openvino.why_not(folder) if speech_engines.is_whisper(folder) else "it runs Whisper models only"
-    if why_not is not None:
-        raise GalleryError(f"--backend openvino cannot serve {request.source}: {why_not.rstrip('.')}.")
+    """The Whisper exported for OpenVINO GenAI's WhisperPipeline (gallery.whisper_openvino), int8 weights with
+    --quantize int8."""
     if not whisper_openvino.exporter_ready():
         progress.step(f"Making the OpenVINO exporter's venv, once ({whisper_openvino.venv_dir()})")
     progress.step("Exporting the model for OpenVINO GenAI (optimum-intel)")
@@ -489,9 +497,8 @@ def _openvino_for_auto(
     why_not = whisper_openvino.why_not(folder)
     if why_not is not None:
         return why_not.rstrip("."), {}
-    progress.step("Exporting the model for OpenVINO GenAI (optimum-intel)")
     try:
-        whisper_openvino.export(folder, out, "int8" if request.quantize else "fp32")
+        _export_for_openvino(request, folder, out, progress)
     except GalleryError as exc:
         return str(exc).rstrip("."), {}
     if not request.quantize:
@@ -499,10 +506,11 @@ def _openvino_for_auto(
     progress.step("Checking OpenVINO GenAI's int8 export against float32 PyTorch on calibration audio")
     found = whisper_openvino.check_int8(folder, out)
     progress.step(found.summary)
-    if not found.passed and not request.force:
+    verdict = _int8_verdict(request, found)
+    if verdict is None:
         shutil.rmtree(out, ignore_errors=True)
         return f"its int8 is below the gate ({found.summary})", {}
-    return out, {PARAM_INT8_QUALITY: found.summary + (" (kept with --force)" if not found.passed else "")}
+    return out, {PARAM_INT8_QUALITY: verdict}
 
 
 def _ct2_or_why_not(request: AddRequest, folder: Path, converted: Path, progress: Progress) -> str | None:
@@ -530,11 +538,19 @@ def _ct2_or_why_not(request: AddRequest, folder: Path, converted: Path, progress
 def _int8_gate(request: AddRequest, found: speech.Int8Check, progress: Progress) -> dict[str, str]:
     """The int8 gate's verdict: its summary for the config, or a refusal (unless --force)."""
     progress.step(found.summary)
-    if not found.passed and not request.force:
+    verdict = _int8_verdict(request, found)
+    if verdict is None:
         raise GalleryError(
             f"{found.summary}: below the gate, so int8 is refused. Keep fp32 (drop --quantize), or pass --force."
         )
-    return {PARAM_INT8_QUALITY: found.summary + (" (kept with --force)" if not found.passed else "")}
+    return {PARAM_INT8_QUALITY: verdict}
+
+
+def _int8_verdict(request: AddRequest, found: speech.Int8Check) -> str | None:
+    """The int8 gate's summary for the config (said when --force keeps a model below it); None when refused."""
+    if not found.passed and not request.force:
+        return None
+    return found.summary + (" (kept with --force)" if not found.passed else "")
 
 
 def _speech_int8(request: AddRequest, folder: Path, progress: Progress) -> dict[str, str]:

@@ -12,6 +12,7 @@ tokens are compared too (reported, not gated: a random or small model flips near
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ import numpy as np
 from tritonhf.errors import GalleryError
 from tritonhf.runtime.int8 import PARAM_QUANTIZE, int8_linear_layers
 
-__all__ = ["MIN_COSINE", "PARAM_QUANTIZE", "Int8Check", "check_int8"]
+__all__ = ["MIN_COSINE", "PARAM_QUANTIZE", "Int8Check", "agreement", "check_int8", "cosine"]
 
 MIN_COSINE = 0.99
 CALIBRATION_SECONDS = (3.0, 11.0, 27.0)
@@ -52,6 +53,17 @@ def calibration_audio(seconds: float, rate: int, seed: int) -> np.ndarray[Any, n
     freq = 150 + 600 * t / seconds
     wave = 0.3 * (0.6 + 0.4 * np.sin(2 * np.pi * 2 * t)) * np.sin(2 * np.pi * np.cumsum(freq) / rate)
     return (wave + 0.02 * rng.standard_normal(t.size)).astype(np.float32)
+
+
+def cosine(first: Any, second: Any) -> float:
+    """The cosine of two arrays of the same size, flattened (encoder states, logits)."""
+    a, b = np.ravel(first), np.ravel(second)
+    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+def agreement(expected: Sequence[Any], found: Sequence[Any]) -> float:
+    """The share of ``expected``'s tokens that ``found`` has at the same place (1 when nothing is expected)."""
+    return float(np.mean([a == b for a, b in zip(expected, found)])) if expected else 1.0
 
 
 def check_int8(folder: Path) -> Int8Check:
@@ -87,5 +99,5 @@ def check_int8(folder: Path) -> Int8Check:
                 tokens = [state.argmax(-1)[0].tolist() for state in states]
             flat = [state.flatten() for state in states]
             cosines.append(float(torch.nn.functional.cosine_similarity(flat[0], flat[1], dim=0)))
-            agree.append(float(np.mean([a == b for a, b in zip(*tokens)])) if tokens[0] else 1.0)
+            agree.append(agreement(*tokens))
     return Int8Check(min(cosines), float(np.mean(agree)))

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from tritonhf.gallery.calibrate import fastest_runs, threads
-from tritonhf.gallery.speech import CALIBRATION_SECONDS, MIN_COSINE, calibration_audio
+from tritonhf.gallery.speech import CALIBRATION_SECONDS, MIN_COSINE, calibration_audio, cosine
 from tritonhf.runtime.audio import OPENVINO_ENCODER
 
 __all__ = ["EncoderChoice", "choose"]
@@ -80,7 +80,7 @@ def choose(folder: Path, ct2_folder: Path, instances: int = 1) -> EncoderChoice:
         with torch.inference_mode():
             reference = encoder(torch.from_numpy(features)).last_hidden_state.numpy().ravel()
         found = np.asarray(compiled(features)[0]).ravel()
-        cosines.append(float(found @ reference / (np.linalg.norm(found) * np.linalg.norm(reference))))
+        cosines.append(cosine(found, reference))
     ct2 = ctranslate2.models.Whisper(str(ct2_folder), device="cpu", compute_type="int8", intra_threads=count)
     view = ctranslate2.StorageView.from_array(window)
     best = fastest_runs({"ct2": lambda: ct2.encode(view, to_cpu=True), "openvino": lambda: compiled(window)}, ROUNDS)

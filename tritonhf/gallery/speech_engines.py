@@ -31,7 +31,7 @@ import numpy as np
 
 from tritonhf.errors import GalleryError
 from tritonhf.gallery.calibrate import fastest_runs, threads
-from tritonhf.gallery.speech import CALIBRATION_SECONDS, GATE_TOKENS, Int8Check, calibration_audio
+from tritonhf.gallery.speech import CALIBRATION_SECONDS, GATE_TOKENS, Int8Check, agreement, calibration_audio, cosine
 from tritonhf.runtime.audio import long_form_settings
 from tritonhf.runtime.int8 import int8_linear_layers
 
@@ -135,7 +135,7 @@ def convert(folder: Path, out: Path) -> None:
 
 
 def _window(folder: Path) -> tuple[Any, Any]:
-    """The processor and one 30 s calibration window's features [1, mels, 3000]."""
+    """One 30 s window of calibration audio, and its features [1, mels, 3000]."""
     from transformers import AutoProcessor
 
     auto: Any = AutoProcessor  # untyped in transformers
@@ -143,7 +143,7 @@ def _window(folder: Path) -> tuple[Any, Any]:
     extractor = processor.feature_extractor
     audio = calibration_audio(CALIBRATION_SECONDS[-1], extractor.sampling_rate, 0)
     features = extractor(audio, sampling_rate=extractor.sampling_rate, return_tensors="np")["input_features"]
-    return processor, features.astype(np.float32)
+    return audio, features.astype(np.float32)
 
 
 def measure(
@@ -163,7 +163,7 @@ def measure(
     from transformers import AutoModelForSpeechSeq2Seq, GenerationConfig
 
     count = threads(instances)
-    _, features = _window(folder)
+    audio, features = _window(folder)
     generation: Any = GenerationConfig.from_pretrained(folder)
     eos = generation.eos_token_id
     stops = eos if isinstance(eos, list) else [eos]
@@ -221,10 +221,10 @@ def measure(
 
     makers: dict[str, Callable[[int], Callable[[], object]]] = {"pytorch": run_pytorch, "ctranslate2": run_ct2}
     if isinstance(exported, Path):
-        makers["openvino"] = _openvino_run(exported, count, suppress, options, int8)
-    runs = {(name, rows): make(rows) for name, make in makers.items() for rows in (1, CALLERS)}
+        makers["openvino"] = _openvino_run(exported, audio, count, suppress, options, int8)
     try:
-        best = fastest_runs({f"{name}/{rows}": run for (name, rows), run in runs.items()}, ROUNDS)
+        best = fastest_runs({f"{name}/{rows}": make(rows) for name, make in makers.items() for rows in (1, CALLERS)},
+                            ROUNDS)  # fmt: skip
     finally:
         torch.set_num_threads(previous)
     lone = {name: best[f"{name}/1"] for name in makers}
@@ -235,7 +235,7 @@ def measure(
 
 
 def _openvino_run(
-    exported: Path, count: int, suppress: list[int], options: dict[str, Any], int8: bool
+    exported: Path, window: Any, count: int, suppress: list[int], options: dict[str, Any], int8: bool
 ) -> Callable[[int], Callable[[], object]]:
     """Calls of WhisperPipeline as the template makes them (the instance's threads; float32, or int8 weights in
     OpenVINO's default precision; rows one after another) on the same window and the same number of tokens."""
@@ -248,8 +248,7 @@ def _openvino_run(
     config.suppress_tokens = suppress
     if options:
         config.language, config.task = f"<|{options['language']}|>", options["task"]
-    rate = int(json.loads((exported / "preprocessor_config.json").read_text()).get("sampling_rate", 16000))
-    audio = calibration_audio(CALIBRATION_SECONDS[-1], rate, 0).astype(np.float32).ravel().tolist()
+    audio = np.asarray(window, dtype=np.float32).ravel().tolist()
 
     def make(rows: int) -> Callable[[], object]:
         return lambda: [pipeline.generate(audio, config) for _ in range(rows)]
@@ -273,8 +272,8 @@ def check_ct2_int8(folder: Path, ct2_folder: Path) -> Int8Check:
         features = extractor(audio, sampling_rate=extractor.sampling_rate, return_tensors="np")["input_features"]
         view = ctranslate2.StorageView.from_array(np.ascontiguousarray(features, dtype=np.float32))
         states = [np.asarray(engine.encode(view)).ravel() for engine in engines]
-        cosines.append(float(states[0] @ states[1] / (np.linalg.norm(states[0]) * np.linalg.norm(states[1]))))
+        cosines.append(cosine(*states))
         tokens = [engine.generate(view, [start], beam_size=1, max_length=2 * GATE_TOKENS)[0].sequences_ids[0]
                   for engine in engines]  # fmt: skip
-        agree.append(float(np.mean([a == b for a, b in zip(*tokens)])) if tokens[0] else 1.0)
+        agree.append(agreement(*tokens))
     return Int8Check(min(cosines), float(np.mean(agree)))

@@ -33,7 +33,7 @@ from typing import Any
 from tritonhf.bootstrap.installation.sources import cache_dir
 from tritonhf.errors import GalleryError
 from tritonhf.gallery.generation import openvino_missing
-from tritonhf.gallery.speech import CALIBRATION_SECONDS, GATE_TOKENS, Int8Check, calibration_audio
+from tritonhf.gallery.speech import CALIBRATION_SECONDS, GATE_TOKENS, Int8Check, agreement, calibration_audio, cosine
 from tritonhf.gallery.speech_engines import ct2_leaves_out
 
 __all__ = ["EXPORTER_PACKAGES", "check_int8", "export", "exporter_python", "exporter_ready", "why_not"]
@@ -104,8 +104,8 @@ def _base_python() -> str:
 
 
 def export(folder: Path, out: Path, weight_format: str = "fp32") -> None:
-    """The Whisper in ``folder`` exported for ``WhisperPipeline`` into ``out`` (float32 weights; the benchmark's
-    peer row asks for ``int8``, as OpenVINO's own Whisper examples ship it)."""
+    """The Whisper in ``folder`` exported for ``WhisperPipeline`` into ``out``: float32 weights, or ``int8`` (with
+    --quantize int8, as OpenVINO's own Whisper examples ship it)."""
     python = exporter_python()
     command = [str(python), "-m", "optimum.commands.optimum_cli", "export", "openvino", "--model", str(folder),
                "--task", "automatic-speech-recognition-with-past", "--weight-format", weight_format,
@@ -145,9 +145,9 @@ def check_int8(folder: Path, exported: Path) -> Int8Check:
             expected = reference.get_encoder()(features).last_hidden_state.numpy().ravel()
             tokens = reference.generate(features, max_new_tokens=GATE_TOKENS, do_sample=False)[0].tolist()
         found = np.asarray(encoder(features.numpy())[0]).ravel()
-        cosines.append(float(expected @ found / (np.linalg.norm(expected) * np.linalg.norm(found))))
+        cosines.append(cosine(expected, found))
         found_text = pipeline.generate(audio.tolist(), config).texts[0].strip()
         texts = [tokenizer.decode(tokens, skip_special_tokens=True).strip(), found_text]
         ids = [tokenizer(text, add_special_tokens=False).input_ids[:GATE_TOKENS] for text in texts]
-        agree.append(float(np.mean([a == b for a, b in zip(*ids)])) if ids[0] else 1.0)
+        agree.append(agreement(*ids))
     return Int8Check(min(cosines), float(np.mean(agree)))

@@ -230,7 +230,7 @@ class TritonPythonModel:
         text, language, chunks = self.ov.transcribe(item["samples"], item, on_text)
         item["language"] = item["language"] or (language if self.multilingual else "en")
         if not item["timestamps"]:
-            return self.result(item, text, [self.segment(0.0, item["duration"], text, item["duration"])])
+            return self.whole_file(item, text)
         # a segment the pipeline left open (no closing timestamp: end -1) runs to the end of the file, as in reply()
         segments = [self.segment(float(start), float(end) if end >= 0 else item["duration"], piece.strip(),
                                  item["duration"]) for start, end, piece in chunks]  # fmt: skip
@@ -240,7 +240,7 @@ class TritonPythonModel:
         assert self.ctc is not None
         text, words = self.ctc.transcribe(item["samples"], item["timestamps"])
         if words is None:
-            return self.result(item, text, [self.segment(0.0, item["duration"], text, item["duration"])])
+            return self.whole_file(item, text)
         return self.result(item, text, [self.segment(start, end, word, item["duration"]) for start, end, word in words])
 
     def prepare(self, data, language, task, prompt):
@@ -459,7 +459,7 @@ class TritonPythonModel:
         """A short row's result: its text, and segments from its timestamp tokens (or the whole file as one)."""
         text = self.tokenizer.decode(tokens, skip_special_tokens=True).strip()
         if not item["timestamps"]:
-            return self.result(item, text, [self.segment(0.0, item["duration"], text, item["duration"])])
+            return self.whole_file(item, text)
         segments, start = [], 0.0
         pending: list[int] = []  # text tokens since the last timestamp
         for token in tokens:
@@ -482,6 +482,10 @@ class TritonPythonModel:
         start = min(max(start, 0.0), duration)  # within the file, to the centisecond (never past its end)
         end = min(max(end, start), duration)
         return {"start": min(round(start, 2), duration), "end": min(round(end, 2), duration), "text": text}
+
+    def whole_file(self, item, text):
+        """A row's result without timestamps: its text as one segment over the whole file."""
+        return self.result(item, text, [self.segment(0.0, item["duration"], text, item["duration"])])
 
     @staticmethod
     def result(item, text, segments):
