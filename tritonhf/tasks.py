@@ -15,6 +15,7 @@ from tritonhf.errors import UnknownTaskError
 # carries); they are re-exported here for the gallery, the sdk and the CLI.
 from tritonhf.runtime.common import (
     PARAM_BACKEND,
+    PARAM_BATCH_INVARIANT,
     PARAM_DEVICE,
     PARAM_ENGINE,
     PARAM_GGUF_FILE,
@@ -37,6 +38,7 @@ from tritonhf.runtime.common import (
 __all__ = [
     "ALIASES",
     "PARAM_BACKEND",
+    "PARAM_BATCH_INVARIANT",
     "PARAM_DEVICE",
     "PARAM_ENGINE",
     "PARAM_GGUF_FILE",

@@ -224,3 +224,48 @@ def test_metrics_count_tokens(ov_int8: Any) -> None:
     assert families["tritonhf_generated_tokens_total"].metrics[-1].value >= generated
     assert families["tritonhf_prompt_tokens_total"].metrics[-1].value > 0
     assert families["tritonhf_running_sequences"].metrics[-1].value == 0
+
+
+def test_batch_invariant_settings_by_default_and_the_way_out_is_stated(
+    tmp_path: Path, tiny: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Invariant by default (one thread, f32 activations and key/value cache); batch_invariant=false runs on the
+    instance's cores with an f16 cache, and the config, the SDK's ModelInfo (so /v1/models) and the template
+    say it. A bad value, or threads above one without the way out, is refused at add and at load."""
+    from google.protobuf import json_format
+
+    from tritonhf._wire.config import ModelConfig
+    from tritonhf.gallery.config import parse_config
+    from tritonhf.runtime.openvino_settings import engine_settings
+
+    invariant = engine_settings({}, cores=2)
+    assert invariant.invariant and invariant.threads == 1
+    assert invariant.properties == {"KV_CACHE_PRECISION": "f32", "INFERENCE_PRECISION_HINT": "f32"}
+    fast = engine_settings({"batch_invariant": "false"}, cores=2)
+    assert not fast.invariant and fast.threads == 2 and fast.properties["KV_CACHE_PRECISION"] == "f16"
+    assert engine_settings({"batch_invariant": "false", "kv_cache_precision": "u8"}, 4).properties[
+        "KV_CACHE_PRECISION"
+    ] == "u8"
+    for bad, match in (({"batch_invariant": "maybe"}, "true or false"), ({"threads": "2"}, "batch_invariant=false")):
+        with pytest.raises(ValueError, match=match):
+            engine_settings(bad, cores=2)
+        with pytest.raises(GalleryError, match=match):
+            add_model(AddRequest("text-generation", str(tiny["llama"]), tmp_path / "bad", engine="openvino",
+                                 params=bad))  # fmt: skip
+
+    def parsed(folder: Path) -> ModelConfig:
+        config = parse_config((folder / "config.pbtxt").read_text())
+        return ModelConfig.parse(json_format.MessageToDict(config, preserving_proto_field_name=True))
+
+    default = add_model(AddRequest("text-generation", str(tiny["llama"]), tmp_path / "r", name="inv", engine="openvino"))
+    assert "Engine settings: batch-invariant" in (default / "config.pbtxt").read_text() and parsed(default).batch_invariant
+    way_out = add_model(AddRequest("text-generation", str(tiny["llama"]), tmp_path / "r", name="fast",
+                                   engine="openvino", params={"batch_invariant": "false"}))  # fmt: skip
+    text = (way_out / "config.pbtxt").read_text()
+    assert "Engine settings: NOT batch-invariant (batch_invariant=false)" in text and not parsed(way_out).batch_invariant
+    model = instantiate(way_out)
+    model.finalize()
+    assert _alone(model, "the movie", max_tokens=4) is not None
+    pt = add_model(AddRequest("text-generation", str(tiny["llama"]), tmp_path / "r", name="pt", engine="transformers",
+                              params={"batch_invariant": "false"}))  # fmt: skip
+    assert parsed(pt).batch_invariant, "the transformers engine is invariant whatever the parameter says"

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tritonhf.tasks import PARAM_TASK, wire_datatype
+from tritonhf.tasks import PARAM_BATCH_INVARIANT, PARAM_ENGINE, PARAM_TASK, wire_datatype
 
 
 @dataclass(frozen=True)
@@ -20,6 +20,9 @@ class ModelConfig:
     task: str | None = None
     decoupled: bool = False
     instances: int = 1  # copies of the model that compute at once (instance_group counts)
+    # False only for a generation model on OpenVINO added with batch_invariant=false: its answers may change
+    # with their batch-mates (every other model answers each input as it would alone).
+    batch_invariant: bool = True
 
     @classmethod
     def parse(cls, raw: Mapping[str, Any]) -> ModelConfig:
@@ -35,7 +38,8 @@ class ModelConfig:
         outputs = {
             str(item["name"]): tuple(int(dim) for dim in item.get("dims", [])) for item in config.get("output", [])
         }
-        task = config.get("parameters", {}).get(PARAM_TASK, {}).get("string_value")
+        params = {str(key): str(value.get("string_value", "")) for key, value in config.get("parameters", {}).items()}
+        task = params.get(PARAM_TASK)
         policy = config.get("model_transaction_policy", {})
         return cls(
             name=str(config.get("name", "")),
@@ -45,4 +49,5 @@ class ModelConfig:
             task=str(task) if task else None,
             decoupled=bool(policy.get("decoupled", False)),
             instances=max(sum(int(group.get("count", 1) or 1) for group in config.get("instance_group", [])), 1),
+            batch_invariant=params.get(PARAM_ENGINE) != "openvino" or params.get(PARAM_BATCH_INVARIANT) != "false",
         )

@@ -6,17 +6,19 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from google.protobuf import json_format
 from rich.syntax import Syntax
 
+from tritonhf._wire.config import ModelConfig
 from tritonhf.bootstrap.layout import Workspace
 from tritonhf.cli._console import RichProgress, console, err_console, friendly_errors, table
 from tritonhf.gallery.add import ONNX_PART_SUFFIX, AddRequest, add_model, parse_params, template_source
-from tritonhf.gallery.config import ModelOptions, build_config, config_to_text
+from tritonhf.gallery.config import ModelOptions, build_config, config_to_text, parse_config
 from tritonhf.gallery.listing import remove_model
 from tritonhf.gallery.validate import validate_repository
 from tritonhf.runtime.audio import DEFAULT_MAX_AUDIO_SECONDS
 from tritonhf.runtime.images import DEFAULT_MAX_IMAGE_PIXELS
-from tritonhf.tasks import TASKS, TensorSpec, get_task
+from tritonhf.tasks import ALIASES, TASKS, TensorSpec, get_task
 
 app = typer.Typer(help="Ready model.py + config.pbtxt templates for HuggingFace tasks.", no_args_is_help=True)
 
@@ -46,14 +48,31 @@ def list_command() -> None:
 
 @app.command("show")
 @friendly_errors
-def show_command(task: Annotated[str, typer.Argument(help="A task name from `gallery list`.")]) -> None:
-    """Print a template's config.pbtxt and model.py."""
+def show_command(
+    task: Annotated[str, typer.Argument(help="A task name from `gallery list`, or a model of the repository.")],
+    repository: RepositoryOption = None,
+) -> None:
+    """Print a template's config.pbtxt and model.py, or a model's config.pbtxt (its engine, its settings, and
+    whether its answers are batch-invariant)."""
+    folder = _repository(repository) / task
+    if task not in TASKS and task not in ALIASES and (folder / "config.pbtxt").is_file():
+        _show_model(folder)
+        return
     spec = get_task(task)
     config = build_config(spec, "MODEL_NAME", ModelOptions(parameters={"tritonhf.task": spec.name}))
     console.rule(f"{spec.name}: config.pbtxt")
     console.print(Syntax(config_to_text(config, spec), "text", theme="ansi_dark"))
     console.rule(f"{spec.name}: 1/model.py")
     console.print(Syntax(template_source(spec), "python", theme="ansi_dark"))
+
+
+def _show_model(folder: Path) -> None:
+    config = ModelConfig.parse(json_format.MessageToDict(parse_config((folder / "config.pbtxt").read_text()),
+                                                         preserving_proto_field_name=True))  # fmt: skip
+    invariant = "yes" if config.batch_invariant else "NO (batch_invariant=false: answers may change with batch-mates)"
+    console.print(f"{folder.name}: task {config.task or '?'}, batch-invariant: {invariant}")
+    console.rule(f"{folder.name}: config.pbtxt")
+    console.print(Syntax((folder / "config.pbtxt").read_text(), "text", theme="ansi_dark"))
 
 
 @app.command("add")

@@ -585,7 +585,8 @@ def _openvino_weights(
     (a GGUF source is then converted as transformers needs it)."""
     weights_dir = version_dir / VENDORED_WEIGHTS_DIR
     try:
-        found = generation.add_openvino_weights(resolved, weights_dir, request.weight_format, progress)
+        settings = generation.settings_for(request.params, request.options.instances)
+        found = generation.add_openvino_weights(resolved, weights_dir, request.weight_format, progress, settings)
         return generation.EnginePlan("openvino", ""), found, resolved
     except ModelSourceError as exc:
         if request.engine == "openvino":
@@ -763,6 +764,7 @@ def _notes(params: Mapping[str, str]) -> list[str]:
             "Engine: OpenVINO GenAI's ContinuousBatchingPipeline on the GGUF file (openvino_engine.py); "
             "parameters max_running (sequences), max_prefill_tokens (tokens per step), kv_cache_gb."
         )
+        notes.append(f"Engine settings: {params[generation.PARAM_ENGINE_SETTINGS]}.")
     if params.get(PARAM_BACKEND) == "onnx":
         notes.append(
             "ONNX Runtime: intra-op threads = this instance's share of the cores, inter-op 1, all graph "

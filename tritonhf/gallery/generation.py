@@ -11,14 +11,17 @@ serves with transformers and says why (as encoders fall back from ONNX to PyTorc
 
 from __future__ import annotations
 
+import os
 import shutil
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from tritonhf._progress import Progress
 from tritonhf.errors import GalleryError, ModelSourceError
 from tritonhf.gallery import gguf_export, models
+from tritonhf.runtime.openvino_settings import EngineSettings, engine_settings
 from tritonhf.tasks import PARAM_ENGINE, PARAM_GGUF_FILE
 
 ENGINES = ("auto", "openvino", "transformers")
@@ -26,6 +29,8 @@ ENGINES = ("auto", "openvino", "transformers")
 WEIGHT_FORMATS = {"int8": "q8_0", "int4": "q4_0", "fp16": "f16"}
 PARAM_ENGINE_REASON = "tritonhf.engine_reason"
 PARAM_ENGINE_CHECK = "tritonhf.engine_check"
+# The OpenVINO engine's threads and precisions, and whether its answers are batch-invariant (runtime.openvino_settings).
+PARAM_ENGINE_SETTINGS = "tritonhf.engine_settings"
 # Greedy agreement: a few prompts, this many tokens each, the OpenVINO model against transformers fp32.
 CHECK_PROMPTS = ("The capital of France is", "def fibonacci(n):", "Once upon a time")
 CHECK_TOKENS = 16
@@ -82,38 +87,57 @@ def check_weight_format(weight_format: str) -> str:
     return WEIGHT_FORMATS[weight_format]
 
 
+def settings_for(params: Mapping[str, str], instances: int = 1) -> EngineSettings:
+    """The OpenVINO engine's settings for a model added with ``params`` (``--param``), as the template will
+    choose them on an instance's share of this machine's cores; a GalleryError names a bad value."""
+    try:
+        return engine_settings(params, max(1, (os.cpu_count() or 1) // max(1, instances)))
+    except ValueError as exc:
+        raise GalleryError(f"--param {exc}.") from exc
+
+
 def add_openvino_weights(
-    resolved: models.ResolvedSource, weights_dir: Path, weight_format: str, progress: Progress
+    resolved: models.ResolvedSource,
+    weights_dir: Path,
+    weight_format: str,
+    progress: Progress,
+    settings: EngineSettings,
 ) -> dict[str, str]:
     """``weights_dir`` gets model.gguf with the tokenizer and config; the parameters that say how it was
-    made and checked. Raises ModelSourceError when the export or the load fails."""
+    made and checked, on the ``settings`` it will be served with. Raises ModelSourceError when the export
+    or the load fails."""
     gguf_file = weights_dir / gguf_export.GGUF_FILE
     if resolved.kind == "gguf":
         models.vendor_metadata(resolved.folder, weights_dir)
         progress.step(f"Copying {Path(resolved.given).name} into the repository as {gguf_file.name}")
         shutil.copy2(Path(resolved.given).expanduser(), gguf_file)
-        summary = _check_loads(gguf_file, weights_dir) + "; the GGUF file's own weights (no export)"
+        summary = _check_loads(gguf_file, weights_dir, settings) + "; the GGUF file's own weights (no export)"
     else:
         models.vendor(resolved.folder, weights_dir)
         tensor_type = check_weight_format(weight_format)
         progress.step(f"Exporting to GGUF ({tensor_type} weights) for OpenVINO GenAI")
         gguf_export.export(weights_dir, gguf_file, tensor_type)
         progress.step("Comparing its greedy tokens with transformers")
-        summary = f"{tensor_type} weights; " + _check_agreement(gguf_file, weights_dir)
+        summary = f"{tensor_type} weights; " + _check_agreement(gguf_file, weights_dir, settings)
         for tensor_file in weights_dir.glob("*.safetensors"):
             tensor_file.unlink()  # served from model.gguf; config and tokenizer stay
     progress.step(summary)
-    return {PARAM_ENGINE: "openvino", PARAM_GGUF_FILE: gguf_file.name, PARAM_ENGINE_CHECK: summary}
+    return {
+        PARAM_ENGINE: "openvino",
+        PARAM_GGUF_FILE: gguf_file.name,
+        PARAM_ENGINE_CHECK: summary,
+        PARAM_ENGINE_SETTINGS: settings.describe(),
+    }
 
 
-def _pipeline(gguf_file: Path) -> object:
+def _pipeline(gguf_file: Path, settings: EngineSettings) -> object:
+    """The pipeline as the template serves it (text_generation/openvino_engine.py), on the same settings."""
     import openvino_genai
 
     scheduler = openvino_genai.SchedulerConfig()
     scheduler.cache_size = 1
+    properties = {"INFERENCE_NUM_THREADS": settings.threads, **settings.properties}
     try:
-        # As the template serves it (text_generation/model.py): f32 activations, an f16 key/value cache.
-        properties = {"INFERENCE_PRECISION_HINT": "f32", "KV_CACHE_PRECISION": "f16"}
         return openvino_genai.ContinuousBatchingPipeline(str(gguf_file), scheduler, "CPU", properties)
     except RuntimeError as exc:
         raise ModelSourceError(f"OpenVINO GenAI could not load {gguf_file.name}: {str(exc).splitlines()[0]}") from exc
@@ -141,11 +165,11 @@ def _greedy(pipeline: object, prompt_ids: list[list[int]], tokens: int) -> list[
     return outputs
 
 
-def _check_loads(gguf_file: Path, folder: Path) -> str:
+def _check_loads(gguf_file: Path, folder: Path, settings: EngineSettings) -> str:
     from transformers import AutoTokenizer
 
     started = time.monotonic()
-    pipeline = _pipeline(gguf_file)
+    pipeline = _pipeline(gguf_file, settings)
     loaded = time.monotonic() - started
     ids = AutoTokenizer.from_pretrained(folder)(CHECK_PROMPTS[0])["input_ids"]
     if not _greedy(pipeline, [ids], 4)[0]:
@@ -153,7 +177,7 @@ def _check_loads(gguf_file: Path, folder: Path) -> str:
     return f"loads in {loaded:.1f} s and generates"
 
 
-def _check_agreement(gguf_file: Path, folder: Path) -> str:
+def _check_agreement(gguf_file: Path, folder: Path, settings: EngineSettings) -> str:
     """Greedy tokens of the GGUF model on OpenVINO against the HuggingFace model on transformers fp32."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -169,7 +193,7 @@ def _check_agreement(gguf_file: Path, folder: Path) -> str:
                 torch.tensor([ids]), max_new_tokens=CHECK_TOKENS, do_sample=False, pad_token_id=pad
             )
             expected.append(out[0, len(ids) :].tolist())
-    got = _greedy(_pipeline(gguf_file), prompt_ids, CHECK_TOKENS)
+    got = _greedy(_pipeline(gguf_file, settings), prompt_ids, CHECK_TOKENS)
     agreed = first = 0
     for want, have in zip(expected, got):
         same = 0

@@ -29,7 +29,7 @@ What a template finds here:
 
 One module per concern: ``common`` (parameter names, the single place that knows them;
 ``tritonhf.tasks`` imports them from there), ``loading``, ``batching``, ``windows``, ``images``, ``audio``,
-``replies``, ``pipeline``, ``int8``.
+``replies``, ``pipeline``, ``int8``, ``openvino_settings``.
 Templates use the names re-exported here (``runtime.Batch``).
 """
 
@@ -58,6 +58,7 @@ from .batching import (
 from .common import (
     DEFAULT_MAX_BATCH_TOKENS,
     PARAM_BACKEND,
+    PARAM_BATCH_INVARIANT,
     PARAM_DEVICE,
     PARAM_ENGINE,
     PARAM_GGUF_FILE,
@@ -111,6 +112,7 @@ from .loading import (
     trust_remote_code,
     weights_location,
 )
+from .openvino_settings import EngineSettings, batch_invariant, engine_settings
 from .pipeline import (
     Pipeline,
     Work,
@@ -147,6 +149,7 @@ __all__ = [
     "OPENVINO_ENCODER",
     "OPENVINO_WHISPER",
     "PARAM_BACKEND",
+    "PARAM_BATCH_INVARIANT",
     "PARAM_COMPUTE_TYPE",
     "PARAM_DEVICE",
     "PARAM_ENCODER",
@@ -177,11 +180,13 @@ __all__ = [
     "BadRequest",
     "Batch",
     "Encoded",
+    "EngineSettings",
     "OnnxModel",
     "Pipeline",
     "TextReply",
     "TritonOnnxModel",
     "Work",
+    "batch_invariant",
     "bool_tensor",
     "budget_groups",
     "busy_response",
@@ -191,6 +196,7 @@ __all__ = [
     "device",
     "encode",
     "encode_rows",
+    "engine_settings",
     "error_response",
     "float_tensor",
     "forward_is_local",

@@ -19,6 +19,8 @@ PARAM_BACKEND = "tritonhf.backend"  # pytorch | onnx
 # the openvino engine loads from the weights folder.
 PARAM_ENGINE = "tritonhf.engine"
 PARAM_GGUF_FILE = "tritonhf.gguf_file"
+# text-generation on OpenVINO: "false" trades batch invariance for batched throughput (runtime.openvino_settings).
+PARAM_BATCH_INVARIANT = "batch_invariant"
 # With --backend onnx on a server that has Triton's onnxruntime backend, the forward pass is
 # a second model (the "ONNX part"): the template calls it by name (BLS) with these tensors.
 PARAM_ONNX_MODEL = "tritonhf.onnx_model"  # the part's model name

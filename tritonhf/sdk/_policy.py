@@ -111,6 +111,7 @@ def model_infos(index: Sequence[Mapping[str, Any]], configs: Mapping[str, ModelC
                 config.max_batch_size if config else 0,
                 str(entry.get("reason", "")),
                 config.instances if config else 1,
+                config.batch_invariant if config else True,
             )
         )
     return found

@@ -151,6 +151,8 @@ class ModelInfo:
     max_batch_size: int = 0
     reason: str = ""
     instances: int = 1  # copies of the model that compute at once (its config's instance groups)
+    # False only where the model was added with batch_invariant=false (text-generation on OpenVINO).
+    batch_invariant: bool = True
 
     @property
     def ready(self) -> bool:

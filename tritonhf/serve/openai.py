@@ -25,7 +25,7 @@ from fastapi.sse import format_sse_event
 from tritonhf._wire import codecs
 from tritonhf._wire.aio_transport import cancel_and_wait
 from tritonhf.errors import ClientError
-from tritonhf.sdk import AsyncClient, AsyncTextStream
+from tritonhf.sdk import AsyncClient, AsyncTextStream, ModelInfo
 from tritonhf.sdk.aio import AsyncResponseStream
 from tritonhf.serve.coalesce import Coalescer
 from tritonhf.serve.errors import GatewayError, empty, refused
@@ -265,11 +265,7 @@ async def list_models(request: Request) -> dict[str, Any]:
         models = await client_of(request).models()
     except ClientError as error:
         raise GatewayError.of(error) from error
-    data = [
-        {"id": m.name, "object": "model", "created": 0, "owned_by": "tritonhf", "task": m.task}
-        for m in models
-        if m.ready and not m.name.endswith("__onnx")
-    ]
+    data = [_model_card(m) for m in models if m.ready and not m.name.endswith("__onnx")]
     return {"object": "list", "data": data}
 
 
@@ -282,7 +278,13 @@ async def retrieve_model(model_id: str, request: Request) -> dict[str, Any]:
     found = models.get(model_id)
     if found is None or not found.ready or model_id.endswith("__onnx"):
         raise GatewayError(404, f"The model '{model_id}' does not exist.", param="model", code="model_not_found")
-    return {"id": found.name, "object": "model", "created": 0, "owned_by": "tritonhf", "task": found.task}
+    return _model_card(found)
+
+
+def _model_card(model: ModelInfo) -> dict[str, Any]:
+    """OpenAI's model object, with the task and whether each answer is batch-invariant (tritonhf's fields)."""
+    card = {"id": model.name, "object": "model", "created": 0, "owned_by": "tritonhf", "task": model.task}
+    return {**card, "batch_invariant": model.batch_invariant}
 
 
 @router.post("/v1/chat/completions", response_model=None)

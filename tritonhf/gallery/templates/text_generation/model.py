@@ -186,23 +186,17 @@ class TritonPythonModel:
         if eos is None:
             eos = self.tokenizer.eos_token_id
         self.eos_ids = set(eos if isinstance(eos, list) else [eos]) - {None}
+        settings = runtime.engine_settings(params, runtime.instance_threads(args))  # ValueError: Triton says why
+        print(f"tritonhf: {args.get('model_name', 'model')} on OpenVINO, {settings.describe()}", flush=True)
         return OpenVinoEngine(
             path=str(Path(folder) / params.get(runtime.PARAM_GGUF_FILE, "model.gguf")),
-            threads=runtime.instance_threads(args),
+            settings=settings,
             max_running=self.max_running,
             max_batched_tokens=self.max_prefill_tokens,
             cache_gb=runtime.int_parameter(params, "kv_cache_gb", 1),
             eos_ids=self.eos_ids,
             advance=self.advance,
             finish=self.finish,
-            # The key/value cache in f16, not OpenVINO's CPU default (u8): with u8 a greedy answer could
-            # change with its batch-mates (bench/generation.py counts them); f16 costs no speed there.
-            # kv_cache_precision=u8 halves the cache for those who accept that.
-            KV_CACHE_PRECISION=params.get("kv_cache_precision", "f16"),
-            # Activations in f32: on a CPU with bf16 (AMX, AVX512-BF16) OpenVINO computes in bf16 by default,
-            # and an int8 model's answer then changed with its batch-mates (tests/unit/test_openvino_engine.py
-            # failed on such a machine). inference_precision=bf16 brings OpenVINO's default back.
-            INFERENCE_PRECISION_HINT=params.get("inference_precision", "f32"),
         )
 
     def finalize(self):

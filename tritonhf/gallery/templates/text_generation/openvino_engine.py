@@ -16,6 +16,9 @@ way with either engine. Stop strings are matched on that text too (a stop cut is
 the same for both engines); the request's handle is cancelled at the next step. End-of-text
 ids go to OpenVINO as ``stop_token_ids``, so a finished sequence stops inside its scheduler.
 
+Batch invariance: ``runtime.engine_settings`` chooses the threads and precisions (one thread, f32
+activations and key/value cache by default; why in ``tritonhf_runtime/openvino_settings.py``).
+
 Seeds: ``rng_seed`` is per request in OpenVINO GenAI's sampler, so a seeded sample does not
 depend on its neighbours; an unseeded sample gets a random seed (not always the same text).
 """
@@ -35,14 +38,16 @@ IGNORED = openvino_genai.GenerationStatus.IGNORED
 class OpenVinoEngine:
     """One ``ContinuousBatchingPipeline`` over a GGUF file (or an OpenVINO IR folder) on the CPU."""
 
-    def __init__(self, path, threads, max_running, max_batched_tokens, cache_gb, eos_ids, advance, finish, **device):
+    def __init__(self, path, settings, max_running, max_batched_tokens, cache_gb, eos_ids, advance, finish):
+        """``settings``: the runtime's ``EngineSettings`` (threads and CPU properties; batch-invariant unless
+        the model was added with batch_invariant=false)."""
         scheduler = openvino_genai.SchedulerConfig()
         scheduler.cache_size = cache_gb  # GB of key/value cache, shared by the running sequences
         scheduler.max_num_seqs = max_running
         scheduler.max_num_batched_tokens = max_batched_tokens
         scheduler.dynamic_split_fuse = True  # long prompts are prefilled over several steps
         self.pipeline = openvino_genai.ContinuousBatchingPipeline(
-            path, scheduler, "CPU", {"INFERENCE_NUM_THREADS": threads, **device}
+            path, scheduler, "CPU", {"INFERENCE_NUM_THREADS": settings.threads, **settings.properties}
         )
         self.eos_ids = set(eos_ids)
         self.advance, self.finish = advance, finish
