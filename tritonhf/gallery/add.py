@@ -762,7 +762,8 @@ def _notes(params: Mapping[str, str]) -> list[str]:
     if params.get(PARAM_ENGINE) == "openvino":
         notes.append(
             "Engine: OpenVINO GenAI's ContinuousBatchingPipeline on the GGUF file (openvino_engine.py); "
-            "parameters max_running (sequences), max_prefill_tokens (tokens per step), kv_cache_gb."
+            "parameters max_running (sequences), max_prefill_tokens (tokens per step), kv_cache_gb, "
+            "prefix_caching (true: a prompt that repeats an earlier one's start reuses its cached keys and values)."
         )
         notes.append(f"Engine settings: {params[generation.PARAM_ENGINE_SETTINGS]}.")
     if params.get(PARAM_BACKEND) == "onnx":

@@ -194,6 +194,7 @@ class TritonPythonModel:
             max_running=self.max_running,
             max_batched_tokens=self.max_prefill_tokens,
             cache_gb=runtime.int_parameter(params, "kv_cache_gb", 1),
+            prefix_caching=params.get("prefix_caching", "true").strip().lower() != "false",
             eos_ids=self.eos_ids,
             advance=self.advance,
             finish=self.finish,

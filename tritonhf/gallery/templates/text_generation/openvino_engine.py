@@ -38,7 +38,9 @@ IGNORED = openvino_genai.GenerationStatus.IGNORED
 class OpenVinoEngine:
     """One ``ContinuousBatchingPipeline`` over a GGUF file (or an OpenVINO IR folder) on the CPU."""
 
-    def __init__(self, path, settings, max_running, max_batched_tokens, cache_gb, eos_ids, advance, finish):
+    def __init__(
+        self, path, settings, max_running, max_batched_tokens, cache_gb, prefix_caching, eos_ids, advance, finish
+    ):
         """``settings``: the runtime's ``EngineSettings`` (threads and CPU properties; batch-invariant unless
         the model was added with batch_invariant=false)."""
         scheduler = openvino_genai.SchedulerConfig()
@@ -46,6 +48,10 @@ class OpenVinoEngine:
         scheduler.max_num_seqs = max_running
         scheduler.max_num_batched_tokens = max_batched_tokens
         scheduler.dynamic_split_fuse = True  # long prompts are prefilled over several steps
+        # A prompt that starts as an earlier one did (a chat's history, resent every turn) reuses that prefix's
+        # cached keys and values instead of computing them again; on the invariant settings a cached prefix gives
+        # the same answer as a cold one (the batch-invariance seeds send each prompt twice).
+        scheduler.enable_prefix_caching = prefix_caching
         self.pipeline = openvino_genai.ContinuousBatchingPipeline(
             path, scheduler, "CPU", {"INFERENCE_NUM_THREADS": settings.threads, **settings.properties}
         )
