@@ -257,12 +257,15 @@ def test_batch_invariant_settings_by_default_and_the_way_out_is_stated(
         config = parse_config((folder / "config.pbtxt").read_text())
         return ModelConfig.parse(json_format.MessageToDict(config, preserving_proto_field_name=True))
 
-    default = add_model(AddRequest("text-generation", str(tiny["llama"]), tmp_path / "r", name="inv", engine="openvino"))
-    assert "Engine settings: batch-invariant" in (default / "config.pbtxt").read_text() and parsed(default).batch_invariant
+    repo = tmp_path / "r"
+    default = add_model(AddRequest("text-generation", str(tiny["llama"]), repo, name="inv", engine="openvino"))
+    assert "Engine settings: batch-invariant" in (default / "config.pbtxt").read_text()
+    assert parsed(default).batch_invariant
     way_out = add_model(AddRequest("text-generation", str(tiny["llama"]), tmp_path / "r", name="fast",
                                    engine="openvino", params={"batch_invariant": "false"}))  # fmt: skip
     text = (way_out / "config.pbtxt").read_text()
-    assert "Engine settings: NOT batch-invariant (batch_invariant=false)" in text and not parsed(way_out).batch_invariant
+    assert "Engine settings: NOT batch-invariant (batch_invariant=false)" in text
+    assert not parsed(way_out).batch_invariant
     from typer.testing import CliRunner
 
     from tritonhf.cli.main import app
