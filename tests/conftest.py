@@ -74,6 +74,7 @@ SERVED_MODULES = frozenset(
         "test_batch_invariance",
         "test_bench",
         "test_examples_served",
+        "test_fuzz",
         "test_gallery_sdk",
         "test_gateway",
         "test_new_tasks_served",

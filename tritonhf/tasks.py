@@ -10,9 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tritonhf.errors import UnknownTaskError
-
-# The config parameter names live in the runtime package (the code every served model
-# carries); they are re-exported here for the gallery, the sdk and the CLI.
 from tritonhf.runtime.common import (
     PARAM_BACKEND,
     PARAM_BATCH_INVARIANT,
@@ -35,8 +32,21 @@ from tritonhf.runtime.common import (
     VENDORED_WEIGHTS_DIR,
 )
 
+# The config parameter names live in the runtime package (the code every served model
+# carries); they are re-exported here for the gallery, the sdk and the CLI.
+from tritonhf.runtime.ranges import (
+    INT32_MAX,
+    ROLES,
+    SEED_MAX,
+    TEMPERATURE_MAX,
+    TOP_LOGPROBS_MAX,
+    TOP_P_MAX,
+    seed_to_wire,
+)
+
 __all__ = [
     "ALIASES",
+    "INT32_MAX",
     "PARAM_BACKEND",
     "PARAM_BATCH_INVARIANT",
     "PARAM_DEVICE",
@@ -54,12 +64,18 @@ __all__ = [
     "PARAM_TRUST_REMOTE_CODE",
     "PARAM_VERSION",
     "PARAM_WEIGHTS",
+    "ROLES",
     "RUNTIME_DIR",
+    "SEED_MAX",
     "TASKS",
+    "TEMPERATURE_MAX",
+    "TOP_LOGPROBS_MAX",
+    "TOP_P_MAX",
     "VENDORED_WEIGHTS_DIR",
     "Task",
     "TensorSpec",
     "get_task",
+    "seed_to_wire",
     "wire_datatype",
 ]
 

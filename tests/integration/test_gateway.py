@@ -581,3 +581,22 @@ def _post_form(url: str, fields: dict[str, str], data: bytes) -> tuple[int, dict
             return response.status, dict(response.headers), json.loads(response.read())
     except urllib.error.HTTPError as error:
         return error.code, dict(error.headers), json.loads(error.read())
+
+
+def test_every_64_bit_seed_is_a_seed_and_roles_are_openai_s(gateway: Stack) -> None:
+    """Issue 48: a seed from 2**63 up was a plain-text 500. Every seed a client draws with getrandbits(64) is one, the
+    same seed gives the same text (over the gateway and the SDK alike), and a role OpenAI does not have is a 400."""
+    client = openai.OpenAI(base_url=_base(gateway), api_key="unused-on-loopback")
+    sample = {"model": "smollm2", "messages": CHAT, "max_tokens": 8, "temperature": 1.0}
+    texts = {}
+    for seed in (2**63 - 1, 2**63, 2**63 + 5, 2**64 - 1):
+        texts[seed] = client.chat.completions.create(seed=seed, **sample).choices[0].message.content  # type: ignore[call-overload]
+        assert client.chat.completions.create(seed=seed, **sample).choices[0].message.content == texts[seed]  # type: ignore[call-overload]
+    with Client(gateway.server.grpc_url) as sdk:
+        assert sdk.chat(CHAT, model="smollm2", max_tokens=8, temperature=1.0, seed=2**64 - 1) == texts[2**64 - 1]
+    for bad in ({"seed": 2**64}, {"messages": [{"role": "robot", "content": "hi"}]}):
+        with pytest.raises(openai.BadRequestError) as refused:
+            client.chat.completions.create(**{**sample, **bad})  # type: ignore[call-overload]
+        assert refused.value.body["param"] in ("seed", "messages.0.role")  # type: ignore[index]
+    developer = [{"role": "developer", "content": "Answer briefly."}, *CHAT]
+    assert client.chat.completions.create(model="smollm2", messages=developer, max_tokens=4).choices  # type: ignore[arg-type]

@@ -63,8 +63,13 @@ def bytes_matrix(rows: Sequence[Sequence[str]]) -> np.ndarray[Any, Any]:
 
 
 def column(value: Any, datatype: str, rows: int) -> np.ndarray[Any, Any]:
-    """The same scalar for each of ``rows`` batch rows, shape [rows, 1]."""
-    return np.full((rows, 1), value, dtype=DATATYPES[datatype])
+    """The same scalar for each of ``rows`` batch rows, shape [rows, 1]; a value the datatype cannot hold is an
+    ``InvalidInputError`` (numpy's OverflowError never reaches a caller: each option's range is checked by name
+    first, this is the last guard)."""
+    try:
+        return np.full((rows, 1), value, dtype=DATATYPES[datatype])
+    except (OverflowError, ValueError, TypeError) as exc:
+        raise InvalidInputError(f"{value!r} does not fit a {datatype} tensor ({exc}).") from exc
 
 
 def decode(array: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:

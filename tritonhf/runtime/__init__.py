@@ -29,7 +29,8 @@ What a template finds here:
 
 One module per concern: ``common`` (parameter names, the single place that knows them;
 ``tritonhf.tasks`` imports them from there), ``loading``, ``batching``, ``windows``, ``images``, ``audio``,
-``replies``, ``pipeline``, ``int8``, ``openvino_settings``.
+``replies``, ``pipeline``, ``int8``, ``openvino_settings``, ``ranges``
+(every numeric option's range, which the SDK and the gateway read too).
 Templates use the names re-exported here (``runtime.Batch``).
 """
 
@@ -117,6 +118,7 @@ from .pipeline import (
     Pipeline,
     Work,
 )
+from .ranges import seed_from_wire
 from .replies import (
     TextReply,
     bool_tensor,
@@ -225,6 +227,7 @@ __all__ = [
     "ranked_labels",
     "ranked_labels_outputs",
     "resample",
+    "seed_from_wire",
     "string_matrix",
     "string_tensor",
     "too_long_message",

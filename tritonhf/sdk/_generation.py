@@ -4,7 +4,7 @@ options, chat messages as the JSON the template reads, and what a stream has del
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +22,7 @@ from tritonhf.sdk.results import (
     Usage,
 )
 from tritonhf.sdk.sampling import OPTIONS as SAMPLING_OPTIONS
+from tritonhf.tasks import INT32_MAX, SEED_MAX, TEMPERATURE_MAX, TOP_P_MAX, seed_to_wire
 
 
 def generation_inputs(text: str, chat: bool, sampling: Mapping[str, Any]) -> Tensors:
@@ -38,14 +39,12 @@ def generation_inputs(text: str, chat: bool, sampling: Mapping[str, Any]) -> Ten
             f"unknown generation option(s) {', '.join(unknown)}; the options are {', '.join(SAMPLING_OPTIONS)}."
         )
     inputs = {"text_input": codecs.bytes_column([text])}
-    for key, datatype in (("max_tokens", "INT32"), ("temperature", "FP32"), ("top_p", "FP32"), ("seed", "INT64")):
+    for key, (datatype, inside, said) in RANGES.items():
         value = sampling.get(key)
         if value is None:
             continue
-        integral = datatype.startswith("INT")
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or (integral and not isinstance(value, int)):
-            raise InvalidInputError(f"{key} must be {'an int' if integral else 'a number'}, not {value!r}.")
-        inputs[key] = codecs.column(value, datatype, 1)
+        check_option(key, value, datatype, inside, said)
+        inputs[key] = codecs.column(seed_to_wire(value) if key == "seed" else value, datatype, 1)
     stop = sampling.get("stop")
     if stop:
         stops, _ = codecs.text_list(stop, "stop")
@@ -58,6 +57,27 @@ def generation_inputs(text: str, chat: bool, sampling: Mapping[str, Any]) -> Ten
     if truncate:
         inputs["truncate"] = codecs.column(True, "BOOL", 1)
     return inputs
+
+
+# Each sampling option's tensor type and range (tritonhf/runtime/ranges.py states them; the template checks the same).
+RANGES: dict[str, tuple[str, Callable[[Any], bool], str]] = {
+    "max_tokens": ("INT32", lambda v: 1 <= v <= INT32_MAX, f"an int from 1 to {INT32_MAX}"),
+    "temperature": ("FP32", lambda v: 0 <= v <= TEMPERATURE_MAX, f"a number from 0 (greedy) to {TEMPERATURE_MAX:g}"),
+    "top_p": ("FP32", lambda v: 0 < v <= TOP_P_MAX, f"a number above 0 and at most {TOP_P_MAX:g}"),
+    "seed": ("INT64", lambda v: 0 <= v <= SEED_MAX, "an int from 0 to 2**64 - 1"),
+}
+
+
+def check_option(key: str, value: Any, datatype: str, inside: Callable[[Any], bool], said: str) -> None:
+    """An ``InvalidInputError`` naming ``key`` unless ``value`` is a number of the right kind within its range."""
+    integral = datatype.startswith("INT")
+    kind_ok = isinstance(value, int) if integral else isinstance(value, (int, float))
+    if isinstance(value, bool) or not kind_ok:
+        raise InvalidInputError(f"{key} must be {said}, not {value!r}.")
+    with np.errstate(over="ignore"):  # a float is checked as the FP32 it travels as: 1e-50 reaches a model as 0
+        sent = value if integral else float(np.float32(value))
+    if not inside(sent):
+        raise InvalidInputError(f"{key} must be {said}, not {value!r}.")
 
 
 def chat_text(messages: Sequence[Mapping[str, Any]]) -> str:

@@ -21,6 +21,7 @@ from tritonhf.errors import (
     InvalidInputError,
 )
 from tritonhf.sdk import media
+from tritonhf.sdk._generation import RANGES, check_option
 from tritonhf.sdk._policy import Array, Tensors
 from tritonhf.sdk.media import AudioInput, ImageInput
 from tritonhf.sdk.results import (
@@ -35,6 +36,7 @@ from tritonhf.sdk.results import (
     ZeroShotClassification,
 )
 from tritonhf.sdk.sampling import SpeechOptions
+from tritonhf.tasks import seed_to_wire
 
 R = TypeVar("R")
 
@@ -575,12 +577,9 @@ def transcribe(
     _check_flag("timestamps", timestamps)
     if prompt is not None:
         check_prompt(prompt)
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not 0 <= temperature <= 2:
-        raise InvalidInputError(f"temperature must be a number from 0 (greedy) to 2, not {temperature!r}.")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-        raise InvalidInputError(f"seed must be an int, not {seed!r}.")
-    if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1):
-        raise InvalidInputError(f"max_tokens must be a positive int, not {max_tokens!r}.")
+    for key, value in (("temperature", temperature), ("seed", seed), ("max_tokens", max_tokens)):
+        if value is not None:
+            check_option(key, value, *RANGES[key])  # the ranges generation has (runtime/ranges.py)
 
     def build(config: ModelConfig, rows: slice) -> Tensors:
         n = len(items[rows])
@@ -596,7 +595,7 @@ def transcribe(
         if temperature:
             inputs["TEMPERATURE"] = codecs.column(float(temperature), "FP32", n)
         if seed is not None:
-            inputs["SEED"] = codecs.column(seed, "INT64", n)
+            inputs["SEED"] = codecs.column(seed_to_wire(seed), "INT64", n)
         if max_tokens is not None:
             inputs["MAX_TOKENS"] = codecs.column(max_tokens, "INT32", n)
         return inputs

@@ -7,21 +7,25 @@ constant time). The key comes from a file or the environment, never from a comma
 
 from __future__ import annotations
 
+import copy
 import hmac
-from collections.abc import AsyncIterator
+import logging
+import uuid
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from tritonhf.errors import ClientError
-from tritonhf.sdk import AsyncClient
+from tritonhf.sdk import AsyncClient, ModelInfo
 from tritonhf.serve import audio, openai, tei
 from tritonhf.serve.admission import RETRY_AFTER_SECONDS, Admission
 from tritonhf.serve.coalesce import Coalescer
@@ -30,8 +34,19 @@ from tritonhf.serve.limits import Limits
 from tritonhf.serve.metrics import GatewayMetrics, Metered
 from tritonhf.serve.responses import FastJSONResponse
 from tritonhf.serve.tokenizers import Tokenizers
+from tritonhf.tasks import SEED_MAX
 
 OPEN_PATHS = ("/health",)
+LOG = logging.getLogger("tritonhf.gateway")
+# Request bodies whose "model" names a served model of these tasks: /openapi.json lists those names as its enum.
+MODEL_TASKS = {
+    "ChatBody": ("text-generation",),
+    "CompletionBody": ("text-generation",),
+    "EmbeddingBody": ("feature-extraction", "zero-shot-image-classification"),
+    "TeiEmbedBody": ("feature-extraction",),
+    "TeiPredictBody": ("text-classification",),
+    "TeiRerankBody": ("text-ranking",),
+}
 
 
 # An unreachable Triton is retried this long before a route answers 503 (OpenAI clients retry on their own).
@@ -67,6 +82,9 @@ def create_app(
         description="OpenAI- and TEI-compatible routes over Triton",
         lifespan=lifespan,
         default_response_class=FastJSONResponse,
+        openapi_url=None,  # served below, with the served models' names in it
+        docs_url=None,
+        redoc_url=None,
     )
     app.include_router(openai.router)
     app.include_router(tei.router)
@@ -114,6 +132,32 @@ def create_app(
         message = f"{param}: {first.get('msg', 'invalid request')}" if param else str(first.get("msg", "invalid"))
         return _error_response(request, GatewayError(400, message, param=param, code="invalid_value"))
 
+    @app.exception_handler(Exception)
+    async def unforeseen(request: Request, error: Exception) -> JSONResponse:
+        """Anything no route foresaw: a JSON 500 in the route family's shape, never Starlette's plain-text page,
+        with a request id that the gateway's log line carries too, beside the traceback."""
+        ident = uuid.uuid4().hex[:16]
+        LOG.error("request %s: %s %s failed", ident, request.method, request.url.path, exc_info=error)
+        found = GatewayError(500, f"Internal error in the gateway (request id {ident}, in its log with the "
+                             "traceback).", "server_error", code="internal_error")  # fmt: skip
+        response = _error_response(request, found)
+        response.headers["X-Request-Id"] = ident
+        return response
+
+    @app.get("/openapi.json", include_in_schema=False)
+    async def openapi_schema(request: Request) -> JSONResponse:
+        """The routes' schema, each request body's "model" an enum of the served models of its task (read now,
+        so it follows models as they load and unload)."""
+        try:
+            models = await request.app.state.client.models()
+        except ClientError:
+            models = []  # Triton away: the schema without the enums, rather than no schema
+        return JSONResponse(with_model_names(app.openapi(), models))
+
+    @app.get("/docs", include_in_schema=False)
+    async def docs() -> HTMLResponse:
+        return get_swagger_ui_html(openapi_url="/openapi.json", title="tritonhf gateway")
+
     @app.get("/health")
     async def health(request: Request) -> dict[str, Any]:
         client: AsyncClient = request.app.state.client
@@ -129,6 +173,39 @@ def create_app(
         return metrics.response()
 
     return app
+
+
+def _exact_integers(node: Any) -> None:
+    """Integer bounds as integers: FastAPI's OpenAPI model holds them as floats, and 2**64 - 1 (the seed's maximum)
+    comes out as 2**64. Bounds at that float are the seed's; the others are exact."""
+    if isinstance(node, dict):
+        if node.get("type") == "integer":
+            for key in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
+                value = node.get(key)
+                if isinstance(value, float) and value.is_integer():
+                    node[key] = SEED_MAX if value == float(SEED_MAX) else int(value)
+        for child in node.values():
+            _exact_integers(child)
+    elif isinstance(node, list):
+        for child in node:
+            _exact_integers(child)
+
+
+def with_model_names(schema: dict[str, Any], models: Sequence[ModelInfo]) -> dict[str, Any]:
+    """A copy of ``schema`` whose request bodies' "model" lists the ready models of the body's tasks."""
+    schema = copy.deepcopy(schema)
+    _exact_integers(schema)
+    bodies = schema.get("components", {}).get("schemas", {})
+    for body, tasks in MODEL_TASKS.items():
+        field = bodies.get(body, {}).get("properties", {}).get("model")
+        names = sorted(m.name for m in models if m.ready and m.task in tasks and not m.name.endswith("__onnx"))
+        if field is None or not names:
+            continue
+        branches = field.get("anyOf", [field])  # "str | None" is an anyOf with a null branch
+        for branch in branches:
+            if branch.get("type") == "string":
+                branch["enum"] = names
+    return schema
 
 
 def _error_response(request: Request, error: GatewayError) -> JSONResponse:

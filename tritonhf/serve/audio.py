@@ -25,13 +25,14 @@ from tritonhf.errors import ClientError, InferenceError
 from tritonhf.sdk import AsyncClient, Transcription, subtitles
 from tritonhf.serve.errors import GatewayError, refused
 from tritonhf.serve.openai import client_of, model_for, open_stream, sse, streamed, unless_disconnected
+from tritonhf.serve.schemas import OpenAIError, documented
 
 router = APIRouter()
 RESPONSE_FORMATS = ("json", "text", "srt", "verbose_json", "vtt")
 SPEECH_TASKS = ("automatic-speech-recognition",)
 
 
-@router.post("/v1/audio/transcriptions", response_model=None)
+@router.post("/v1/audio/transcriptions", response_model=None, responses=documented(dict[str, Any], OpenAIError))
 async def transcriptions(
     request: Request,
     file: Annotated[UploadFile, File()],
@@ -49,7 +50,7 @@ async def transcriptions(
     return await _answer(request, "transcribe", file, form)
 
 
-@router.post("/v1/audio/translations", response_model=None)
+@router.post("/v1/audio/translations", response_model=None, responses=documented(dict[str, Any], OpenAIError))
 async def translations(
     request: Request,
     file: Annotated[UploadFile, File()],

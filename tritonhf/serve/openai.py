@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -32,10 +33,23 @@ from tritonhf.serve.errors import GatewayError, empty, refused
 from tritonhf.serve.fetch import FetchRefused, fetch
 from tritonhf.serve.limits import Limits
 from tritonhf.serve.responses import FastJSONResponse
-from tritonhf.serve.schemas import ChatBody, CompletionBody, EmbeddingBody, GenerationBody
+from tritonhf.serve.schemas import (
+    ChatBody,
+    ChatCompletion,
+    Completion,
+    CompletionBody,
+    EmbeddingBody,
+    EmbeddingList,
+    GenerationBody,
+    ModelCard,
+    ModelList,
+    OpenAIError,
+    documented,
+)
 from tritonhf.serve.tokenizers import Tokenizers, byte_bound, count
 
 router = APIRouter()
+LOG = logging.getLogger("tritonhf.gateway")
 T = TypeVar("T")
 P = TypeVar("P")
 S = TypeVar("S", bound="AsyncResponseStream[Any]")
@@ -135,6 +149,7 @@ def _check_generation(body: GenerationBody) -> dict[str, Any]:
         ("presence_penalty", body.presence_penalty, 0.0),
         ("frequency_penalty", body.frequency_penalty, 0.0),
         ("logprobs", body.logprobs, None),
+        ("top_logprobs", body.top_logprobs, None),
         ("logit_bias", body.logit_bias, None),
     ):
         if value not in (default, False):
@@ -165,7 +180,8 @@ def _messages(body: ChatBody) -> list[dict[str, str]]:
                 raise refused(f"messages[{index}].content", f"has {', '.join(sorted(kinds - {'text'}))} parts; "
                               "only text is supported (no images or audio).")  # fmt: skip
             content = "".join(str(part.get("text", "")) for part in content)
-        messages.append({"role": message.role, "content": content or ""})
+        role = "system" if message.role == "developer" else message.role  # OpenAI's newer name for it
+        messages.append({"role": role, "content": content or ""})
     if not messages:
         raise refused("messages", "must hold at least one message.")
     return messages
@@ -253,13 +269,19 @@ def sse(events: AsyncIterator[Any], stream: AsyncResponseStream[Any]) -> Streami
             yield format_sse_event(data_str="[DONE]")
         except ClientError as error:  # after the first chunk: report it in the stream, as OpenAI does
             yield format_sse_event(data_str=json.dumps(GatewayError.of(error).openai_body()))
+        except Exception as error:  # unforeseen (the app's handler cannot answer once the stream has started)
+            ident = uuid.uuid4().hex[:16]
+            LOG.error("request %s: a stream failed", ident, exc_info=error)
+            found = GatewayError(500, f"Internal error in the gateway (request id {ident}, in its log with the "
+                                 "traceback).", "server_error", code="internal_error")  # fmt: skip
+            yield format_sse_event(data_str=json.dumps(found.openai_body()))
         finally:
             await stream.aclose()  # a client that went away lands here too: the Triton request is cancelled
 
     return StreamingResponse(body(), media_type="text/event-stream")
 
 
-@router.get("/v1/models")
+@router.get("/v1/models", response_model=None, responses=documented(ModelList, OpenAIError))
 async def list_models(request: Request) -> dict[str, Any]:
     try:
         models = await client_of(request).models()
@@ -269,7 +291,7 @@ async def list_models(request: Request) -> dict[str, Any]:
     return {"object": "list", "data": data}
 
 
-@router.get("/v1/models/{model_id}")
+@router.get("/v1/models/{model_id}", response_model=None, responses=documented(ModelCard, OpenAIError))
 async def retrieve_model(model_id: str, request: Request) -> dict[str, Any]:
     try:
         models = {m.name: m for m in await client_of(request).models()}
@@ -287,7 +309,9 @@ def _model_card(model: ModelInfo) -> dict[str, Any]:
     return {**card, "batch_invariant": model.batch_invariant}
 
 
-@router.post("/v1/chat/completions", response_model=None)
+@router.post(
+    "/v1/chat/completions", response_model=None, responses=documented(ChatCompletion, OpenAIError, stream=True)
+)
 async def chat_completions(body: ChatBody, request: Request) -> dict[str, Any] | Response:
     client = client_of(request)
     options = _check_generation(body)
@@ -321,7 +345,7 @@ async def chat_completions(body: ChatBody, request: Request) -> dict[str, Any] |
     return sse(events(), stream)
 
 
-@router.post("/v1/completions", response_model=None)
+@router.post("/v1/completions", response_model=None, responses=documented(Completion, OpenAIError, stream=True))
 async def completions(body: CompletionBody, request: Request) -> dict[str, Any] | Response:
     client = client_of(request)
     options = _check_generation(body)
@@ -399,7 +423,7 @@ async def image_bytes(item: str, where: str, limits: Limits) -> bytes:
     return data
 
 
-@router.post("/v1/embeddings")
+@router.post("/v1/embeddings", response_model=None, responses=documented(EmbeddingList, OpenAIError))
 async def embeddings(body: EmbeddingBody, request: Request) -> FastJSONResponse:
     client = client_of(request)
     inputs = [body.input] if isinstance(body.input, str) else body.input
@@ -441,8 +465,17 @@ async def _image_embeddings(
 ) -> FastJSONResponse:
     """``"modality": "image"``: every input an image, embedded by an image-text model (Infinity's shape)."""
     limits = request.app.state.limits
-    images = [await image_bytes(item, f"input[{index}]", limits) for index, item in enumerate(items)]
-    name = await model_for(client, body.model, ("zero-shot-image-classification",), "/v1/embeddings (images)")
+    route = '/v1/embeddings with "modality": "image" (an image-text model: this one takes no images)'
+    try:
+        images = [await image_bytes(item, f"input[{index}]", limits) for index, item in enumerate(items)]
+    except GatewayError as error:  # images sent to a text model: that is the mistake to name, not their bytes
+        try:
+            await model_for(client, body.model, ("zero-shot-image-classification",), route)
+        except GatewayError as mismatch:
+            if mismatch.code == "model_task_mismatch":
+                raise mismatch from error
+        raise
+    name = await model_for(client, body.model, ("zero-shot-image-classification",), route)
     try:  # a client that leaves cancels the Triton call (ClientGone: 499, as on every route)
         vectors = await unless_disconnected(request, client.embed_images(images, model=name, normalize=True))
     except ClientError as error:

@@ -1,7 +1,10 @@
 """Request bodies of the gateway's routes (OpenAI's and TEI's shapes), checked by pydantic.
 
-Fields OpenAI has but a Triton text model cannot honour (several choices, tools, images,
-penalties, logprobs) are accepted by the schema so that the refusal can name them clearly.
+The bounds are the ones every layer holds (tritonhf/runtime/ranges.py, through ``tritonhf.tasks``): the SDK
+checks the same before sending and the templates after receiving, and ``/openapi.json`` publishes them, so a
+client generator or a fuzzer reads the real contract. Fields OpenAI has but a Triton text model cannot honour
+(several choices, tools, images, penalties, logprobs) are accepted by the schema so that the refusal can name
+them clearly.
 """
 
 from __future__ import annotations
@@ -9,6 +12,10 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from tritonhf.tasks import INT32_MAX, SEED_MAX, TEMPERATURE_MAX, TOP_LOGPROBS_MAX, TOP_P_MAX
+
+Role = Literal["system", "user", "assistant", "tool", "developer"]  # OpenAI's roles (tasks.ROLES); others a 400
 
 
 class _Body(BaseModel):
@@ -22,9 +29,10 @@ class _Body(BaseModel):
 
 
 class ChatMessage(_Body):
-
-    role: str
-    content: str | list[dict[str, Any]] | None = None
+    role: Role = Field(description="Who speaks; 'developer' is rendered as a system message.")
+    content: str | list[dict[str, Any]] | None = Field(
+        default=None, description="The text, or a list of {'type': 'text', 'text': ...} parts."
+    )
 
 
 class StreamOptions(_Body):
@@ -32,21 +40,32 @@ class StreamOptions(_Body):
 
 
 class GenerationBody(_Body):
-    model: str
-    max_tokens: int | None = Field(default=None, ge=1)
-    max_completion_tokens: int | None = Field(default=None, ge=1)
-    temperature: float | None = Field(default=None, ge=0, le=2)
-    top_p: float | None = Field(default=None, gt=0, le=1)
-    seed: int | None = Field(default=None, ge=0)
-    stop: str | list[str] | None = None
+    model: str = Field(description="A served text-generation model's name (GET /v1/models).")
+    max_tokens: int | None = Field(
+        default=None, ge=1, le=INT32_MAX, description="At most this many new tokens (the model's context bounds it)."
+    )
+    max_completion_tokens: int | None = Field(default=None, ge=1, le=INT32_MAX, description="As max_tokens.")
+    temperature: float | None = Field(
+        default=None, ge=0, le=TEMPERATURE_MAX, description="0 (the default) is greedy; higher samples."
+    )
+    top_p: float | None = Field(default=None, gt=0, le=TOP_P_MAX, description="Nucleus sampling's mass.")
+    seed: int | None = Field(
+        default=None,
+        ge=0,
+        le=SEED_MAX,
+        description="Any 64-bit unsigned integer; the same seed, prompt and options give the same text.",
+    )
+    stop: str | list[str] | None = Field(default=None, description="The text ends before the first of these.")
     stream: bool = False
     stream_options: StreamOptions | None = None
-    n: int = 1
-    presence_penalty: float = 0.0
-    frequency_penalty: float = 0.0
-    logprobs: bool | int | None = None
-    logit_bias: dict[str, float] | None = None
-    truncate: bool = False  # not OpenAI's: cut a prompt past the context (its start) instead of a 400
+    n: int = Field(default=1, ge=1, le=128, description="Only 1: each request generates one answer.")
+    presence_penalty: float = Field(default=0.0, ge=-2, le=2, description="Only 0 (not supported).")
+    frequency_penalty: float = Field(default=0.0, ge=-2, le=2, description="Only 0 (not supported).")
+    logprobs: bool | int | None = Field(default=None, description="Not supported.")
+    top_logprobs: int | None = Field(default=None, ge=0, le=TOP_LOGPROBS_MAX, description="Not supported.")
+    logit_bias: dict[str, float] | None = Field(default=None, description="Not supported.")
+    # not OpenAI's: cut a prompt past the context (its start) instead of a 400
+    truncate: bool = Field(default=False, description="Cut a prompt past the context (its start) instead of a 400.")
 
 
 class ChatBody(GenerationBody):
@@ -69,7 +88,7 @@ class EmbeddingBody(_Body):
     model: str
     input: str | list[str] | list[int] | list[list[int]]
     encoding_format: Literal["float", "base64"] = "float"
-    dimensions: int | None = None
+    dimensions: int | None = Field(default=None, ge=1, description="Not supported: the vectors have a fixed size.")
     truncate: bool = False  # not OpenAI's (which refuses a too-long input): cut it, and say so per item
     # Infinity's: "image" makes every input an image (a data: URI or base64) for an image-text model (CLIP).
     modality: Literal["text", "image"] = "text"
@@ -102,3 +121,140 @@ class TeiTokenizeBody(_Body):
     inputs: str | list[str]
     add_special_tokens: bool = True
     model: str | None = None
+
+
+# ---------------------------------------------------------------------------- answers, as documented in /openapi.json
+# The routes write their answers as plain dicts (or straight from numpy); these models only describe them, so that
+# the schema is the contract: the fuzzer in `make test` checks every answer against them.
+
+
+class _Answer(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class OpenAIErrorDetail(_Answer):
+    message: str
+    type: str
+    param: str | None
+    code: str | None
+
+
+class OpenAIError(_Answer):
+    """Every /v1 route's error (OpenAI's shape)."""
+
+    error: OpenAIErrorDetail
+
+
+class TeiError(_Answer):
+    """Every TEI route's error (TEI's shape)."""
+
+    error: str
+    error_type: str
+
+
+class ModelCard(_Answer):
+    id: str
+    object: Literal["model"]
+    created: int
+    owned_by: str
+    task: str | None
+    batch_invariant: bool = Field(description="False only where the model was added with batch_invariant=false.")
+
+
+class ModelList(_Answer):
+    object: Literal["list"]
+    data: list[ModelCard]
+
+
+class Usage(_Answer):
+    prompt_tokens: int
+    completion_tokens: int = 0
+    total_tokens: int
+    prompt_tokens_cut: int | None = Field(default=None, description="With truncate=true: prompt tokens cut.")
+
+
+class AssistantMessage(_Answer):
+    role: Literal["assistant"]
+    content: str
+
+
+class ChatChoice(_Answer):
+    index: int
+    message: AssistantMessage
+    finish_reason: str
+    logprobs: None
+
+
+class ChatCompletion(_Answer):
+    """A chat answer (``stream: true`` answers server-sent events of ``chat.completion.chunk`` instead)."""
+
+    id: str
+    object: Literal["chat.completion"]
+    created: int
+    model: str
+    choices: list[ChatChoice]
+    usage: Usage
+
+
+class CompletionChoice(_Answer):
+    index: int
+    text: str
+    finish_reason: str
+    logprobs: None
+
+
+class Completion(_Answer):
+    id: str
+    object: Literal["text_completion"]
+    created: int
+    model: str
+    choices: list[CompletionChoice]
+    usage: Usage
+
+
+class Embedding(_Answer):
+    object: Literal["embedding"]
+    index: int
+    embedding: list[float] | str = Field(description="The vector, or its little-endian float32 bytes in base64.")
+    truncated: bool | None = None
+
+
+class EmbeddingList(_Answer):
+    object: Literal["list"]
+    data: list[Embedding]
+    model: str
+    usage: Usage
+
+
+class Label(_Answer):
+    label: str
+    score: float
+
+
+class Ranked(_Answer):
+    index: int
+    score: float
+    text: str | None = None
+
+
+class Token(_Answer):
+    id: int
+    text: str
+    special: bool
+    start: int | None
+    stop: int | None
+
+
+# Statuses a route may answer besides 200: each documented with its family's error body.
+ERROR_STATUSES = (400, 401, 404, 413, 429, 499, 500, 501, 503, 504)
+
+
+def documented(answer: Any, errors: type[BaseModel], stream: bool = False) -> dict[int | str, dict[str, Any]]:
+    """A route's ``responses=``: its answer (and server-sent events where it streams), and its error body."""
+    ok: dict[str, Any] = {"model": answer, "description": "The answer."}
+    if stream:
+        ok["content"] = {"text/event-stream": {"schema": {"type": "string"}}}
+    found: dict[int | str, dict[str, Any]] = {200: ok}
+    for status in ERROR_STATUSES:
+        found[status] = {"model": errors, "description": "Refused or failed; the body says why."}
+    return found

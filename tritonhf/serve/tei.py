@@ -32,7 +32,17 @@ from tritonhf.serve.openai import (
     unless_disconnected,
 )
 from tritonhf.serve.responses import FastJSONResponse
-from tritonhf.serve.schemas import TeiEmbedBody, TeiPredictBody, TeiRerankBody, TeiTokenizeBody
+from tritonhf.serve.schemas import (
+    Label,
+    Ranked,
+    TeiEmbedBody,
+    TeiError,
+    TeiPredictBody,
+    TeiRerankBody,
+    TeiTokenizeBody,
+    Token,
+    documented,
+)
 from tritonhf.serve.tokenizers import tokens_of
 
 router = APIRouter()
@@ -55,7 +65,7 @@ def _said(response: JSONResponse, truncated: Sequence[bool]) -> JSONResponse:
     return response
 
 
-@router.post("/embed")
+@router.post("/embed", response_model=None, responses=documented(list[list[float]], TeiError))
 async def embed(body: TeiEmbedBody, request: Request) -> JSONResponse:
     texts = _texts(body.inputs)
     check_count(request, len(texts), "inputs")
@@ -87,7 +97,7 @@ def _pairs(inputs: str | list[str] | list[list[str]]) -> tuple[list[str], list[s
     return texts, ([item[1] for item in lists] if len(lists[0]) == 2 else None)
 
 
-@router.post("/predict")
+@router.post("/predict", response_model=None, responses=documented(list[Label] | list[list[Label]], TeiError))
 async def predict(body: TeiPredictBody, request: Request) -> JSONResponse:
     if body.raw_scores:
         raise refused("raw_scores", "is not supported: the classification template returns probabilities.")
@@ -111,7 +121,7 @@ async def predict(body: TeiPredictBody, request: Request) -> JSONResponse:
     return _said(FastJSONResponse(answers[0] if isinstance(body.inputs, str) else answers), cut)
 
 
-@router.post("/rerank")
+@router.post("/rerank", response_model=None, responses=documented(list[Ranked], TeiError))
 async def rerank(body: TeiRerankBody, request: Request) -> JSONResponse:
     if body.raw_scores:
         raise refused("raw_scores", "is not supported: the reranker returns each document's relevance score.")
@@ -138,7 +148,7 @@ async def rerank(body: TeiRerankBody, request: Request) -> JSONResponse:
     return _said(FastJSONResponse(answer), cut)
 
 
-@router.post("/tokenize")
+@router.post("/tokenize", response_model=None, responses=documented(list[list[Token]], TeiError))
 async def tokenize(body: TeiTokenizeBody, request: Request) -> list[list[dict[str, Any]]]:
     texts = _texts(body.inputs)
     check_count(request, len(texts), "inputs")
@@ -151,7 +161,7 @@ async def tokenize(body: TeiTokenizeBody, request: Request) -> list[list[dict[st
     return [[token.__dict__ for token in tokens_of(tokenizer, text, body.add_special_tokens)] for text in texts]
 
 
-@router.get("/info")
+@router.get("/info", response_model=None, responses=documented(dict[str, Any], TeiError))
 async def info(request: Request, model: str | None = None) -> dict[str, Any]:
     """TEI's /info for the model (``?model=``, or the single one served); the limits this gateway applies."""
     client = client_of(request)

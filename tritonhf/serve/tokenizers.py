@@ -101,6 +101,7 @@ class Tokenizers:
                 return str(folder)
         return weights if weights != VENDORED_WEIGHTS_DIR else None
 
+
 async def count(tokenizer: Tokenizer, texts: Sequence[str], pairs: Sequence[str] | None = None) -> int:
     """Tokens of ``texts`` (with their ``pairs``) as the model reads them, special tokens included."""
 

@@ -160,7 +160,8 @@ class TritonPythonModel:
         rows = {row: item for row, item in rows.items() if row in live}
         for row, item in rows.items():
             item.update(timestamps=bool(timestamps[row]), temperature=float(temperatures[row]),
-                        seed=int(seeds[row]), max_tokens=int(limits[row] or self.max_tokens))  # fmt: skip
+                        seed=runtime.seed_from_wire(seeds[row]),
+                        max_tokens=int(limits[row] or self.max_tokens))  # fmt: skip
 
         def work():
             parts = Parts(self, batch, requests, rows) if self.streaming else None

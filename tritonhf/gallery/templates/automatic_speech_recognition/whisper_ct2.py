@@ -116,7 +116,8 @@ class Ct2Whisper:
         """A replica of the model whose sampling starts from ``seed``: CTranslate2 seeds each worker thread's
         generator once, when the thread first samples, so a request's seed needs a fresh replica (loaded
         again from the converted folder; sampling rows are the rare case)."""
-        self.ct2.set_random_seed(int(seed))
+        seed = int(seed)
+        self.ct2.set_random_seed((seed ^ (seed >> 32)) & 0xFFFFFFFF)  # CTranslate2's seed has 32 bits: both halves
         return self.load()
 
     def close(self):

@@ -103,9 +103,10 @@ class TritonPythonModel:
         max_tokens = runtime.optional_scalar(
             request, "max_tokens", self.default_max_tokens, lambda v: 1 <= v <= limit, f"from 1 to {limit}"
         )
-        temperature = runtime.optional_scalar(request, "temperature", 0.0, lambda v: 0 <= v <= 100, "from 0 to 100")
+        temperature = runtime.optional_scalar(request, "temperature", 0.0, lambda v: 0 <= v <= 2, "from 0 to 2")
         top_p = runtime.optional_scalar(request, "top_p", 1.0, lambda v: 0 < v <= 1, "in (0, 1]")
-        seed = runtime.optional_scalar(request, "seed", None, lambda v: v >= 0, "a non-negative integer")
+        seed = runtime.optional_scalar(request, "seed", None, lambda v: True, "an integer")
+        seed = None if seed is None else runtime.seed_from_wire(seed)  # 64 bits, unsigned (runtime/ranges.py)
         stops = runtime.optional_strings(request, "stop") or []
         truncate = runtime.optional_scalar(request, "truncate", False, lambda v: True, "a boolean")
         ids = self.tokenizer(self.prefix + texts[0])["input_ids"]

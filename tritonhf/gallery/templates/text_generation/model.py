@@ -239,9 +239,10 @@ class TritonPythonModel:
         )
         truncate = runtime.optional_scalar(request, "truncate", False, lambda v: True, "a boolean")
         ids, max_tokens, cut = self.fit(ids, asked, truncate)
-        temperature = runtime.optional_scalar(request, "temperature", 0.0, lambda v: 0 <= v <= 100, "from 0 to 100")
+        temperature = runtime.optional_scalar(request, "temperature", 0.0, lambda v: 0 <= v <= 2, "from 0 to 2")
         top_p = runtime.optional_scalar(request, "top_p", 1.0, lambda v: 0 < v <= 1, "in (0, 1]")
-        seed = runtime.optional_scalar(request, "seed", None, lambda v: v >= 0, "a non-negative integer")
+        seed = runtime.optional_scalar(request, "seed", None, lambda v: True, "an integer")
+        seed = None if seed is None else runtime.seed_from_wire(seed)  # 64 bits, unsigned (runtime/ranges.py)
         stops = runtime.optional_strings(request, "stop") or []
         return Sequence(request, self.tokenizer, ids, max_tokens, temperature, top_p, seed, stops, cut)
 

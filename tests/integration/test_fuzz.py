@@ -1,0 +1,64 @@
+"""Fuzzing the gateway from its own schema (schemathesis): every request a client can build gets an answer, never a
+server error, and every answer matches the shape the schema documents for its status.
+
+The schema is the gateway's ``/openapi.json`` as a client reads it, with the served models' names as each body's
+``model`` enum, so the generated requests reach the models (a third of them at least answer 2xx; the test counts).
+One change before fuzzing: the real SmolLM2 is taken out of the enum, since a drawn ``max_tokens`` of thousands
+would generate for minutes on it; the tiny generator ``writer`` takes the same routes. The run is seeded; the test
+prints the command that replays it (the schema file stays in pytest's temporary folder).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import urllib.request
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from tritonhf.bootstrap import Stack
+
+pytestmark = pytest.mark.integration
+SEED = 4848
+EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "200"))  # per operation, in the fuzzing phase
+SLOW_MODELS = {"smollm2"}
+
+
+def _schema(base: str) -> dict[str, object]:
+    with urllib.request.urlopen(f"{base}/openapi.json", timeout=30) as response:
+        schema = json.loads(response.read())
+    for body in schema["components"]["schemas"].values():
+        field = body.get("properties", {}).get("model", {})
+        for branch in field.get("anyOf", [field]):
+            if "enum" in branch:
+                branch["enum"] = [name for name in branch["enum"] if name not in SLOW_MODELS]
+    return schema
+
+
+def test_no_request_the_schema_allows_is_a_server_error(served_stack: Stack, tmp_path: Path) -> None:
+    assert served_stack.state is not None
+    base = served_stack.state.gateway_url.removesuffix("/v1")
+    schema = _schema(base)
+    assert schema["components"]["schemas"]["ChatBody"]["properties"]["model"]["enum"] == ["writer"]  # type: ignore[index]
+    schema_file, har = tmp_path / "openapi.json", tmp_path / "fuzz.har"
+    schema_file.write_text(json.dumps(schema))
+    command = [
+        str(Path(sys.executable).with_name("st")), "run", str(schema_file), "--url", base,
+        "--checks", "not_a_server_error,response_schema_conformance", "--max-examples", str(EXAMPLES),
+        "--seed", str(SEED), "--phases", "examples,coverage,fuzzing", "--request-timeout", "60",
+        "--report", "har", "--report-har-path", str(har), "--no-color",
+    ]  # fmt: skip
+    print(f"replay: {shlex.join(command)}")
+    done = subprocess.run(command, capture_output=True, text=True, timeout=1500, check=False)
+    statuses = Counter(entry["response"]["status"] for entry in json.loads(har.read_text())["log"]["entries"])
+    summary = f"{sum(statuses.values())} requests, statuses {dict(sorted(statuses.items()))}"
+    print(summary)
+    assert done.returncode == 0, f"{summary}\nreplay: {shlex.join(command)}\n{done.stdout[-6000:]}"
+    assert not [status for status in statuses if status >= 500], summary
+    answered = sum(count for status, count in statuses.items() if 200 <= status < 300)
+    assert answered >= sum(statuses.values()) / 3, f"the fuzzer did not reach the models: {summary}"

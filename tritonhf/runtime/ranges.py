@@ -1,0 +1,33 @@
+"""Every numeric option's range, stated once: the templates check them, the SDK checks them before sending, and the
+gateway publishes them in its OpenAPI schema (request bodies' bounds).
+
+The bounds are OpenAI's where OpenAI states one (``temperature`` 0 to 2, ``top_p`` above 0 up to 1, ``top_logprobs``
+0 to 20, ``seed`` any 64-bit unsigned integer a client draws); ``max_tokens`` is at least 1 and fits Triton's INT32
+tensor (the model's context then bounds it further, with a 400 naming the context length).
+
+Seeds: clients draw them with ``random.getrandbits(64)``, so every value from 0 to 2**64 - 1 is a seed. Triton's
+seed tensor is INT64; a seed travels as the same 64 bits (``seed_to_wire``: from 2**63 up it arrives as a negative
+int64) and the template reads it back as unsigned (``seed_from_wire``). The mapping is a bijection, so each of the
+2**64 seeds is its own generator seed, and the same seed gives the same text.
+"""
+
+from __future__ import annotations
+
+SEED_MAX = 2**64 - 1
+INT32_MAX = 2**31 - 1
+MAX_TOKENS_MIN = 1
+TEMPERATURE_MAX = 2.0  # OpenAI's; 0 means greedy
+TOP_P_MAX = 1.0  # top_p is in (0, TOP_P_MAX]
+TOP_LOGPROBS_MAX = 20
+ROLES = ("system", "user", "assistant", "tool", "developer")  # OpenAI's chat roles; "developer" is a system message
+_BITS = 2**64
+
+
+def seed_to_wire(seed: int) -> int:
+    """A seed (0 to 2**64 - 1) as the int64 that carries its 64 bits."""
+    return seed - _BITS if seed >= 2**63 else seed
+
+
+def seed_from_wire(value: int) -> int:
+    """The seed an int64 carries (its 64 bits, unsigned)."""
+    return int(value) % _BITS
