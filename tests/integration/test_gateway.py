@@ -600,3 +600,4 @@ def test_every_64_bit_seed_is_a_seed_and_roles_are_openai_s(gateway: Stack) -> N
         assert refused.value.body["param"] in ("seed", "messages.0.role")  # type: ignore[index]
     developer = [{"role": "developer", "content": "Answer briefly."}, *CHAT]
     assert client.chat.completions.create(model="smollm2", messages=developer, max_tokens=4).choices  # type: ignore[arg-type]
+

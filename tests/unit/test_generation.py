@@ -94,7 +94,6 @@ def test_a_cancelled_request_leaves_at_the_next_step(generator: Any, tiny: dict[
     assert waiting.sender.closed and not waiting.sender.responses
 
 
-
 def test_a_chunk_the_stub_refuses_ends_only_that_stream(generator: Any, tiny: dict[str, Path]) -> None:
     """A send that raises (a closed sender) ends that one stream, uncounted as a cancellation (its
     client did not cancel); the step and every other stream go on."""
@@ -114,6 +113,7 @@ def test_a_chunk_the_stub_refuses_ends_only_that_stream(generator: Any, tiny: di
     assert gone.sender.refusals == 10**6 - 1, "one refused chunk, then nothing more was tried"
     run(generator)
     assert text_of(stays) == reference(tiny["generator"], "alice visited", 15)
+
 
 def test_max_running_and_the_prefill_budget(tmp_path: Path, tiny: dict[str, Path]) -> None:
     model = _model(tmp_path, tiny, {"max_running": "2", "max_prefill_tokens": "4"})
@@ -226,3 +226,30 @@ def test_beyond_max_waiting_a_request_is_refused_at_once_as_busy(tmp_path: Path,
     model.execute([later])  # the queue drained: admitted again
     run(model)
     assert text_of(later) == text_of(queued[0])
+
+
+def test_chat_without_a_chat_template_is_the_callers_400_naming_the_way_out(
+    tmp_path: Path, tiny: dict[str, Path]
+) -> None:
+    """Issue 46: the refusal named no input, so the SDK read it as the model failing (a 500 at the gateway); it names
+    input 'chat' now, an InvalidInputError (400), and says which route takes a plain prompt."""
+    import shutil
+
+    from tritonhf.errors import InvalidInputError
+    from tritonhf.sdk._errors import error_for
+
+    plain = tmp_path / "plain"
+    shutil.copytree(tiny["generator"], plain)
+    config = json.loads((plain / "tokenizer_config.json").read_text())
+    config.pop("chat_template", None)
+    (plain / "tokenizer_config.json").write_text(json.dumps(config))
+    for extra in plain.glob("chat_template.*"):
+        extra.unlink()
+    folder = add_model(AddRequest("text-generation", str(plain), tmp_path / "repo", name="plain"))
+    model = instantiate(folder)
+    model.finalize()
+    chat = request(json.dumps([{"role": "user", "content": "hi"}]), chat=True, max_tokens=4)
+    model.execute([chat])
+    message = chat.sender.responses[0].error().message()
+    assert "input 'chat'" in message and "/v1/completions" in message and chat.sender.closed
+    assert isinstance(error_for("", message, "plain", "grpc://x"), InvalidInputError), "no status in a stream: the text"

@@ -26,7 +26,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from tritonhf.errors import ClientError
 from tritonhf.sdk import AsyncClient, ModelInfo
-from tritonhf.serve import audio, openai, tei
+from tritonhf.serve import audio, openai, rerank, tei
 from tritonhf.serve.admission import RETRY_AFTER_SECONDS, Admission
 from tritonhf.serve.coalesce import Coalescer
 from tritonhf.serve.errors import GatewayError
@@ -46,6 +46,7 @@ MODEL_TASKS = {
     "TeiEmbedBody": ("feature-extraction",),
     "TeiPredictBody": ("text-classification",),
     "TeiRerankBody": ("text-ranking",),
+    "RerankBody": ("text-ranking",),
 }
 
 
@@ -89,12 +90,13 @@ def create_app(
     app.include_router(openai.router)
     app.include_router(tei.router)
     app.include_router(audio.router)
+    app.include_router(rerank.router)
     app.state.limits = limits
     app.state.tokenizers = Tokenizers(repository)
     metrics = GatewayMetrics(
         [
             (getattr(route, "path", ""), getattr(route, "path_regex", None))
-            for route in [*openai.router.routes, *tei.router.routes]
+            for route in [*openai.router.routes, *tei.router.routes, *rerank.router.routes]
         ]
         + [("/health", None), ("/metrics", None)]
     )

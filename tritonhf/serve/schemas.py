@@ -117,10 +117,46 @@ class TeiRerankBody(_Body):
     model: str | None = None
 
 
+class SimilarityInputs(_Body):
+    source_sentence: str
+    sentences: list[str] = Field(min_length=1)
+
+
+class TeiSimilarityBody(_Body):
+    """TEI's /similarity (and Hugging Face's sentence-similarity task): cosines of the sentences to the source."""
+
+    inputs: SimilarityInputs
+    truncate: bool = False
+    model: str | None = None
+
+
+class TeiDecodeBody(_Body):
+    """TEI's /decode: token ids (one list, or a list per text) back to text."""
+
+    ids: list[int] | list[list[int]] = Field(min_length=1)
+    skip_special_tokens: bool = True
+    model: str | None = None
+
+
 class TeiTokenizeBody(_Body):
     inputs: str | list[str]
     add_special_tokens: bool = True
     model: str | None = None
+
+
+class RerankDocument(_Body):
+    text: str
+
+
+class RerankBody(_Body):
+    """Cohere's and Jina's rerank body (``/v1/rerank``, ``/v2/rerank``)."""
+
+    model: str = Field(description="A served text-ranking model's name.")
+    query: str = Field(description="What the documents are ranked against.")
+    documents: list[str | RerankDocument] = Field(min_length=1, description="Strings or {'text': ...} objects.")
+    top_n: int | None = Field(default=None, ge=1, description="Keep the best n (all when not given).")
+    return_documents: bool = Field(default=True, description="Each result carries its document's text.")
+    truncate: bool = Field(default=False, description="Not Cohere's: cut a document past the window, not a 400.")
 
 
 # ---------------------------------------------------------------------------- answers, as documented in /openapi.json
@@ -224,6 +260,18 @@ class EmbeddingList(_Answer):
     data: list[Embedding]
     model: str
     usage: Usage
+
+
+class RerankResult(_Answer):
+    index: int
+    relevance_score: float
+    document: RerankDocument | None = None
+
+
+class RerankList(_Answer):
+    id: str
+    model: str
+    results: list[RerankResult]
 
 
 class Label(_Answer):

@@ -1,4 +1,5 @@
-"""Hugging Face text-embeddings-inference (TEI) routes: /embed, /predict, /rerank, /tokenize, /info.
+"""Hugging Face text-embeddings-inference (TEI) routes: /embed, /predict, /rerank, /similarity, /tokenize, /decode,
+/info.
 
 TEI serves one model; here ``model`` may name one, else the single ready model of the route's
 task is used (a clear error when there are none or several). Shapes follow TEI: /embed returns
@@ -15,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
@@ -35,10 +37,12 @@ from tritonhf.serve.responses import FastJSONResponse
 from tritonhf.serve.schemas import (
     Label,
     Ranked,
+    TeiDecodeBody,
     TeiEmbedBody,
     TeiError,
     TeiPredictBody,
     TeiRerankBody,
+    TeiSimilarityBody,
     TeiTokenizeBody,
     Token,
     documented,
@@ -148,17 +152,54 @@ async def rerank(body: TeiRerankBody, request: Request) -> JSONResponse:
     return _said(FastJSONResponse(answer), cut)
 
 
+@router.post("/similarity", response_model=None, responses=documented(list[float], TeiError))
+async def similarity(body: TeiSimilarityBody, request: Request) -> JSONResponse:
+    """Each sentence's cosine similarity to the source sentence, from the model's normalised embeddings."""
+    texts = _texts([body.inputs.source_sentence, *body.inputs.sentences], "inputs")
+    check_count(request, len(texts), "inputs.sentences")
+    check_texts(texts, "inputs")
+    name = await model_for(client_of(request), body.model, ("feature-extraction",), "/similarity")
+    await check_tokens(request, name, texts, truncate=body.truncate)
+    try:
+        work = coalescer_of(request).embeddings(texts, model=name, normalize=True, truncate=body.truncate)
+        result = await unless_disconnected(request, work)
+    except ClientError as error:
+        raise GatewayError.of_tei(error, "inputs") from error
+    vectors = np.asarray(result.vectors, dtype=np.float64)
+    return _said(FastJSONResponse((vectors[1:] @ vectors[0]).tolist()), result.truncated[1:])
+
+
 @router.post("/tokenize", response_model=None, responses=documented(list[list[Token]], TeiError))
 async def tokenize(body: TeiTokenizeBody, request: Request) -> list[list[dict[str, Any]]]:
     texts = _texts(body.inputs)
     check_count(request, len(texts), "inputs")
     check_texts(texts, "inputs")
     name = await model_for(client_of(request), body.model, (*TEI_TASKS, "text-generation"), "/tokenize")
+    tokenizer = await _tokenizer(request, name)
+    return [[token.__dict__ for token in tokens_of(tokenizer, text, body.add_special_tokens)] for text in texts]
+
+
+@router.post("/decode", response_model=None, responses=documented(list[str], TeiError))
+async def decode(body: TeiDecodeBody, request: Request) -> list[str]:
+    """Token ids back to text, with the model's tokenizer (one list of ids, or one list per text)."""
+    lists = body.ids if isinstance(body.ids[0], list) else [body.ids]
+    name = await model_for(client_of(request), body.model, (*TEI_TASKS, "text-generation"), "/decode")
+    tokenizer = await _tokenizer(request, name)
+    size = len(tokenizer)
+    for index, ids in enumerate(lists):
+        bad = [i for i in ids if not 0 <= i < size]
+        if bad:
+            raise refused(f"ids[{index}]" if len(lists) > 1 else "ids", f"holds {bad[0]}, not a token id of "
+                          f"'{name}' (0 to {size - 1}).")  # fmt: skip
+    return [tokenizer.decode(ids, skip_special_tokens=body.skip_special_tokens) for ids in lists]
+
+
+async def _tokenizer(request: Request, name: str) -> Any:
     tokenizer = await tokenizers_of(request).get(name)
     if tokenizer is None:
         raise GatewayError(501, f"The tokenizer of '{name}' is not readable by this gateway (it needs the model "
                            "repository on its machine).", "server_error", "model", "tokenizer_unavailable")  # fmt: skip
-    return [[token.__dict__ for token in tokens_of(tokenizer, text, body.add_special_tokens)] for text in texts]
+    return tokenizer
 
 
 @router.get("/info", response_model=None, responses=documented(dict[str, Any], TeiError))

@@ -278,10 +278,13 @@ class TritonPythonModel:
                 raise ValueError("not a list of messages")
         except ValueError as error:
             raise runtime.BadRequest(
-                f'with chat=true, text_input must be a JSON list of {{"role", "content"}} messages ({error}).'
+                f'input \'text_input\' must be a JSON list of {{"role", "content"}} messages with chat=true ({error}).'
             ) from error
-        if not getattr(self.tokenizer, "chat_template", None):
-            raise runtime.BadRequest("this model has no chat template; send a plain prompt with chat=false.")
+        if not getattr(self.tokenizer, "chat_template", None):  # the caller's mistake: a 400 naming the way out
+            raise runtime.BadRequest(
+                "input 'chat' asks for the model's chat template, and this model has none: send a plain prompt "
+                "(chat=false; over OpenAI's API, /v1/completions)."
+            )
         return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
 
     # ------------------------------------------------------------------ the decode loop

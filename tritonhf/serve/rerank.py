@@ -1,0 +1,52 @@
+"""Rerank in the shape retrieval frameworks speak: Cohere's and Jina's ``POST /v1/rerank`` (and Cohere's
+``/v2/rerank``), over the gallery's text-ranking models.
+
+LlamaIndex, LangChain, Dify and Open WebUI call a reranker this way: ``model``, ``query``, ``documents`` (strings or
+``{"text": ...}``), ``top_n``, ``return_documents``; the answer is ``{"results": [{"index", "relevance_score",
+"document": {"text"}}]}``, best first. The scores are the template's, as the SDK's ``rerank`` and TEI's ``/rerank``
+return them. Documents are sent as they are: a text past the model's window is a 400 (``truncate: true``, not
+Cohere's, cuts it instead), never cut unasked.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from fastapi import APIRouter, Request
+
+from tritonhf.errors import ClientError
+from tritonhf.serve.errors import GatewayError, empty
+from tritonhf.serve.openai import check_count, check_texts, check_tokens, client_of, model_for, unless_disconnected
+from tritonhf.serve.responses import FastJSONResponse
+from tritonhf.serve.schemas import OpenAIError, RerankBody, RerankList, documented
+
+router = APIRouter()
+
+
+@router.post("/v1/rerank", response_model=None, responses=documented(RerankList, OpenAIError))
+@router.post("/v2/rerank", response_model=None, responses=documented(RerankList, OpenAIError))
+async def rerank(body: RerankBody, request: Request) -> FastJSONResponse:
+    if not body.query.strip():
+        raise empty("query")
+    texts = [item if isinstance(item, str) else item.text for item in body.documents]
+    check_count(request, len(texts), "documents")
+    check_texts([body.query], "query")
+    check_texts(texts, "documents")
+    client = client_of(request)
+    name = await model_for(client, body.model, ("text-ranking",), "/v1/rerank")
+    await check_tokens(request, name, [body.query] * len(texts), texts, truncate=body.truncate)
+    try:
+        work = client.rerank(body.query, texts, model=name, top_n=body.top_n, truncate=body.truncate)
+        ranked = await unless_disconnected(request, work)
+    except ClientError as error:
+        raise GatewayError.of(error, "documents") from error
+    results: list[dict[str, Any]] = []
+    for found in ranked:
+        item: dict[str, Any] = {"index": found.index, "relevance_score": found.score}
+        if body.return_documents:
+            item["document"] = {"text": found.document}
+        results.append(item)
+    meta = {"api_version": {"version": "2" if request.url.path.startswith("/v2/") else "1"},
+            "billed_units": {"search_units": 1}}  # fmt: skip
+    return FastJSONResponse({"id": str(uuid.uuid4()), "model": name, "results": results, "meta": meta})
