@@ -300,6 +300,16 @@ def test_up_runs_the_gateway_under_the_supervisor(
         root = latest.gateway_url.removesuffix("/v1")
         status, headers, cut = _post(f"{root}/embed", {"inputs": ["ok", LONG], "truncate": True})
         assert status == 200 and len(cut) == 2 and headers.get("x-truncated-inputs") == "1"  # type: ignore[arg-type]
+        # Hugging Face's own client, given the root URL as a TEI endpoint (issue 46): it posts to "/"
+        from huggingface_hub import InferenceClient
+
+        hub = InferenceClient(model=root)
+        vector = hub.feature_extraction("a cat")
+        with Client(latest.http_url) as sdk:
+            expected = sdk.embed("a cat", model="emb")[0]
+        assert np.allclose(np.asarray(vector).reshape(-1), expected, atol=1e-5)
+        scores = hub.sentence_similarity("a cat", other_sentences=["a cat", "a dog"])
+        assert len(scores) == 2 and abs(scores[0] - 1) < 1e-4 and scores[1] < scores[0]
     finally:
         down = cli("down")
     assert down.returncode == 0
@@ -601,3 +611,25 @@ def test_every_64_bit_seed_is_a_seed_and_roles_are_openai_s(gateway: Stack) -> N
     developer = [{"role": "developer", "content": "Answer briefly."}, *CHAT]
     assert client.chat.completions.create(model="smollm2", messages=developer, max_tokens=4).choices  # type: ignore[arg-type]
 
+
+
+def test_cohere_s_client_reranks_as_the_sdk_does(gateway: Stack) -> None:
+    """Issue 46: POST /v1/rerank (Cohere's and Jina's body) and /v2/rerank, called by the real cohere package; the
+    scores are the template's (the SDK's)."""
+    import cohere
+
+    documents = ["the cat sat", "stock markets fell", "a kitten sleeps"]
+    with Client(gateway.server.grpc_url) as sdk:
+        expected = {r.index: r.score for r in sdk.rerank("a cat", documents, model="reranker")}
+    root = _base(gateway).removesuffix("/v1")
+    v2 = cohere.ClientV2(base_url=root, api_key="unused-on-loopback").rerank(
+        model="reranker", query="a cat", documents=documents, top_n=2
+    )
+    assert len(v2.results) == 2 and all(abs(r.relevance_score - expected[r.index]) < 1e-5 for r in v2.results)
+    assert [r.index for r in v2.results] == sorted(expected, key=lambda i: -expected[i])[:2]
+    v1 = cohere.Client(base_url=root, api_key="unused-on-loopback").rerank(
+        model="reranker", query="a cat", documents=[{"text": d} for d in documents], return_documents=True
+    )
+    assert {r.index: r.document.text for r in v1.results if r.document} == dict(enumerate(documents))
+    status, _, error = _post(f"{root}/v1/rerank", {"model": "reranker", "query": "a cat", "documents": []})
+    assert status == 400 and error["error"]["param"] == "documents"  # type: ignore[index]

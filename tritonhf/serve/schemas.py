@@ -98,6 +98,9 @@ class TeiEmbedBody(_Body):
     inputs: str | list[str]
     normalize: bool = True
     truncate: bool = False  # TEI's default: a too-long input is a 413, never cut unasked
+    truncation_direction: Literal["Left", "Right", "left", "right"] = Field(
+        default="Right", description="Only Right: a text past the window keeps its start."
+    )
     model: str | None = None
 
 

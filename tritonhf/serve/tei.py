@@ -14,11 +14,12 @@ with ``truncate: true`` it is cut and the ``X-Truncated-Inputs`` header lists wh
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ValidationError
 
 from tritonhf._version import __version__
 from tritonhf.errors import ClientError
@@ -50,6 +51,7 @@ from tritonhf.serve.schemas import (
 from tritonhf.serve.tokenizers import tokens_of
 
 router = APIRouter()
+BodyT = TypeVar("BodyT", bound=BaseModel)
 ALL_LABELS = 10_000  # top_k for "every label": the template returns as many as the model has
 TRUNCATED_HEADER = "X-Truncated-Inputs"
 TEI_TASKS = ("feature-extraction", "text-classification", "text-ranking")
@@ -71,6 +73,8 @@ def _said(response: JSONResponse, truncated: Sequence[bool]) -> JSONResponse:
 
 @router.post("/embed", response_model=None, responses=documented(list[list[float]], TeiError))
 async def embed(body: TeiEmbedBody, request: Request) -> JSONResponse:
+    if body.truncation_direction.lower() != "right":
+        raise refused("truncation_direction", "can only be Right here: a text past the window keeps its start.")
     texts = _texts(body.inputs)
     check_count(request, len(texts), "inputs")
     check_texts(texts, "inputs")
@@ -150,6 +154,43 @@ async def rerank(body: TeiRerankBody, request: Request) -> JSONResponse:
     for r in ranked:
         cut[r.index] = r.truncated
     return _said(FastJSONResponse(answer), cut)
+
+
+@router.post("/", response_model=None, responses=documented(list[Any], TeiError))
+async def root(request: Request) -> Any:
+    """TEI's root route, which Hugging Face's ``InferenceClient(model=URL)`` posts to: a ``source_sentence`` body is
+    /similarity, a ``query`` with ``texts`` is /rerank, anything else goes to the one embedding model served (/embed),
+    else to the one classifier (/predict); with several, a 400 that names them and the routes that take ``model``."""
+    try:
+        body = await request.json()
+    except ValueError as exc:
+        raise refused("body", 'must be a JSON object such as {"inputs": "a text"}.') from exc
+    if not isinstance(body, dict):
+        raise refused("body", 'must be a JSON object such as {"inputs": "a text"}.')
+    if isinstance(body.get("inputs"), dict):
+        return await similarity(_parsed(TeiSimilarityBody, body), request)
+    if "query" in body and "texts" in body:
+        return await rerank(_parsed(TeiRerankBody, body), request)
+    ready = [m for m in await client_of(request).models() if m.ready and m.task in TEI_TASKS]
+    kinds = {m.task for m in ready if body.get("model") in (None, m.name)}
+    if body.get("model") is None and len(ready) > 1:
+        served = ", ".join(sorted(f"{m.name} ({m.task})" for m in ready))
+        raise GatewayError(400, f"POST / needs one served model and this gateway serves several: {served}. Send "
+                           "'model' in the body, or use /embed, /predict or /rerank with 'model'.", param="model",
+                           code="model_required")  # fmt: skip
+    if kinds == {"text-classification"}:
+        return await predict(_parsed(TeiPredictBody, body), request)
+    return await embed(_parsed(TeiEmbedBody, body), request)
+
+
+def _parsed(kind: type[BodyT], body: dict[str, Any]) -> BodyT:
+    """``body`` as ``kind``; a 400 naming the first field that does not fit (as the typed routes answer)."""
+    try:
+        return kind.model_validate(body)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        param = ".".join(str(part) for part in first.get("loc", ())) or None
+        raise GatewayError(400, f"{param}: {first.get('msg', 'invalid')}", param=param, code="invalid_value") from exc
 
 
 @router.post("/similarity", response_model=None, responses=documented(list[float], TeiError))
