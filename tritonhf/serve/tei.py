@@ -34,6 +34,7 @@ from tritonhf.serve.openai import (
     tokenizers_of,
     unless_disconnected,
 )
+from tritonhf.serve.rerank import rank
 from tritonhf.serve.responses import FastJSONResponse
 from tritonhf.serve.schemas import (
     Label,
@@ -133,20 +134,8 @@ async def predict(body: TeiPredictBody, request: Request) -> JSONResponse:
 async def rerank(body: TeiRerankBody, request: Request) -> JSONResponse:
     if body.raw_scores:
         raise refused("raw_scores", "is not supported: the reranker returns each document's relevance score.")
-    if not body.query:
-        raise empty("query")
     texts = _texts(body.texts, "texts")
-    check_count(request, len(texts), "texts")
-    check_texts([body.query], "query")
-    check_texts(texts, "texts")
-    client = client_of(request)
-    name = await model_for(client, body.model, ("text-ranking",), "/rerank")
-    await check_tokens(request, name, [body.query] * len(texts), texts, truncate=body.truncate)
-    try:
-        work = client.rerank(body.query, texts, model=name, truncate=body.truncate)
-        ranked = await unless_disconnected(request, work)
-    except ClientError as error:
-        raise GatewayError.of_tei(error, "texts") from error
+    ranked = await rank(request, body.model, body.query, texts, "texts", body.truncate, tei=True)
     answer = [
         {"index": r.index, "score": r.score, **({"text": r.document} if body.return_text else {})} for r in ranked
     ]
