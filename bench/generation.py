@@ -112,7 +112,8 @@ def prefix_caching(client: Client, tokenizer: Any) -> list[str]:
         history.append({"role": "user", "content": " ".join(rng.choice(words) for _ in range(60))})
         history.append({"role": "assistant", "content": " ".join(rng.choice(words) for _ in range(50))})
     turns = [[*history, {"role": "user", "content": q}] for q in ("Which word came first?", "Which came last?")]
-    length = len(tokenizer.apply_chat_template(turns[0], add_generation_prompt=True))
+    first = tokenizer.apply_chat_template(turns[0], tokenize=False, add_generation_prompt=True)
+    length = len(tokenizer(first, add_special_tokens=False)["input_ids"])
     answers, ttfts = {}, {}
     for model in ("openvino", "openvino-nocache"):
         client.generate("warm", model=model, max_tokens=1)

@@ -107,7 +107,8 @@ def test_the_gateway_schema_states_the_ranges_and_roles() -> None:
     from tritonhf.serve.app import create_app, with_model_names
 
     schema = with_model_names(
-        create_app("grpc://127.0.0.1:9").openapi(), [ModelInfo("smollm2", "1", "READY", "text-generation")]
+        create_app("grpc://127.0.0.1:9").openapi(),
+        [ModelInfo("smollm2", "1", "READY", "text-generation"), ModelInfo("e", "1", "READY", "feature-extraction")],
     )
     bodies = schema["components"]["schemas"]
     seed = bodies["ChatBody"]["properties"]["seed"]["anyOf"][0]
@@ -116,6 +117,14 @@ def test_the_gateway_schema_states_the_ranges_and_roles() -> None:
     assert bodies["ChatBody"]["properties"]["model"]["enum"] == ["smollm2"]
     temperature = bodies["ChatBody"]["properties"]["temperature"]["anyOf"][0]
     assert (temperature["minimum"], temperature["maximum"]) == (0, 2)
+    assert "model" not in bodies["TeiEmbedBody"].get("required", []), "one embedding model: 'model' may be left out"
+    several = with_model_names(
+        create_app("grpc://127.0.0.1:9").openapi(),
+        [ModelInfo(name, "1", "READY", "feature-extraction") for name in ("a", "b")],
+    )
+    assert "model" in several["components"]["schemas"]["TeiEmbedBody"]["required"], "several: it is required"
+    info = next(p for p in several["paths"]["/info"]["get"]["parameters"] if p["name"] == "model")
+    assert info["required"] and info["schema"]["anyOf"][0]["enum"] == ["a", "b"]
     responses = schema["paths"]["/v1/chat/completions"]["post"]["responses"]
     assert responses["200"]["content"]["application/json"]["schema"]["$ref"].endswith("/ChatCompletion")
     assert responses["400"]["content"]["application/json"]["schema"]["$ref"].endswith("/OpenAIError")
@@ -138,6 +147,8 @@ def test_the_gateway_refuses_out_of_range_values_and_roles_by_name_before_triton
         ):
             answer = client.post("/v1/chat/completions", json={**chat, **extra})
             assert answer.status_code == 400 and answer.json()["error"]["param"] == param, answer.text
+        cohere_shape = client.post("/v2/rerank", json={})
+        assert cohere_shape.status_code == 400 and "message" in cohere_shape.json()["error"], "OpenAI's shape on /v2"
         assert client.get("/docs").status_code == 200 and "swagger" in client.get("/docs").text.lower()
 
 

@@ -33,10 +33,12 @@ from tritonhf.serve.errors import GatewayError
 from tritonhf.serve.limits import Limits
 from tritonhf.serve.metrics import GatewayMetrics, Metered
 from tritonhf.serve.responses import FastJSONResponse
+from tritonhf.serve.tei import TEI_TASKS
 from tritonhf.serve.tokenizers import Tokenizers
 from tritonhf.tasks import SEED_MAX
 
 OPEN_PATHS = ("/health",)
+OPENAI_PATHS = ("/v1/", "/v2/")  # routes that answer errors in OpenAI's shape (Cohere's /v2/rerank too); others TEI's
 LOG = logging.getLogger("tritonhf.gateway")
 # Request bodies whose "model" names a served model of these tasks: /openapi.json lists those names as its enum.
 MODEL_TASKS = {
@@ -200,14 +202,30 @@ def with_model_names(schema: dict[str, Any], models: Sequence[ModelInfo]) -> dic
     bodies = schema.get("components", {}).get("schemas", {})
     for body, tasks in MODEL_TASKS.items():
         field = bodies.get(body, {}).get("properties", {}).get("model")
-        names = sorted(m.name for m in models if m.ready and m.task in tasks and not m.name.endswith("__onnx"))
+        names = _served(models, tasks)
         if field is None or not names:
             continue
-        branches = field.get("anyOf", [field])  # "str | None" is an anyOf with a null branch
-        for branch in branches:
-            if branch.get("type") == "string":
-                branch["enum"] = names
+        _name_enum(field, names)
+        if len(names) > 1 and "model" not in bodies[body].setdefault("required", []):
+            bodies[body]["required"].append("model")  # optional only while one model of the task is served
+    for path, operations in schema.get("paths", {}).items():
+        for operation in operations.values():
+            for parameter in operation.get("parameters", []):
+                names = _served(models, TEI_TASKS)
+                if path == "/info" and parameter.get("name") == "model" and names:
+                    _name_enum(parameter.get("schema", {}), names)
+                    parameter["required"] = len(names) > 1
     return schema
+
+
+def _served(models: Sequence[ModelInfo], tasks: Sequence[str]) -> list[str]:
+    return sorted(m.name for m in models if m.ready and m.task in tasks and not m.name.endswith("__onnx"))
+
+
+def _name_enum(field: dict[str, Any], names: list[str]) -> None:
+    for branch in field.get("anyOf", [field]):  # "str | None" is an anyOf with a null branch
+        if branch.get("type") == "string":
+            branch["enum"] = names
 
 
 def _error_response(request: Request, error: GatewayError) -> JSONResponse:
@@ -215,7 +233,7 @@ def _error_response(request: Request, error: GatewayError) -> JSONResponse:
 
 
 def _error_for_path(path: str, error: GatewayError) -> JSONResponse:
-    body = error.openai_body() if path.startswith("/v1/") else error.tei_body()
+    body = error.openai_body() if path.startswith(OPENAI_PATHS) else error.tei_body()
     response = JSONResponse(body, status_code=error.status)
     if error.status in (429, 503):  # overloaded or not ready: when to come back (OpenAI clients honour it)
         response.headers["Retry-After"] = str(RETRY_AFTER_SECONDS)

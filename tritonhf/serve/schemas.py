@@ -58,9 +58,9 @@ class GenerationBody(_Body):
     stop: str | list[str] | None = Field(default=None, description="The text ends before the first of these.")
     stream: bool = False
     stream_options: StreamOptions | None = None
-    n: int = Field(default=1, ge=1, le=128, description="Only 1: each request generates one answer.")
-    presence_penalty: float = Field(default=0.0, ge=-2, le=2, description="Only 0 (not supported).")
-    frequency_penalty: float = Field(default=0.0, ge=-2, le=2, description="Only 0 (not supported).")
+    n: int = Field(default=1, ge=1, le=1, description="Only 1: each request generates one answer.")
+    presence_penalty: float = Field(default=0.0, ge=0, le=0, description="Only 0 (not supported).")
+    frequency_penalty: float = Field(default=0.0, ge=0, le=0, description="Only 0 (not supported).")
     logprobs: bool | int | None = Field(default=None, description="Not supported.")
     top_logprobs: int | None = Field(default=None, ge=0, le=TOP_LOGPROBS_MAX, description="Not supported.")
     logit_bias: dict[str, float] | None = Field(default=None, description="Not supported.")
@@ -303,8 +303,9 @@ ERROR_STATUSES = (400, 401, 404, 413, 429, 499, 500, 501, 503, 504)
 def documented(answer: Any, errors: type[BaseModel], stream: bool = False) -> dict[int | str, dict[str, Any]]:
     """A route's ``responses=``: its answer (and server-sent events where it streams), and its error body."""
     ok: dict[str, Any] = {"model": answer, "description": "The answer."}
-    if stream:
-        ok["content"] = {"text/event-stream": {"schema": {"type": "string"}}}
+    if stream:  # each server-sent event: its data is one JSON chunk (or [DONE])
+        event = {"type": "object", "properties": {"data": {"type": "string"}, "event": {"type": "string"}}}
+        ok["content"] = {"text/event-stream": {"schema": {**event, "required": ["data"]}}}
     found: dict[int | str, dict[str, Any]] = {200: ok}
     for status in ERROR_STATUSES:
         found[status] = {"model": errors, "description": "Refused or failed; the body says why."}
