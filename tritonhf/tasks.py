@@ -32,9 +32,10 @@ from tritonhf.runtime.common import (
     VENDORED_WEIGHTS_DIR,
 )
 
-# The config parameter names live in the runtime package (the code every served model
-# carries); they are re-exported here for the gallery, the sdk and the CLI.
+# Every numeric option's range, stated once in the runtime (the templates check them too); the SDK and the gateway
+# read them from here.
 from tritonhf.runtime.ranges import (
+    AUDIO_TEMPERATURE_MAX,
     INT32_MAX,
     ROLES,
     SEED_MAX,
@@ -46,6 +47,7 @@ from tritonhf.runtime.ranges import (
 
 __all__ = [
     "ALIASES",
+    "AUDIO_TEMPERATURE_MAX",
     "INT32_MAX",
     "PARAM_BACKEND",
     "PARAM_BATCH_INVARIANT",

@@ -97,7 +97,7 @@ def test_a_transcription_option_is_in_range_or_a_typed_error(server: FakeServer,
     if option == "seed":
         assert seed_from_wire(sent) == value
     elif option == "temperature":
-        assert 0 <= sent <= 2
+        assert 0 <= sent <= 1, "speech: OpenAI's 0 to 1"
     else:
         assert 1 <= sent <= 2**31 - 1
 

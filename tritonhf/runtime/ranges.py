@@ -1,9 +1,9 @@
 """Every numeric option's range, stated once: the templates check them, the SDK checks them before sending, and the
 gateway publishes them in its OpenAPI schema (request bodies' bounds).
 
-The bounds are OpenAI's where OpenAI states one (``temperature`` 0 to 2, ``top_p`` above 0 up to 1, ``top_logprobs``
-0 to 20, ``seed`` any 64-bit unsigned integer a client draws); ``max_tokens`` is at least 1 and fits Triton's INT32
-tensor (the model's context then bounds it further, with a 400 naming the context length).
+The bounds are OpenAI's where OpenAI states one (``temperature`` 0 to 2, 0 to 1 for speech, ``top_p`` above 0 up
+to 1, ``top_logprobs`` 0 to 20, ``seed`` any 64-bit unsigned integer a client draws); ``max_tokens`` is at least 1
+and fits Triton's INT32 tensor (the model's context then bounds it further, with a 400 naming the context length).
 
 Seeds: clients draw them with ``random.getrandbits(64)``, so every value from 0 to 2**64 - 1 is a seed. Triton's
 seed tensor is INT64; a seed travels as the same 64 bits (``seed_to_wire``: from 2**63 up it arrives as a negative
@@ -17,6 +17,7 @@ SEED_MAX = 2**64 - 1
 INT32_MAX = 2**31 - 1
 MAX_TOKENS_MIN = 1
 TEMPERATURE_MAX = 2.0  # OpenAI's; 0 means greedy
+AUDIO_TEMPERATURE_MAX = 1.0  # OpenAI's for transcriptions and translations
 TOP_P_MAX = 1.0  # top_p is in (0, TOP_P_MAX]
 TOP_LOGPROBS_MAX = 20
 ROLES = ("system", "user", "assistant", "tool", "developer")  # OpenAI's chat roles; "developer" is a system message

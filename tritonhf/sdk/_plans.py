@@ -36,7 +36,7 @@ from tritonhf.sdk.results import (
     ZeroShotClassification,
 )
 from tritonhf.sdk.sampling import SpeechOptions
-from tritonhf.tasks import seed_to_wire
+from tritonhf.tasks import AUDIO_TEMPERATURE_MAX, seed_to_wire
 
 R = TypeVar("R")
 
@@ -577,7 +577,9 @@ def transcribe(
     _check_flag("timestamps", timestamps)
     if prompt is not None:
         check_prompt(prompt)
-    for key, value in (("temperature", temperature), ("seed", seed), ("max_tokens", max_tokens)):
+    check_option("temperature", temperature, "FP32", lambda v: 0 <= v <= AUDIO_TEMPERATURE_MAX,
+                 f"a number from 0 (greedy) to {AUDIO_TEMPERATURE_MAX:g}")  # fmt: skip
+    for key, value in (("seed", seed), ("max_tokens", max_tokens)):
         if value is not None:
             check_option(key, value, *RANGES[key])  # the ranges generation has (runtime/ranges.py)
 

@@ -26,6 +26,7 @@ from tritonhf.sdk import AsyncClient, Transcription, subtitles
 from tritonhf.serve.errors import GatewayError, refused
 from tritonhf.serve.openai import client_of, model_for, open_stream, sse, streamed, unless_disconnected
 from tritonhf.serve.schemas import OpenAIError, documented
+from tritonhf.tasks import AUDIO_TEMPERATURE_MAX
 
 router = APIRouter()
 RESPONSE_FORMATS = ("json", "text", "srt", "verbose_json", "vtt")
@@ -87,8 +88,8 @@ async def _answer(request: Request, task: str, file: UploadFile, form: _Form) ->
         raise refused("timestamp_granularities[]", "supports 'segment' only; word timestamps are not computed.")
     if form.granularities and form.response_format != "verbose_json":
         raise refused("timestamp_granularities[]", "needs response_format=verbose_json (as OpenAI's API).")
-    if not 0.0 <= form.temperature <= 1.0:
-        raise refused("temperature", f"is {form.temperature}; it must be between 0 and 1.")
+    if not 0.0 <= form.temperature <= AUDIO_TEMPERATURE_MAX:
+        raise refused("temperature", f"is {form.temperature}; it must be between 0 and {AUDIO_TEMPERATURE_MAX:g}.")
     data = await file.read()
     if not data:
         raise GatewayError(400, "'file' is empty: send the bytes of a WAV, FLAC, OGG or MP3 file.", param="file",
