@@ -29,7 +29,7 @@ from tritonhf.sdk import AsyncClient, ModelInfo
 from tritonhf.serve import audio, openai, rerank, tei
 from tritonhf.serve.admission import RETRY_AFTER_SECONDS, Admission
 from tritonhf.serve.coalesce import Coalescer
-from tritonhf.serve.errors import GatewayError
+from tritonhf.serve.errors import GatewayError, empty
 from tritonhf.serve.limits import Limits
 from tritonhf.serve.metrics import GatewayMetrics, Metered
 from tritonhf.serve.responses import FastJSONResponse
@@ -133,6 +133,9 @@ def create_app(
     async def invalid(request: Request, error: RequestValidationError) -> JSONResponse:
         first = error.errors()[0] if error.errors() else {}
         param = ".".join(str(part) for part in first.get("loc", ())[1:]) or None
+        if first.get("type") in ("string_too_short", "too_short") and param and first.get("input") in ("", []):
+            where = param.split(".")[0]  # "inputs.str", "inputs.list[...]": the field itself
+            return _error_response(request, empty(where))  # the words the routes' own checks use
         message = f"{param}: {first.get('msg', 'invalid request')}" if param else str(first.get("msg", "invalid"))
         return _error_response(request, GatewayError(400, message, param=param, code="invalid_value"))
 

@@ -142,18 +142,9 @@ async def model_for(client: AsyncClient, name: str | None, tasks: Sequence[str],
 
 
 def _check_generation(body: GenerationBody) -> dict[str, Any]:
-    """The SDK options of an OpenAI generation body; what it cannot honour is refused by name."""
-    if body.n != 1:
-        raise refused("n", "must be 1: each request generates one answer (send several requests instead).")
-    for name, value, default in (
-        ("presence_penalty", body.presence_penalty, 0.0),
-        ("frequency_penalty", body.frequency_penalty, 0.0),
-        ("logprobs", body.logprobs, None),
-        ("top_logprobs", body.top_logprobs, None),
-        ("logit_bias", body.logit_bias, None),
-    ):
-        if value not in (default, False):
-            raise refused(name, "is not supported by this server.")
+    """The SDK options of an OpenAI generation body. What this server cannot honour (n > 1, penalties, logprobs,
+    logit_bias; tools and other formats in chat) the schema itself bounds to the one value served, so it is a 400
+    naming the field before a route runs."""
     stop = [body.stop] if isinstance(body.stop, str) else body.stop
     return {
         "max_tokens": body.max_completion_tokens or body.max_tokens,
@@ -166,11 +157,6 @@ def _check_generation(body: GenerationBody) -> dict[str, Any]:
 
 
 def _messages(body: ChatBody) -> list[dict[str, str]]:
-    for name in ("tools", "tool_choice", "functions", "function_call"):
-        if getattr(body, name) not in (None, [], "none"):
-            raise refused(name, "is not supported: the gallery's text-generation models have no tool calling.")
-    if body.response_format not in (None, {"type": "text"}):
-        raise refused("response_format", "supports only {'type': 'text'}.")
     messages = []
     for index, message in enumerate(body.messages):
         content = message.content
@@ -349,8 +335,6 @@ async def chat_completions(body: ChatBody, request: Request) -> dict[str, Any] |
 async def completions(body: CompletionBody, request: Request) -> dict[str, Any] | Response:
     client = client_of(request)
     options = _check_generation(body)
-    if body.echo or body.suffix or (body.best_of not in (None, 1)):
-        raise refused("echo" if body.echo else "suffix" if body.suffix else "best_of", "is not supported.")
     prompts = [body.prompt] if isinstance(body.prompt, str) else body.prompt
     if not prompts or not all(isinstance(p, str) for p in prompts):
         raise refused("prompt", "must be a string or a list of strings (token ids are not accepted).")

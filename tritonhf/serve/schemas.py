@@ -2,20 +2,23 @@
 
 The bounds are the ones every layer holds (tritonhf/runtime/ranges.py, through ``tritonhf.tasks``): the SDK
 checks the same before sending and the templates after receiving, and ``/openapi.json`` publishes them, so a
-client generator or a fuzzer reads the real contract. Fields OpenAI has but a Triton text model cannot honour
-(several choices, tools, images, penalties, logprobs) are accepted by the schema so that the refusal can name
-them clearly.
+client generator or a fuzzer reads the real contract. Fields OpenAI has but this server cannot honour
+(several choices, tools, penalties, logprobs) are bounded to the one value served (n 1, penalties 0, no tools),
+so the schema tells a client generator the truth and a refusal names the field.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tritonhf.tasks import INT32_MAX, SEED_MAX, TEMPERATURE_MAX, TOP_LOGPROBS_MAX, TOP_P_MAX
 
 Role = Literal["system", "user", "assistant", "tool", "developer"]  # OpenAI's roles (tasks.ROLES); others a 400
+# A text a route needs something in: an empty one is refused ("cannot be empty"), so the schema says so too.
+Text = Annotated[str, Field(min_length=1)]
+Texts = Annotated[list[Text], Field(min_length=1)]
 
 
 class _Body(BaseModel):
@@ -61,32 +64,38 @@ class GenerationBody(_Body):
     n: int = Field(default=1, ge=1, le=1, description="Only 1: each request generates one answer.")
     presence_penalty: float = Field(default=0.0, ge=0, le=0, description="Only 0 (not supported).")
     frequency_penalty: float = Field(default=0.0, ge=0, le=0, description="Only 0 (not supported).")
-    logprobs: bool | int | None = Field(default=None, description="Not supported.")
-    top_logprobs: int | None = Field(default=None, ge=0, le=TOP_LOGPROBS_MAX, description="Not supported.")
-    logit_bias: dict[str, float] | None = Field(default=None, description="Not supported.")
+    logprobs: Literal[False] | None = Field(default=None, description="Not supported: false or absent.")
+    top_logprobs: int | None = Field(
+        default=None, ge=0, le=0, description=f"Not supported (OpenAI's: 0-{TOP_LOGPROBS_MAX})."
+    )
+    logit_bias: dict[str, float] | None = Field(default=None, max_length=0, description="Not supported.")
     # not OpenAI's: cut a prompt past the context (its start) instead of a 400
     truncate: bool = Field(default=False, description="Cut a prompt past the context (its start) instead of a 400.")
 
 
+class TextFormat(_Body):
+    type: Literal["text"]
+
+
 class ChatBody(GenerationBody):
     messages: list[ChatMessage]
-    tools: list[Any] | None = None
-    tool_choice: Any = None
-    functions: list[Any] | None = None
-    function_call: Any = None
-    response_format: dict[str, Any] | None = None
+    tools: list[Any] | None = Field(default=None, max_length=0, description="Not supported: no tool calling.")
+    tool_choice: Literal["none"] | None = Field(default=None, description="Not supported: only 'none'.")
+    functions: list[Any] | None = Field(default=None, max_length=0, description="Not supported.")
+    function_call: Literal["none"] | None = Field(default=None, description="Not supported: only 'none'.")
+    response_format: TextFormat | None = Field(default=None, description="Only {'type': 'text'}.")
 
 
 class CompletionBody(GenerationBody):
-    prompt: str | list[str] | list[int] | list[list[int]]
-    echo: bool = False
-    best_of: int | None = None
-    suffix: str | None = None
+    prompt: Text | Texts | list[int] | list[list[int]]
+    echo: Literal[False] = Field(default=False, description="Not supported.")
+    best_of: int | None = Field(default=None, ge=1, le=1, description="Only 1.")
+    suffix: str | None = Field(default=None, max_length=0, description="Not supported.")
 
 
 class EmbeddingBody(_Body):
     model: str
-    input: str | list[str] | list[int] | list[list[int]]
+    input: Text | Texts | list[int] | list[list[int]]
     encoding_format: Literal["float", "base64"] = "float"
     dimensions: int | None = Field(default=None, ge=1, description="Not supported: the vectors have a fixed size.")
     truncate: bool = False  # not OpenAI's (which refuses a too-long input): cut it, and say so per item
@@ -95,7 +104,7 @@ class EmbeddingBody(_Body):
 
 
 class TeiEmbedBody(_Body):
-    inputs: str | list[str]
+    inputs: Text | Texts
     normalize: bool = True
     truncate: bool = False  # TEI's default: a too-long input is a 413, never cut unasked
     truncation_direction: Literal["Left", "Right", "left", "right"] = Field(
@@ -105,15 +114,15 @@ class TeiEmbedBody(_Body):
 
 
 class TeiPredictBody(_Body):
-    inputs: str | list[str] | list[list[str]]  # TEI: a text, texts, or [text, text_pair] pairs
+    inputs: Text | Texts | list[list[Text]]  # TEI: a text, texts, or [text, text_pair] pairs
     raw_scores: bool = False
     truncate: bool = False
     model: str | None = None
 
 
 class TeiRerankBody(_Body):
-    query: str
-    texts: list[str]
+    query: Text
+    texts: Texts
     raw_scores: bool = False
     return_text: bool = False
     truncate: bool = False
@@ -121,8 +130,8 @@ class TeiRerankBody(_Body):
 
 
 class SimilarityInputs(_Body):
-    source_sentence: str
-    sentences: list[str] = Field(min_length=1)
+    source_sentence: Text
+    sentences: Texts
 
 
 class TeiSimilarityBody(_Body):
@@ -142,21 +151,21 @@ class TeiDecodeBody(_Body):
 
 
 class TeiTokenizeBody(_Body):
-    inputs: str | list[str]
+    inputs: Text | Texts
     add_special_tokens: bool = True
     model: str | None = None
 
 
 class RerankDocument(_Body):
-    text: str
+    text: Text
 
 
 class RerankBody(_Body):
     """Cohere's and Jina's rerank body (``/v1/rerank``, ``/v2/rerank``)."""
 
     model: str = Field(description="A served text-ranking model's name.")
-    query: str = Field(description="What the documents are ranked against.")
-    documents: list[str | RerankDocument] = Field(min_length=1, description="Strings or {'text': ...} objects.")
+    query: Text = Field(description="What the documents are ranked against.")
+    documents: list[Text | RerankDocument] = Field(min_length=1, description="Strings or {'text': ...} objects.")
     top_n: int | None = Field(default=None, ge=1, description="Keep the best n (all when not given).")
     return_documents: bool = Field(default=True, description="Each result carries its document's text.")
     truncate: bool = Field(default=False, description="Not Cohere's: cut a document past the window, not a 400.")
