@@ -67,12 +67,12 @@ def show_command(
 
 
 def _show_model(folder: Path) -> None:
-    config = ModelConfig.parse(json_format.MessageToDict(parse_config((folder / "config.pbtxt").read_text()),
-                                                         preserving_proto_field_name=True))  # fmt: skip
+    text = (folder / "config.pbtxt").read_text()
+    config = ModelConfig.parse(json_format.MessageToDict(parse_config(text), preserving_proto_field_name=True))
     invariant = "yes" if config.batch_invariant else "NO (batch_invariant=false: answers may change with batch-mates)"
     console.print(f"{folder.name}: task {config.task or '?'}, batch-invariant: {invariant}")
     console.rule(f"{folder.name}: config.pbtxt")
-    console.print(Syntax((folder / "config.pbtxt").read_text(), "text", theme="ansi_dark"))
+    console.print(Syntax(text, "text", theme="ansi_dark"))
 
 
 @app.command("add")
