@@ -25,7 +25,8 @@ from tritonhf.bootstrap import Stack
 
 pytestmark = pytest.mark.integration
 SEED = 4848
-EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "150"))  # per operation and mode, in the fuzzing phase
+# Examples per operation in the fuzzing phase, per mode: enough schema-valid requests for 5,000 in all.
+EXAMPLES = {"positive": int(os.environ.get("FUZZ_EXAMPLES", "320")), "negative": 60}
 SLOW_MODELS = {"smollm2"}
 
 
@@ -55,7 +56,7 @@ def test_no_request_the_schema_allows_is_a_server_error(served_stack: Stack, tmp
         har = tmp_path / f"fuzz-{mode}.har"
         command = [
             str(Path(sys.executable).with_name("st")), "run", str(schema_file), "--url", base, "--mode", mode,
-            "--checks", "not_a_server_error,response_schema_conformance", "--max-examples", str(EXAMPLES),
+            "--checks", "not_a_server_error,response_schema_conformance", "--max-examples", str(EXAMPLES[mode]),
             "--seed", str(SEED), "--phases", "examples,coverage,fuzzing", "--request-timeout", "60",
             "--report", "har", "--report-har-path", str(har), "--no-color",
         ]  # fmt: skip
@@ -71,4 +72,5 @@ def test_no_request_the_schema_allows_is_a_server_error(served_stack: Stack, tmp
             answered = sum(count for status, count in statuses.items() if 200 <= status < 300)
             assert answered >= sum(statuses.values()) / 3, f"the fuzzer did not reach the models: {summary}"
         total += statuses
-    assert sum(total.values()) >= 5000, f"{sum(total.values())} requests in all"
+    answered = sum(count for status, count in total.items() if 200 <= status < 300)
+    assert sum(total.values()) >= 5000 and answered >= sum(total.values()) / 3, f"in all: {dict(total)}"

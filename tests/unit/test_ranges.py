@@ -8,6 +8,7 @@ request is sent. Issue 48's seed (2**63 and above: an ``OverflowError`` from num
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import numpy as np
@@ -169,3 +170,22 @@ def test_an_unforeseen_error_is_json_with_a_request_id_that_the_log_carries(capl
     assert answer.status_code == 500 and answer.json()["error"]["code"] == "internal_error"
     assert ident in answer.json()["error"]["message"]
     assert any(ident in record.getMessage() and record.exc_info for record in caplog.records)
+
+
+CALLS = {  # an SDK method with a numeric option -> how to call it with that option's value
+    "classify top_k": lambda client, v: client.classify("a text", model="m", top_k=v),
+    "answer top_k": lambda client, v: client.answer("who?", "alice went home", model="m", top_k=v),
+    "fill_mask top_k": lambda client, v: client.fill_mask("a [MASK] text", model="m", top_k=v),
+    "rerank top_n": lambda client, v: client.rerank("q", ["a", "b"], model="m", top_n=v),
+    "generate max_tokens": lambda client, v: client.generate("hi", model="m", max_tokens=v),
+}
+
+
+@settings(max_examples=200, deadline=None)
+@given(call=st.sampled_from(sorted(CALLS)), value=NUMBERS)
+def test_every_public_method_raises_only_tritonhf_errors_for_any_option_value(call: str, value: Any) -> None:
+    """Whatever number (or NaN, or 2**70) an option gets, a public method raises a tritonhf error or answers; never
+    an OverflowError, ValueError or numpy error. The in-memory server knows no model "m": a value the SDK lets
+    through meets that typed error instead."""
+    with Client(transport=MemoryTransport(FakeServer()), timeout=5) as client, contextlib.suppress(TritonHFError):
+        CALLS[call](client, value)
