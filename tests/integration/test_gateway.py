@@ -612,7 +612,6 @@ def test_every_64_bit_seed_is_a_seed_and_roles_are_openai_s(gateway: Stack) -> N
     assert client.chat.completions.create(model="smollm2", messages=developer, max_tokens=4).choices  # type: ignore[arg-type]
 
 
-
 def test_cohere_s_client_reranks_as_the_sdk_does(gateway: Stack) -> None:
     """Issue 46: POST /v1/rerank (Cohere's and Jina's body) and /v2/rerank, called by the real cohere package; the
     scores are the template's (the SDK's)."""

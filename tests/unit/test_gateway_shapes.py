@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import numpy as np
 import pytest
 from starlette.requests import Request
 
@@ -129,3 +130,40 @@ def test_a_finished_work_answers_and_leaves_no_watcher() -> None:
         return found, len(others)
 
     assert asyncio.run(scenario()) == ("answer", 0)
+
+
+def test_dimensions_cut_a_matryoshka_model_s_vectors_and_refuse_any_other() -> None:
+    """Issue 46: OpenAI's ``dimensions`` on /v1/embeddings, through the real openai client over the app in-process
+    (an in-memory Triton behind it): the first N components normalised again, where the model was added with
+    --param matryoshka=true (and /v1/models says so); a 400 saying why elsewhere or past the model's size."""
+    import openai
+    from fastapi.testclient import TestClient
+
+    from tritonhf.sdk import AsyncClient
+    from tritonhf.sdk.testing import AsyncMemoryTransport
+    from tritonhf.serve.app import create_app
+    from tritonhf.serve.coalesce import Coalescer
+
+    def vectors(inputs: dict[str, Any]) -> dict[str, Any]:
+        rows = (len(inputs["TEXT"]), 1)
+        vector = np.array([[3.0, 4.0, 12.0, 0.5]], np.float32)
+        return {"EMBEDDING": np.tile(vector, rows), "TOKENS": np.ones(rows, int), "TRUNCATED": np.zeros(rows, bool)}
+
+    server = FakeServer()
+    for name, matryoshka in (("nested", "true"), ("plain", None)):
+        model = server.add(name, "feature-extraction", vectors, output_dims={"EMBEDDING": 4})
+        if matryoshka:
+            model.config["parameters"]["matryoshka"] = {"string_value": matryoshka}
+    app = create_app("grpc://127.0.0.1:9")
+    with TestClient(app) as http:
+        app.state.client = AsyncClient(transport=AsyncMemoryTransport(server))
+        app.state.coalescer = Coalescer(app.state.client)
+        client = openai.OpenAI(base_url="http://testserver/v1", api_key="x", http_client=http, max_retries=0)
+        cut = client.embeddings.create(model="nested", input=["a", "b"], dimensions=2).data
+        assert [round(x, 6) for x in cut[0].embedding] == [0.6, 0.8] and len(cut) == 2, "3, 4 -> length 1"
+        cards = {card.id: card for card in client.models.list().data}
+        assert cards["nested"].matryoshka and not cards["plain"].matryoshka  # type: ignore[attr-defined]
+        for model, dimensions, words in (("plain", 2, "Matryoshka"), ("nested", 5, "more than the model's 4")):
+            with pytest.raises(openai.BadRequestError, match=words) as refused:
+                client.embeddings.create(model=model, input="a", dimensions=dimensions)
+            assert refused.value.body["param"] == "dimensions"  # type: ignore[index]

@@ -243,9 +243,10 @@ def test_batch_invariant_settings_by_default_and_the_way_out_is_stated(
     assert invariant.properties == {"KV_CACHE_PRECISION": "f32", "INFERENCE_PRECISION_HINT": "f32"}
     fast = engine_settings({"batch_invariant": "false"}, cores=2)
     assert not fast.invariant and fast.threads == 2 and fast.properties["KV_CACHE_PRECISION"] == "f16"
-    assert engine_settings({"batch_invariant": "false", "kv_cache_precision": "u8"}, 4).properties[
-        "KV_CACHE_PRECISION"
-    ] == "u8"
+    assert (
+        engine_settings({"batch_invariant": "false", "kv_cache_precision": "u8"}, 4).properties["KV_CACHE_PRECISION"]
+        == "u8"
+    )
     for bad, match in (({"batch_invariant": "maybe"}, "true or false"), ({"threads": "2"}, "batch_invariant=false")):
         with pytest.raises(ValueError, match=match):
             engine_settings(bad, cores=2)

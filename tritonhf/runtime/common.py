@@ -21,6 +21,9 @@ PARAM_ENGINE = "tritonhf.engine"
 PARAM_GGUF_FILE = "tritonhf.gguf_file"
 # text-generation on OpenVINO: "false" trades batch invariance for batched throughput (runtime.openvino_settings).
 PARAM_BATCH_INVARIANT = "batch_invariant"
+# feature-extraction: "true" where the model was trained so that its first N components are an embedding of their
+# own (Matryoshka); only then does the gateway's /v1/embeddings take OpenAI's ``dimensions``.
+PARAM_MATRYOSHKA = "matryoshka"
 # With --backend onnx on a server that has Triton's onnxruntime backend, the forward pass is
 # a second model (the "ONNX part"): the template calls it by name (BLS) with these tensors.
 PARAM_ONNX_MODEL = "tritonhf.onnx_model"  # the part's model name

@@ -153,6 +153,7 @@ class ModelInfo:
     instances: int = 1  # copies of the model that compute at once (its config's instance groups)
     # False only where the model was added with batch_invariant=false (text-generation on OpenVINO).
     batch_invariant: bool = True
+    matryoshka: bool = False  # its vectors may be cut to their first N components (/v1/embeddings' dimensions)
 
     @property
     def ready(self) -> bool:

@@ -290,9 +290,10 @@ async def retrieve_model(model_id: str, request: Request) -> dict[str, Any]:
 
 
 def _model_card(model: ModelInfo) -> dict[str, Any]:
-    """OpenAI's model object, with the task and whether each answer is batch-invariant (tritonhf's fields)."""
+    """OpenAI's model object, with the task, whether each answer is batch-invariant and whether the vectors may be
+    cut (``dimensions``): tritonhf's fields."""
     card = {"id": model.name, "object": "model", "created": 0, "owned_by": "tritonhf", "task": model.task}
-    return {**card, "batch_invariant": model.batch_invariant}
+    return {**card, "batch_invariant": model.batch_invariant, "matryoshka": model.matryoshka}
 
 
 @router.post(
@@ -416,13 +417,15 @@ async def embeddings(body: EmbeddingBody, request: Request) -> FastJSONResponse:
     texts = [str(item) for item in inputs]
     if not texts or not all(texts):
         raise empty("input")
-    if body.dimensions is not None:
-        raise refused("dimensions", "is not supported: the model's vectors have a fixed size.")
     check_count(request, len(texts), "input")
     if body.modality == "image":
+        if body.dimensions is not None:
+            raise refused("dimensions", "is for text embeddings of a Matryoshka model, not images.")
         return await _image_embeddings(client, request, body, texts)
     check_texts(texts, "input")
     name = await model_for(client, body.model, EMBEDDING_TASKS, "/v1/embeddings")
+    if body.dimensions is not None:
+        await _check_matryoshka(client, name)
     await check_tokens(request, name, texts, truncate=body.truncate)
     try:  # as OpenAI: a text past the model's window is a 400 (context_length_exceeded), unless truncate
         result = await unless_disconnected(
@@ -430,8 +433,9 @@ async def embeddings(body: EmbeddingBody, request: Request) -> FastJSONResponse:
         )
     except ClientError as error:
         raise GatewayError.of(error, "input") from error
+    vectors = result.vectors if body.dimensions is None else _first_components(result.vectors, body.dimensions)
     data = []
-    for index, vector in enumerate(result.vectors):
+    for index, vector in enumerate(vectors):
         value: Any = vector  # orjson writes the array itself
         if body.encoding_format == "base64":
             value = base64.b64encode(np.ascontiguousarray(vector, dtype="<f4").tobytes()).decode()
@@ -442,6 +446,26 @@ async def embeddings(body: EmbeddingBody, request: Request) -> FastJSONResponse:
     usage = {"prompt_tokens": result.total_tokens, "total_tokens": result.total_tokens}
     # A response of its own: FastAPI would otherwise walk every float through jsonable_encoder.
     return FastJSONResponse({"object": "list", "data": data, "model": name, "usage": usage})
+
+
+async def _check_matryoshka(client: AsyncClient, name: str) -> None:
+    """``dimensions`` only for a model trained so that its first N components embed on their own: cutting any other
+    model's vectors would change them silently."""
+    info = {m.name: m for m in await client.models()}.get(name)
+    if info is None or not info.matryoshka:
+        raise refused("dimensions", f"is refused: '{name}' was not added as a Matryoshka model (trained so that its "
+                      "first N components are an embedding of their own); `gallery add ... --param matryoshka=true` "
+                      "says it was.")  # fmt: skip
+
+
+def _first_components(vectors: np.ndarray[Any, Any], dimensions: int) -> np.ndarray[Any, Any]:
+    """The Matryoshka convention, as OpenAI's text-embedding-3 does: the first ``dimensions`` components, normalised
+    again to length 1."""
+    if dimensions > vectors.shape[1]:
+        raise refused("dimensions", f"is {dimensions}, more than the model's {vectors.shape[1]} components.")
+    cut = np.asarray(vectors[:, :dimensions], dtype=np.float32)
+    norms = np.linalg.norm(cut, axis=1, keepdims=True)
+    return cut / np.where(norms > 0, norms, 1.0)
 
 
 async def _image_embeddings(

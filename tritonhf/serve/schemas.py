@@ -97,7 +97,9 @@ class EmbeddingBody(_Body):
     model: str
     input: Text | Texts | list[int] | list[list[int]]
     encoding_format: Literal["float", "base64"] = "float"
-    dimensions: int | None = Field(default=None, ge=1, description="Not supported: the vectors have a fixed size.")
+    dimensions: int | None = Field(
+        default=None, ge=1, description="Matryoshka models only (/v1/models says): the first N components, normalised."
+    )
     truncate: bool = False  # not OpenAI's (which refuses a too-long input): cut it, and say so per item
     # Infinity's: "image" makes every input an image (a data: URI or base64) for an image-text model (CLIP).
     modality: Literal["text", "image"] = "text"
@@ -207,6 +209,7 @@ class ModelCard(_Answer):
     owned_by: str
     task: str | None
     batch_invariant: bool = Field(description="False only where the model was added with batch_invariant=false.")
+    matryoshka: bool = Field(description="True where /v1/embeddings takes 'dimensions' (--param matryoshka=true).")
 
 
 class ModelList(_Answer):
