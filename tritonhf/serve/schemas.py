@@ -16,9 +16,11 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from tritonhf.tasks import INT32_MAX, SEED_MAX, TEMPERATURE_MAX, TOP_LOGPROBS_MAX, TOP_P_MAX
 
 Role = Literal["system", "user", "assistant", "tool", "developer"]  # OpenAI's roles (tasks.ROLES); others a 400
-# A text a route needs something in: an empty one is refused ("cannot be empty"), so the schema says so too.
-Text = Annotated[str, Field(min_length=1)]
-Texts = Annotated[list[Text], Field(min_length=1)]
+# A text a route needs something in: an empty one is refused, so the schema says so too. Stated in the schema only:
+# the routes' own checks refuse it, naming the input ("cannot be empty"), and a text that is not valid Unicode ("is
+# not valid Unicode"), which pydantic's constrained strings would refuse with a message that names neither.
+Text = Annotated[str, Field(json_schema_extra={"minLength": 1})]
+Texts = Annotated[list[Text], Field(json_schema_extra={"minItems": 1})]
 
 
 class _Body(BaseModel):
