@@ -928,7 +928,9 @@ def staggered_mix(seed: int, solo: Mapping[str, str], context_words: int) -> lis
     streams = at_once(questions)
     special = rng.sample(range(len(streams)), 4)
     sampled, stopped, long, cancelled = (streams[index] for index in special)
-    sampled.options.update(temperature=0.8, top_p=0.9, seed=rng.randint(0, 2**31 - 1))
+    # a seed from the upper half of the 64-bit range, as getrandbits(64) draws half the time: it travels as a negative
+    # int64 and must come back as the same seed (issue 48), here among batch-mates
+    sampled.options.update(temperature=0.8, top_p=0.9, seed=2**63 + rng.getrandbits(63))
     words = solo[stopped.question].split()
     stopped.options["stop"] = [words[min(len(words) - 1, rng.randint(3, 12))]] if words else ["."]
     long.question = " ".join(rng.choice(WORDS) for _ in range(context_words + 500)) + " " + long.question
