@@ -10,7 +10,6 @@ from __future__ import annotations
 import copy
 import hmac
 import logging
-import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -29,7 +28,7 @@ from tritonhf.sdk import AsyncClient, ModelInfo
 from tritonhf.serve import audio, openai, rerank, tei
 from tritonhf.serve.admission import RETRY_AFTER_SECONDS, Admission
 from tritonhf.serve.coalesce import Coalescer
-from tritonhf.serve.errors import GatewayError, empty
+from tritonhf.serve.errors import GatewayError, empty, internal_error
 from tritonhf.serve.limits import Limits
 from tritonhf.serve.metrics import GatewayMetrics, Metered
 from tritonhf.serve.responses import FastJSONResponse
@@ -143,12 +142,9 @@ def create_app(
     async def unforeseen(request: Request, error: Exception) -> JSONResponse:
         """Anything no route foresaw: a JSON 500 in the route family's shape, never Starlette's plain-text page,
         with a request id that the gateway's log line carries too, beside the traceback."""
-        ident = uuid.uuid4().hex[:16]
-        LOG.error("request %s: %s %s failed", ident, request.method, request.url.path, exc_info=error)
-        found = GatewayError(500, f"Internal error in the gateway (request id {ident}, in its log with the "
-                             "traceback).", "server_error", code="internal_error")  # fmt: skip
+        found = internal_error(LOG, f"{request.method} {request.url.path}", error)
         response = _error_response(request, found)
-        response.headers["X-Request-Id"] = ident
+        response.headers["X-Request-Id"] = str(found.ident)
         return response
 
     @app.get("/openapi.json", include_in_schema=False)
@@ -211,13 +207,11 @@ def with_model_names(schema: dict[str, Any], models: Sequence[ModelInfo]) -> dic
         _name_enum(field, names)
         if len(names) > 1 and "model" not in bodies[body].setdefault("required", []):
             bodies[body]["required"].append("model")  # optional only while one model of the task is served
-    for path, operations in schema.get("paths", {}).items():
-        for operation in operations.values():
-            for parameter in operation.get("parameters", []):
-                names = _served(models, TEI_TASKS)
-                if path == "/info" and parameter.get("name") == "model" and names:
-                    _name_enum(parameter.get("schema", {}), names)
-                    parameter["required"] = len(names) > 1
+    names = _served(models, TEI_TASKS)
+    for parameter in schema.get("paths", {}).get("/info", {}).get("get", {}).get("parameters", []):
+        if parameter.get("name") == "model" and names:  # /info's ?model=, as the bodies' "model"
+            _name_enum(parameter.get("schema", {}), names)
+            parameter["required"] = len(names) > 1
     return schema
 
 

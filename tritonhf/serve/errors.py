@@ -8,6 +8,7 @@ repaired (or the server away), 504 timeout, 500 the model failed.
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from tritonhf.errors import (
@@ -48,6 +49,7 @@ class GatewayError(Exception):
                  code: str | None = None) -> None:  # fmt: skip
         super().__init__(message)
         self.status, self.message, self.kind, self.param, self.code = status, message, kind, param, code
+        self.ident: str | None = None  # the request id of an internal error (internal_error)
 
     @classmethod
     def of(cls, error: ClientError, param: str | None = None) -> GatewayError:
@@ -81,3 +83,14 @@ def empty(param: str) -> GatewayError:
     """TEI's "cannot be empty" answer (an empty list, or a text with nothing in it)."""
     return GatewayError(400, f"'{param}' cannot be empty: send at least one non-empty text.", param=param,
                         code="empty_input")  # fmt: skip
+
+
+def internal_error(log: Any, what: str, error: BaseException) -> GatewayError:
+    """A fault no route foresaw: logged with the traceback under a request id, and answered (a JSON 500, or an event
+    in a stream already started) with the same id, so the caller's report finds the log line."""
+    ident = uuid.uuid4().hex[:16]
+    log.error("request %s: %s failed", ident, what, exc_info=error)
+    found = GatewayError(500, f"Internal error in the gateway (request id {ident}, in its log with the traceback).",
+                         "server_error", code="internal_error")  # fmt: skip
+    found.ident = ident
+    return found

@@ -29,7 +29,7 @@ from tritonhf.errors import ClientError
 from tritonhf.sdk import AsyncClient, AsyncTextStream, ModelInfo
 from tritonhf.sdk.aio import AsyncResponseStream
 from tritonhf.serve.coalesce import Coalescer
-from tritonhf.serve.errors import GatewayError, empty, refused
+from tritonhf.serve.errors import GatewayError, empty, internal_error, refused
 from tritonhf.serve.fetch import FetchRefused, fetch
 from tritonhf.serve.limits import Limits
 from tritonhf.serve.responses import FastJSONResponse
@@ -256,10 +256,7 @@ def sse(events: AsyncIterator[Any], stream: AsyncResponseStream[Any]) -> Streami
         except ClientError as error:  # after the first chunk: report it in the stream, as OpenAI does
             yield format_sse_event(data_str=json.dumps(GatewayError.of(error).openai_body()))
         except Exception as error:  # unforeseen (the app's handler cannot answer once the stream has started)
-            ident = uuid.uuid4().hex[:16]
-            LOG.error("request %s: a stream failed", ident, exc_info=error)
-            found = GatewayError(500, f"Internal error in the gateway (request id {ident}, in its log with the "
-                                 "traceback).", "server_error", code="internal_error")  # fmt: skip
+            found = internal_error(LOG, "a stream", error)
             yield format_sse_event(data_str=json.dumps(found.openai_body()))
         finally:
             await stream.aclose()  # a client that went away lands here too: the Triton request is cancelled
