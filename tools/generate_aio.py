@@ -70,6 +70,8 @@ PLAIN = {
     "_deadline",
     "usage",
     "finish_reason",
+    "tool_calls",
+    "content",
     "result",
     "__iter__",
     "read",

@@ -45,11 +45,14 @@ from tritonhf.runtime.ranges import (
     TOP_P_MAX,
     seed_to_wire,
 )
+from tritonhf.runtime.tools import MAX_SCHEMA_BYTES, MAX_TOOLS, TOOL_NAME
 
 __all__ = [
     "ALIASES",
     "AUDIO_TEMPERATURE_MAX",
     "INT32_MAX",
+    "MAX_SCHEMA_BYTES",
+    "MAX_TOOLS",
     "PARAM_BACKEND",
     "PARAM_BATCH_INVARIANT",
     "PARAM_DEVICE",
@@ -73,6 +76,7 @@ __all__ = [
     "SEED_MAX",
     "TASKS",
     "TEMPERATURE_MAX",
+    "TOOL_NAME",
     "TOP_LOGPROBS_MAX",
     "TOP_P_MAX",
     "VENDORED_WEIGHTS_DIR",
@@ -334,8 +338,15 @@ TASKS: dict[str, Task] = {
                 TensorSpec("text_input", "TYPE_STRING", (1,), doc="the prompt, or JSON chat messages with chat=true"),
                 *_SAMPLING,
                 TensorSpec("chat", "TYPE_BOOL", (1,), optional=True, doc="apply the chat template"),
+                TensorSpec("json_schema", "TYPE_STRING", (1,), optional=True, doc="the answer's JSON Schema"),
+                TensorSpec("tools", "TYPE_STRING", (1,), optional=True, doc="JSON list of OpenAI function tools"),
+                TensorSpec("tool_choice", "TYPE_STRING", (1,), optional=True, doc="auto|none|required|a tool's name"),
             ),
-            outputs=_GENERATED,
+            outputs=(
+                *_GENERATED,
+                TensorSpec("tool_calls", "TYPE_STRING", (1,), optional=True, doc="last response: JSON list of calls"),
+                TensorSpec("content", "TYPE_STRING", (1,), optional=True, doc="with tool_calls: the text outside them"),
+            ),
             decoupled=True,
             default_max_batch_size=8,
         ),

@@ -86,7 +86,7 @@ def test_openai_errors_are_openai_shaped(gateway: Stack) -> None:
     client = openai.OpenAI(base_url=_base(gateway), api_key="x", max_retries=0)
     with pytest.raises(openai.NotFoundError, match="does not exist"):
         client.chat.completions.create(model="nope", messages=CHAT)
-    for bad in ({"n": 2}, {"tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}]},
+    for bad in ({"n": 2}, {"tools": [{"type": "function", "function": {"parameters": {}}}]},  # a tool without a name
                 {"temperature": 5}, {"max_tokens": 100_000}):  # fmt: skip
         with pytest.raises(openai.BadRequestError) as info:
             client.chat.completions.create(model="smollm2", messages=CHAT, **bad)  # type: ignore[arg-type]

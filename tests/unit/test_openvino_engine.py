@@ -281,3 +281,45 @@ def test_batch_invariant_settings_by_default_and_the_way_out_is_stated(
     pt = add_model(AddRequest("text-generation", str(tiny["llama"]), tmp_path / "r", name="pt", engine="transformers",
                               params={"batch_invariant": "false"}))  # fmt: skip
     assert parsed(pt).batch_invariant, "the transformers engine is invariant whatever the parameter says"
+
+
+def test_a_schema_and_a_required_call_hold_the_answer_among_free_neighbours(ov_int8: Any) -> None:
+    """OpenVINO applies the grammar (issue 45); the template compiles it first, so a schema the compiler refuses
+    is that request's error and never reaches a step the others share."""
+    import jsonschema
+
+    schema = {"type": "object", "properties": {"ok": {"type": "boolean"}, "mood": {"enum": ["happy", "sad"]}},
+              "required": ["ok", "mood"], "additionalProperties": False}  # fmt: skip
+    tool = {"type": "function", "function": {"name": "pick", "parameters": schema}}
+    solo = [_alone(ov_int8, prompt, max_tokens=16) for prompt in PROMPTS[:3]]
+    held = request("Answer in JSON:", json_schema=schema, max_tokens=40)
+    bad = request("x", json_schema={"type": "object", "properties": {"a": {"type": "strange"}}})
+    call = request(json.dumps([{"role": "user", "content": "pick"}]), chat=True, tools=[tool], tool_choice="required",
+                   max_tokens=60, truncate=True)  # fmt: skip
+    free = [request(prompt, max_tokens=16) for prompt in PROMPTS[:3]]
+    ov_int8.execute([free[0], held, bad, free[1], call, free[2]])
+    run(ov_int8)
+    assert [text_of(r) for r in free] == solo, "a constrained neighbour changed a free answer"
+    assert 'Unsupported type "strange"' in bad.sender.responses[0].error().message()
+    # compact JSON (the template's EBNF): the random model cannot spend its tokens on whitespace, so both finish
+    assert last(held, "finish_reason").decode() == "stop"
+    jsonschema.validate(json.loads(text_of(held)), schema)
+    assert last(call, "finish_reason").decode() == "tool_calls"
+    (found,) = json.loads(last(call, "tool_calls").decode())
+    jsonschema.validate(json.loads(found["arguments"]), schema)
+    assert not ov_int8.engine.pipeline.has_non_finished_requests()
+
+
+def test_a_failed_step_ends_its_streams_and_the_next_request_is_served(ov_int8: Any, monkeypatch: Any) -> None:
+    """A grammar OpenVINO's own copy of xgrammar refuses inside its step (the template's compile passed it) leaves
+    the pipeline mid-step; the engine makes a new one, so only that step's streams fail."""
+    solo = _alone(ov_int8, PROMPTS[1], max_tokens=12)
+    monkeypatch.setattr(ov_int8.grammars, "openvino_grammar", lambda schema: ("json_schema", '{"type": "strange"}'))
+    doomed, neighbour = request("x", json_schema={"type": "object"}, max_tokens=8), request(PROMPTS[0], max_tokens=8)
+    ov_int8.execute([doomed, neighbour])
+    while ov_int8.running or ov_int8.waiting:
+        ov_int8.iterate()  # the decode loop's step: a failure ends the streams it was computing
+    for req in (doomed, neighbour):
+        assert req.sender.closed and "generation failed" in req.sender.responses[-1].error().message()
+    monkeypatch.undo()
+    assert _alone(ov_int8, PROMPTS[1], max_tokens=12) == solo

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -152,17 +152,41 @@ def generate_command(
     max_tokens: int = 64,
     temperature: float = 0.0,
     chat: Annotated[bool, typer.Option(help="Send the prompt as a chat message (instruct models).")] = True,
+    json_schema: Annotated[
+        Path | None,
+        typer.Option(
+            help="A JSON Schema file: the answer is held to it by the model's grammar (it parses when it finishes).",
+            exists=True,
+            dir_okay=False,
+        ),
+    ] = None,
 ) -> None:
     """Stream generated text to the terminal as it arrives."""
+    schema = _read_schema(json_schema) if json_schema is not None else None
     with Client(url) as client:
         if chat:
             messages = [{"role": "user", "content": prompt}]
-            chunks = client.chat(messages, model=model, max_tokens=max_tokens, temperature=temperature, stream=True)
+            chunks = client.chat(messages, model=model, max_tokens=max_tokens, temperature=temperature, stream=True,
+                                 response_format=schema)  # fmt: skip
         else:
-            chunks = client.generate(prompt, model=model, max_tokens=max_tokens, temperature=temperature, stream=True)
+            chunks = client.generate(prompt, model=model, max_tokens=max_tokens, temperature=temperature, stream=True,
+                                     response_format=schema)  # fmt: skip
         for chunk in chunks:
-            console.print(chunk, end="", soft_wrap=True)
+            console.print(chunk, end="", soft_wrap=True, markup=False, highlight=False)
+        if chunks.finish_reason == "length" and schema is not None:
+            console.print("\n[yellow]max_tokens cut the answer before its JSON closed (raise --max-tokens).[/]")
     console.print()
+
+
+def _read_schema(path: Path) -> dict[str, Any]:
+    try:
+        found = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as error:
+        raise typer.BadParameter(f"{path} is not JSON ({error}).", param_hint="--json-schema") from error
+    if not isinstance(found, dict):
+        raise typer.BadParameter(f"{path} holds a {type(found).__name__}, not a JSON Schema object.",
+                                 param_hint="--json-schema")  # fmt: skip
+    return found
 
 
 @friendly_errors

@@ -45,6 +45,8 @@ def needed_packages(repository: Path) -> list[str]:
             names.append("openvino")  # its encoder on OpenVINO (weights/ct2/openvino_encoder.xml)
         if params.get(PARAM_TASK) in ("text-generation", "text2text-generation"):
             names.append("jinja2")  # chat templates
+        if params.get(PARAM_TASK) == "text-generation":
+            names += ["xgrammar", "apache-tvm-ffi"]  # response_format and required tool calls (runtime/grammars.py)
         files = {path.name for path in folder.rglob("*") if path.is_file()}
         if files & set(_SENTENCEPIECE_FILES) and "tokenizer.json" not in files:
             names += ["sentencepiece", "protobuf"]  # a slow tokenizer: no tokenizer.json to load fast

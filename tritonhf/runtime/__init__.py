@@ -29,13 +29,15 @@ What a template finds here:
 
 One module per concern: ``common`` (parameter names, the single place that knows them;
 ``tritonhf.tasks`` imports them from there), ``loading``, ``batching``, ``windows``, ``images``, ``audio``,
-``replies``, ``pipeline``, ``int8``, ``openvino_settings``, ``ranges``
+``replies``, ``pipeline``, ``int8``, ``openvino_settings``, ``ranges``, ``grammars`` and ``tools``
+(constrained answers and tool calls of the generation template)
 (every numeric option's range, which the SDK and the gateway read too).
 Templates use the names re-exported here (``runtime.Batch``).
 """
 
 from __future__ import annotations
 
+from . import tools
 from .audio import (
     CT2_FOLDER,
     DEFAULT_MAX_AUDIO_SECONDS,
@@ -85,6 +87,7 @@ from .common import (
     BadRequest,
     pb_utils,
 )
+from .grammars import Grammars
 from .images import (
     DEFAULT_MAX_IMAGE_PIXELS,
     IMAGE_BACKEND,
@@ -185,6 +188,7 @@ __all__ = [
     "Batch",
     "Encoded",
     "EngineSettings",
+    "Grammars",
     "OnnxModel",
     "Pipeline",
     "TextReply",
@@ -233,6 +237,7 @@ __all__ = [
     "string_matrix",
     "string_tensor",
     "too_long_message",
+    "tools",
     "torch_dtype",
     "torch_threads",
     "trust_remote_code",

@@ -4,7 +4,8 @@ text.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -93,9 +94,17 @@ class TextReply:
     """
 
     def __init__(
-        self, sender: Any, tokenizer: Any, stops: Sequence[str], prompt_tokens: int, prompt_tokens_cut: int = 0
+        self,
+        sender: Any,
+        tokenizer: Any,
+        stops: Sequence[str],
+        prompt_tokens: int,
+        prompt_tokens_cut: int = 0,
+        calls: Callable[[str], tuple[str, list[dict[str, str]]]] | None = None,
     ) -> None:
-        self.sender, self.tokenizer, self.stops = sender, tokenizer, list(stops)
+        """``calls``: with tools offered, reads the finished text's tool calls (``tools.parse_calls``); the last
+        response then carries them (``tool_calls``, JSON) and the text outside them (``content``)."""
+        self.sender, self.tokenizer, self.stops, self.calls = sender, tokenizer, list(stops), calls
         self.prompt_tokens, self.prompt_tokens_cut = prompt_tokens, prompt_tokens_cut
         self.tokens: list[int] = []
         self.text = ""  # the decoded text so far
@@ -165,6 +174,11 @@ class TextReply:
                 ]
                 if self.prompt_tokens_cut:  # the request asked to truncate: the answer says what went
                     usage.append(pb.Tensor("prompt_tokens_cut", np.array([[self.prompt_tokens_cut]], dtype=np.int32)))
+                content, calls = self.calls(self.text) if self.calls is not None else (self.text, [])
+                if calls:
+                    self.finish_reason = "tool_calls" if reason == "stop" else reason
+                    usage[0] = string_tensor("finish_reason", [self.finish_reason])
+                    usage += [string_tensor("tool_calls", [json.dumps(calls)]), string_tensor("content", [content])]
                 self._send(len(self.text), usage)
                 if self.sender is not None:  # None: the last chunk was refused, the answer has ended
                     self.sender.send(flags=final)

@@ -19,6 +19,7 @@ from tritonhf.sdk.client import Client, TextStream, TranscriptionStream
 from tritonhf.sdk.media import AudioInput, ImageInput
 from tritonhf.sdk.results import (
     Answer,
+    ChatResult,
     Classification,
     Embeddings,
     Entity,
@@ -26,6 +27,7 @@ from tritonhf.sdk.results import (
     ModelInfo,
     Ranked,
     Segment,
+    ToolCall,
     Transcription,
     TranscriptionPart,
     Usage,
@@ -40,6 +42,7 @@ __all__ = [
     "AsyncTextStream",
     "AsyncTranscriptionStream",
     "AudioInput",
+    "ChatResult",
     "Classification",
     "Client",
     "Embeddings",
@@ -52,6 +55,7 @@ __all__ = [
     "Segment",
     "SpeechOptions",
     "TextStream",
+    "ToolCall",
     "Transcription",
     "TranscriptionPart",
     "TranscriptionStream",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -19,13 +19,17 @@ from tritonhf.errors import (
 )
 from tritonhf.sdk._policy import Tensors
 from tritonhf.sdk.results import (
+    ChatResult,
+    ToolCall,
     Usage,
 )
 from tritonhf.sdk.sampling import OPTIONS as SAMPLING_OPTIONS
 from tritonhf.tasks import INT32_MAX, SEED_MAX, TEMPERATURE_MAX, TOP_P_MAX, seed_to_wire
 
 
-def generation_inputs(text: str, chat: bool, sampling: Mapping[str, Any]) -> Tensors:
+def generation_inputs(
+    text: str, chat: bool, sampling: Mapping[str, Any], constraint: Constraint | None = None
+) -> Tensors:
     """The text-generation template's tensors (Triton's generate extension names), one row.
 
     ``sampling`` holds the ``Sampling`` options; an unknown one is refused by name (a typo such
@@ -56,8 +60,78 @@ def generation_inputs(text: str, chat: bool, sampling: Mapping[str, Any]) -> Ten
         raise InvalidInputError(f"truncate must be True or False, not {truncate!r}.")
     if truncate:
         inputs["truncate"] = codecs.column(True, "BOOL", 1)
+    if constraint is not None:
+        for key, value in (("json_schema", constraint.schema), ("tools", constraint.tools),
+                           ("tool_choice", constraint.tool_choice)):  # fmt: skip
+            if value is not None:
+                inputs[key] = codecs.bytes_column([value])
     return inputs
 
+
+class SchemaModel(Protocol):
+    """A class that states its JSON Schema and parses JSON text into an instance (a pydantic model)."""
+
+    @classmethod
+    def model_json_schema(cls) -> dict[str, Any]: ...
+
+    @classmethod
+    def model_validate_json(cls, json_data: str) -> Any: ...
+
+
+# What ``response_format`` takes: a pydantic model class, a JSON Schema dict, or OpenAI's own shapes of it.
+ResponseFormat = type[SchemaModel] | Mapping[str, Any]
+ToolSpecs = Sequence[Mapping[str, Any]]
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """What a chat asks beyond free text, as the template's optional inputs take it (JSON text), and how the answer
+    is parsed back."""
+
+    schema: str | None = None
+    tools: str | None = None
+    tool_choice: str | None = None
+    parse: Callable[[str], Any] = json.loads
+
+
+def constraint(
+    response_format: ResponseFormat | None, tools: ToolSpecs | None = None, tool_choice: str | None = None
+) -> Constraint | None:
+    """The ``Constraint`` of a call's ``response_format``, ``tools`` and ``tool_choice`` (None: a free answer).
+
+    ``response_format``: a pydantic model class (its schema; the answer parsed into an instance), a JSON Schema
+    dict, ``{"type": "json_object"}`` (any JSON object), or ``{"type": "json_schema", "json_schema": {"schema":
+    ...}}`` as OpenAI's API takes it. The template checks the tools and compiles the schema; a schema its grammar
+    compiler refuses is an ``InvalidInputError`` naming the construct."""
+    if response_format is None and tools is None and tool_choice is None:
+        return None
+    schema: str | None = None
+    parse: Callable[[str], Any] = json.loads
+    if isinstance(response_format, type) and hasattr(response_format, "model_json_schema"):
+        schema, parse = json.dumps(response_format.model_json_schema()), response_format.model_validate_json
+    elif isinstance(response_format, Mapping):
+        kind = response_format.get("type")
+        if kind == "json_object":
+            schema = '{"type": "object"}'
+        elif kind == "json_schema" and isinstance(response_format.get("json_schema"), Mapping):
+            schema = json.dumps(response_format["json_schema"].get("schema") or {"type": "object"})
+        elif kind == "text":
+            schema = None
+        else:
+            schema = json.dumps(dict(response_format))
+    elif response_format is not None:
+        raise InvalidInputError(
+            "response_format must be a pydantic model class or a JSON Schema dict, "
+            f"not {type(response_format).__name__}."
+        )
+    if tool_choice is not None and not isinstance(tool_choice, str):
+        raise InvalidInputError(
+            f"tool_choice must be 'auto', 'none', 'required' or a tool's name, not {tool_choice!r}."
+        )
+    if tools is not None and (isinstance(tools, (str, bytes, Mapping)) or not isinstance(tools, Sequence)):
+        raise InvalidInputError('tools must be a list of {"type": "function", "function": {...}} dicts.')
+    offered = json.dumps([dict(tool) for tool in tools]) if tools else None
+    return Constraint(schema, offered, tool_choice, parse)
 
 # Each sampling option's tensor type and range (tritonhf/runtime/ranges.py states them; the template checks the same).
 RANGES: dict[str, tuple[str, Callable[[Any], bool], str]] = {
@@ -85,9 +159,14 @@ def chat_text(messages: Sequence[Mapping[str, Any]]) -> str:
     if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
         raise InvalidInputError('messages must be a list of {"role": ..., "content": ...} dicts.')
     for index, message in enumerate(messages):
-        if not isinstance(message, Mapping) or not isinstance(message.get("content"), str):
-            raise InvalidInputError(f'messages[{index}] must be a {{"role": ..., "content": str}} dict.')
-        codecs.check_unicode(message["content"], f"messages[{index}].content")
+        calls = isinstance(message, Mapping) and message.get("tool_calls") and message.get("content") is None
+        if not isinstance(message, Mapping) or not (calls or isinstance(message.get("content"), str)):
+            raise InvalidInputError(
+                f'messages[{index}] must be a {{"role": ..., "content": str}} dict (an assistant\'s may have '
+                '"tool_calls" instead of content).'
+            )
+        if not calls:
+            codecs.check_unicode(message["content"], f"messages[{index}].content")
     return json.dumps([dict(message) for message in messages])
 
 
@@ -107,6 +186,8 @@ class StreamProgress:
     chunks: int = 0
     finish_reason: str | None = None
     usage: Usage | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    content: str | None = None  # with tool calls: the text outside them
 
     def read(self, response: Mapping[str, Any]) -> str:
         """The text of one streamed response (possibly ""); records usage and finish reason when present."""
@@ -116,10 +197,28 @@ class StreamProgress:
         if "prompt_tokens" in response and "completion_tokens" in response:
             cut = int(scalar(response["prompt_tokens_cut"])) if "prompt_tokens_cut" in response else 0
             self.usage = Usage(int(scalar(response["prompt_tokens"])), int(scalar(response["completion_tokens"])), cut)
+        if "tool_calls" in response:
+            found = json.loads(str(scalar(response["tool_calls"]) or "[]"))
+            self.tool_calls = tuple(ToolCall(str(c["id"]), str(c["name"]), str(c["arguments"])) for c in found)
+            self.content = str(scalar(response["content"]) or "") if "content" in response else ""
         text = str(text or "")
         if text:
             self.chunks += 1
         return text
+
+    def result(self, text: str, constraint: Constraint) -> ChatResult[Any]:
+        """The whole answer of a constrained chat: its text (outside the calls), parsed, or its calls."""
+        if self.tool_calls:
+            return ChatResult(self.content or "", None, self.tool_calls, self.finish_reason, self.usage)
+        parsed = None
+        if constraint.schema is not None and self.finish_reason != "length":
+            try:
+                parsed = constraint.parse(text)
+            except ValueError as error:  # the grammar held it: a parse failure is the server's, not the caller's
+                raise InferenceError(f"the answer did not parse against its schema ({error}): {text[:200]!r}") from (
+                    error
+                )
+        return ChatResult(text, parsed, (), self.finish_reason, self.usage)
 
     def stream_error(self, error: ClientError, model: str) -> ClientError:
         return stream_error(self.chunks, error, model)

@@ -32,12 +32,14 @@ from tritonhf.sdk._errors import translate
 from tritonhf.sdk.media import AudioInput, ImageInput
 from tritonhf.sdk.results import (
     Answer,
+    ChatResult,
     Classification,
     Embeddings,
     Entity,
     FillMask,
     ModelInfo,
     Ranked,
+    ToolCall,
     Transcription,
     TranscriptionPart,
     Usage,
@@ -49,6 +51,7 @@ T = TypeVar("T")
 R = TypeVar("R")
 P = TypeVar("P")
 P_co = TypeVar("P_co", covariant=True)
+M = TypeVar("M", bound=generation.SchemaModel)  # a response_format class (a pydantic model)
 
 
 class _Progress(Protocol[P_co]):
@@ -176,6 +179,16 @@ class AsyncTextStream(AsyncResponseStream[str]):
     @property
     def finish_reason(self) -> str | None:
         return self._text.finish_reason
+
+    @property
+    def tool_calls(self) -> tuple[ToolCall, ...]:
+        """The calls the model made (after the last chunk; with ``tools`` offered)."""
+        return self._text.tool_calls
+
+    @property
+    def content(self) -> str | None:
+        """With tool calls: the answer's text outside them (the chunks carry all of it)."""
+        return self._text.content
 
 
 class AsyncTranscriptionStream(AsyncResponseStream[TranscriptionPart]):
@@ -835,6 +848,7 @@ class AsyncClient:
         *,
         model: str | None = None,
         stream: Literal[False] = False,
+        response_format: generation.ResponseFormat | None = None,
         timeout: float | None = None,
         idle_timeout: float | None = None,
         **sampling: Unpack[Sampling],
@@ -846,6 +860,7 @@ class AsyncClient:
         *,
         model: str | None = None,
         stream: Literal[True],
+        response_format: generation.ResponseFormat | None = None,
         timeout: float | None = None,
         idle_timeout: float | None = None,
         **sampling: Unpack[Sampling],
@@ -857,12 +872,15 @@ class AsyncClient:
         *,
         model: str | None = None,
         stream: bool = False,
+        response_format: generation.ResponseFormat | None = None,
         timeout: float | None = None,
         idle_timeout: float | None = None,
         **sampling: Unpack[Sampling],
     ) -> str | AsyncTextStream:
-        """Generated text for ``prompt``; with ``stream=True`` a ``AsyncTextStream`` of the chunks."""
-        inputs = generation.generation_inputs(plans.check_prompt(prompt), False, sampling)
+        """Generated text for ``prompt``; with ``stream=True`` a ``AsyncTextStream`` of the chunks. With
+        ``response_format`` (a pydantic model class or a JSON Schema dict) the text is held to that schema."""
+        wanted = generation.constraint(response_format)
+        inputs = generation.generation_inputs(plans.check_prompt(prompt), False, sampling, wanted)
         return await self._generation(inputs, model, stream, timeout, idle_timeout)
 
     @overload
@@ -872,6 +890,9 @@ class AsyncClient:
         *,
         model: str | None = None,
         stream: Literal[False] = False,
+        response_format: None = None,
+        tools: None = None,
+        tool_choice: None = None,
         timeout: float | None = None,
         idle_timeout: float | None = None,
         **sampling: Unpack[Sampling],
@@ -883,10 +904,41 @@ class AsyncClient:
         *,
         model: str | None = None,
         stream: Literal[True],
+        response_format: generation.ResponseFormat | None = None,
+        tools: generation.ToolSpecs | None = None,
+        tool_choice: str | None = None,
         timeout: float | None = None,
         idle_timeout: float | None = None,
         **sampling: Unpack[Sampling],
     ) -> AsyncTextStream: ...
+    @overload
+    async def chat(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        model: str | None = None,
+        stream: Literal[False] = False,
+        response_format: type[M],
+        tools: None = None,
+        tool_choice: None = None,
+        timeout: float | None = None,
+        idle_timeout: float | None = None,
+        **sampling: Unpack[Sampling],
+    ) -> ChatResult[M]: ...
+    @overload
+    async def chat(  # all three None: the first overload's str
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        model: str | None = None,
+        stream: Literal[False] = False,
+        response_format: Mapping[str, Any] | None = None,
+        tools: generation.ToolSpecs | None = None,
+        tool_choice: str | None = None,
+        timeout: float | None = None,
+        idle_timeout: float | None = None,
+        **sampling: Unpack[Sampling],
+    ) -> ChatResult[Any]: ...
 
     async def chat(
         self,
@@ -894,13 +946,29 @@ class AsyncClient:
         *,
         model: str | None = None,
         stream: bool = False,
+        response_format: generation.ResponseFormat | None = None,
+        tools: generation.ToolSpecs | None = None,
+        tool_choice: str | None = None,
         timeout: float | None = None,
         idle_timeout: float | None = None,
         **sampling: Unpack[Sampling],
-    ) -> str | AsyncTextStream:
-        """The assistant's answer to chat ``messages`` ({"role", "content"} dicts) of an instruct model."""
-        inputs = generation.generation_inputs(generation.chat_text(messages), True, sampling)
-        return await self._generation(inputs, model, stream, timeout, idle_timeout)
+    ) -> str | AsyncTextStream | ChatResult[Any]:
+        """The assistant's answer to chat ``messages`` ({"role", "content"} dicts) of an instruct model.
+
+        With ``response_format`` (a pydantic model class or a JSON Schema dict) the answer is held to that schema by
+        the model's grammar, and a ``ChatResult`` carries it parsed. With ``tools`` (OpenAI's function tools) and
+        ``tool_choice`` ("auto", "none", "required" or a tool's name) the ``ChatResult`` carries the calls made; a
+        required call is held to the tools' schemas. With ``stream=True`` a ``AsyncTextStream`` (its ``tool_calls``
+        after the last chunk)."""
+        wanted = generation.constraint(response_format, tools, tool_choice)
+        inputs = generation.generation_inputs(generation.chat_text(messages), True, sampling, wanted)
+        if wanted is None or stream:
+            return await self._generation(inputs, model, stream, timeout, idle_timeout)
+        chunks = await self._generation(inputs, model, True, timeout, idle_timeout)
+        assert isinstance(chunks, AsyncTextStream)
+        async with chunks:
+            text = "".join([chunk async for chunk in chunks])
+        return chunks._text.result(text, wanted)
 
     async def _generation(
         self,

@@ -37,12 +37,14 @@ from tritonhf.sdk._errors import translate
 from tritonhf.sdk.media import AudioInput, ImageInput
 from tritonhf.sdk.results import (
     Answer,
+    ChatResult,
     Classification,
     Embeddings,
     Entity,
     FillMask,
     ModelInfo,
     Ranked,
+    ToolCall,
     Transcription,
     TranscriptionPart,
     Usage,
@@ -54,6 +56,7 @@ T = TypeVar("T")
 R = TypeVar("R")
 P = TypeVar("P")
 P_co = TypeVar("P_co", covariant=True)
+M = TypeVar("M", bound=generation.SchemaModel)  # a response_format class (a pydantic model)
 
 
 class _Progress(Protocol[P_co]):
@@ -179,6 +182,16 @@ class TextStream(ResponseStream[str]):
     @property
     def finish_reason(self) -> str | None:
         return self._text.finish_reason
+
+    @property
+    def tool_calls(self) -> tuple[ToolCall, ...]:
+        """The calls the model made (after the last chunk; with ``tools`` offered)."""
+        return self._text.tool_calls
+
+    @property
+    def content(self) -> str | None:
+        """With tool calls: the answer's text outside them (the chunks carry all of it)."""
+        return self._text.content
 
 
 class TranscriptionStream(ResponseStream[TranscriptionPart]):
@@ -831,6 +844,7 @@ class Client:
         *,
         model: str | None = None,
         stream: Literal[False] = False,
+        response_format: generation.ResponseFormat | None = None,
         timeout: float | None = None,
         idle_timeout: float | None = None,
         **sampling: Unpack[Sampling],
@@ -842,6 +856,7 @@ class Client:
         *,
         model: str | None = None,
         stream: Literal[True],
+        response_format: generation.ResponseFormat | None = None,
         timeout: float | None = None,
         idle_timeout: float | None = None,
         **sampling: Unpack[Sampling],
@@ -853,12 +868,15 @@ class Client:
         *,
         model: str | None = None,
         stream: bool = False,
+        response_format: generation.ResponseFormat | None = None,
         timeout: float | None = None,
         idle_timeout: float | None = None,
         **sampling: Unpack[Sampling],
     ) -> str | TextStream:
-        """Generated text for ``prompt``; with ``stream=True`` a ``TextStream`` of the chunks."""
-        inputs = generation.generation_inputs(plans.check_prompt(prompt), False, sampling)
+        """Generated text for ``prompt``; with ``stream=True`` a ``TextStream`` of the chunks. With
+        ``response_format`` (a pydantic model class or a JSON Schema dict) the text is held to that schema."""
+        wanted = generation.constraint(response_format)
+        inputs = generation.generation_inputs(plans.check_prompt(prompt), False, sampling, wanted)
         return self._generation(inputs, model, stream, timeout, idle_timeout)
 
     @overload
@@ -868,6 +886,9 @@ class Client:
         *,
         model: str | None = None,
         stream: Literal[False] = False,
+        response_format: None = None,
+        tools: None = None,
+        tool_choice: None = None,
         timeout: float | None = None,
         idle_timeout: float | None = None,
         **sampling: Unpack[Sampling],
@@ -879,10 +900,41 @@ class Client:
         *,
         model: str | None = None,
         stream: Literal[True],
+        response_format: generation.ResponseFormat | None = None,
+        tools: generation.ToolSpecs | None = None,
+        tool_choice: str | None = None,
         timeout: float | None = None,
         idle_timeout: float | None = None,
         **sampling: Unpack[Sampling],
     ) -> TextStream: ...
+    @overload
+    def chat(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        model: str | None = None,
+        stream: Literal[False] = False,
+        response_format: type[M],
+        tools: None = None,
+        tool_choice: None = None,
+        timeout: float | None = None,
+        idle_timeout: float | None = None,
+        **sampling: Unpack[Sampling],
+    ) -> ChatResult[M]: ...
+    @overload
+    def chat(  # all three None: the first overload's str
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        model: str | None = None,
+        stream: Literal[False] = False,
+        response_format: Mapping[str, Any] | None = None,
+        tools: generation.ToolSpecs | None = None,
+        tool_choice: str | None = None,
+        timeout: float | None = None,
+        idle_timeout: float | None = None,
+        **sampling: Unpack[Sampling],
+    ) -> ChatResult[Any]: ...
 
     def chat(
         self,
@@ -890,13 +942,29 @@ class Client:
         *,
         model: str | None = None,
         stream: bool = False,
+        response_format: generation.ResponseFormat | None = None,
+        tools: generation.ToolSpecs | None = None,
+        tool_choice: str | None = None,
         timeout: float | None = None,
         idle_timeout: float | None = None,
         **sampling: Unpack[Sampling],
-    ) -> str | TextStream:
-        """The assistant's answer to chat ``messages`` ({"role", "content"} dicts) of an instruct model."""
-        inputs = generation.generation_inputs(generation.chat_text(messages), True, sampling)
-        return self._generation(inputs, model, stream, timeout, idle_timeout)
+    ) -> str | TextStream | ChatResult[Any]:
+        """The assistant's answer to chat ``messages`` ({"role", "content"} dicts) of an instruct model.
+
+        With ``response_format`` (a pydantic model class or a JSON Schema dict) the answer is held to that schema by
+        the model's grammar, and a ``ChatResult`` carries it parsed. With ``tools`` (OpenAI's function tools) and
+        ``tool_choice`` ("auto", "none", "required" or a tool's name) the ``ChatResult`` carries the calls made; a
+        required call is held to the tools' schemas. With ``stream=True`` a ``TextStream`` (its ``tool_calls``
+        after the last chunk)."""
+        wanted = generation.constraint(response_format, tools, tool_choice)
+        inputs = generation.generation_inputs(generation.chat_text(messages), True, sampling, wanted)
+        if wanted is None or stream:
+            return self._generation(inputs, model, stream, timeout, idle_timeout)
+        chunks = self._generation(inputs, model, True, timeout, idle_timeout)
+        assert isinstance(chunks, TextStream)
+        with chunks:
+            text = "".join([chunk for chunk in chunks])
+        return chunks._text.result(text, wanted)
 
     def _generation(
         self,

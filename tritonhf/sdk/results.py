@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import numpy as np
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -138,6 +141,36 @@ class Usage:
     @property
     def total_tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A call the model made to one of the tools offered (OpenAI's shape): ``arguments`` is the JSON text it wrote."""
+
+    id: str
+    name: str
+    arguments: str
+
+    def parsed_arguments(self) -> dict[str, Any]:
+        """The arguments as a dict (a required call's grammar held them to the tool's parameters schema)."""
+        found = json.loads(self.arguments)
+        return found if isinstance(found, dict) else {"value": found}
+
+
+@dataclass(frozen=True)
+class ChatResult(Generic[T]):
+    """A chat answer asked with ``response_format`` or ``tools``.
+
+    ``text``: the answer's text (outside any tool calls). ``parsed``: with ``response_format``, the answer parsed
+    (an instance of the model class given, or the JSON value for a schema dict); None when it was cut
+    (``finish_reason`` "length") or a tool was called. ``tool_calls``: the calls made (``finish_reason``
+    "tool_calls")."""
+
+    text: str
+    parsed: T | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    finish_reason: str | None = None
+    usage: Usage | None = None
 
 
 @dataclass(frozen=True)

@@ -26,8 +26,10 @@ from fastapi.sse import format_sse_event
 from tritonhf._wire import codecs
 from tritonhf._wire.aio_transport import cancel_and_wait
 from tritonhf.errors import ClientError
+from tritonhf.runtime import tools as tools_module
 from tritonhf.sdk import AsyncClient, AsyncTextStream, ModelInfo
 from tritonhf.sdk.aio import AsyncResponseStream
+from tritonhf.sdk.results import ToolCall
 from tritonhf.serve.coalesce import Coalescer
 from tritonhf.serve.errors import GatewayError, empty, internal_error, refused
 from tritonhf.serve.fetch import FetchRefused, fetch
@@ -43,6 +45,7 @@ from tritonhf.serve.schemas import (
     GenerationBody,
     ModelCard,
     ModelList,
+    NamedToolChoice,
     OpenAIError,
     documented,
 )
@@ -55,6 +58,7 @@ P = TypeVar("P")
 S = TypeVar("S", bound="AsyncResponseStream[Any]")
 # Answered to a client that disconnected before its answer was ready (nobody reads it; nginx's code).
 CLIENT_GONE = 499
+ARGUMENT_FRAGMENT = 16  # characters of a tool call's arguments per streamed delta
 
 
 class ClientGone(Exception):
@@ -143,8 +147,8 @@ async def model_for(client: AsyncClient, name: str | None, tasks: Sequence[str],
 
 def _check_generation(body: GenerationBody) -> dict[str, Any]:
     """The SDK options of an OpenAI generation body. What this server cannot honour (n > 1, penalties, logprobs,
-    logit_bias; tools and other formats in chat) the schema itself bounds to the one value served, so it is a 400
-    naming the field before a route runs."""
+    logit_bias, the legacy functions) the schema itself bounds to the one value served, so it is a 400 naming the
+    field before a route runs."""
     stop = [body.stop] if isinstance(body.stop, str) else body.stop
     return {
         "max_tokens": body.max_completion_tokens or body.max_tokens,
@@ -156,8 +160,8 @@ def _check_generation(body: GenerationBody) -> dict[str, Any]:
     }
 
 
-def _messages(body: ChatBody) -> list[dict[str, str]]:
-    messages = []
+def _messages(body: ChatBody) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = []
     for index, message in enumerate(body.messages):
         content = message.content
         if isinstance(content, list):
@@ -167,7 +171,13 @@ def _messages(body: ChatBody) -> list[dict[str, str]]:
                               "only text is supported (no images or audio).")  # fmt: skip
             content = "".join(str(part.get("text", "")) for part in content)
         role = "system" if message.role == "developer" else message.role  # OpenAI's newer name for it
-        messages.append({"role": role, "content": content or ""})
+        found: dict[str, Any] = {"role": role, "content": content or ""}
+        if message.tool_calls:  # an assistant's earlier calls, sent back with their results
+            found["content"] = content or None
+            found["tool_calls"] = [call.model_dump() for call in message.tool_calls]
+        if message.tool_call_id is not None:
+            found["tool_call_id"] = message.tool_call_id
+        messages.append(found)
     if not messages:
         raise refused("messages", "must hold at least one message.")
     return messages
@@ -293,6 +303,47 @@ def _model_card(model: ModelInfo) -> dict[str, Any]:
     return {**card, "batch_invariant": model.batch_invariant, "matryoshka": model.matryoshka}
 
 
+def _response_format(body: GenerationBody) -> dict[str, Any] | None:
+    """The SDK's ``response_format``: a JSON Schema (``json_object``: any object), or None for free text."""
+    found = body.response_format
+    if found is None or found.type == "text":
+        return None
+    if found.type == "json_object":
+        return {"type": "json_object"}
+    return {"type": "json_schema", "json_schema": {"schema": found.json_schema.schema_ or {"type": "object"}}}
+
+
+def _tool_choice(body: ChatBody) -> str | None:
+    choice = body.tool_choice
+    return choice.function.name if isinstance(choice, NamedToolChoice) else choice
+
+
+def _constraint_param(error: ClientError) -> str | None:
+    """The request field a template's refusal is about (its inputs json_schema, tools, tool_choice)."""
+    message = error.message
+    for word, param in (("tool_choice", "tool_choice"), ("'tools'", "tools"), ("tools[", "tools"),
+                        ("json_schema", "response_format"), ("text_input", "messages")):  # fmt: skip
+        if word in message:
+            return param
+    return None
+
+
+def _call_deltas(calls: Sequence[ToolCall]) -> list[dict[str, Any]]:
+    """OpenAI's streamed tool calls: per call, its id and name first, then its arguments in fragments."""
+    deltas = []
+    for index, call in enumerate(calls):
+        head = {"index": index, "id": call.id, "type": "function", "function": {"name": call.name, "arguments": ""}}
+        deltas.append({"tool_calls": [head]})
+        for start in range(0, len(call.arguments), ARGUMENT_FRAGMENT):
+            fragment = call.arguments[start : start + ARGUMENT_FRAGMENT]
+            deltas.append({"tool_calls": [{"index": index, "function": {"arguments": fragment}}]})
+    return deltas
+
+
+def _calls_message(calls: Sequence[ToolCall]) -> list[dict[str, Any]]:
+    return [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}} for c in calls]
+
+
 @router.post(
     "/v1/chat/completions", response_model=None, responses=documented(ChatCompletion, OpenAIError, stream=True)
 )
@@ -300,27 +351,46 @@ async def chat_completions(body: ChatBody, request: Request) -> dict[str, Any] |
     client = client_of(request)
     options = _check_generation(body)
     messages = _messages(body)
+    choice = _tool_choice(body)
+    tools = [tool.model_dump(exclude_none=True) for tool in body.tools] if body.tools else None
+    calling = bool(tools) and choice != "none"  # the answer may be a call: content is held back until it is not
     name = await model_for(client, body.model, ("text-generation",), "/v1/chat/completions")
-    stream, first = await open_stream(client.chat(messages, model=name, stream=True, **options))
+    call = client.chat(messages, model=name, stream=True, response_format=_response_format(body), tools=tools,
+                       tool_choice=choice, **options)  # fmt: skip
+    stream, first = await open_stream(call, _constraint_param)
     ident, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
     if not body.stream:
         try:
             text = await unless_disconnected(request, _text(stream, first))
         except ClientGone:
             return Response(status_code=CLIENT_GONE)
-        choice = {"index": 0, "message": {"role": "assistant", "content": text},
-                  "finish_reason": stream.finish_reason or "stop", "logprobs": None}  # fmt: skip
-        return {"id": ident, "object": "chat.completion", "created": created, "model": name, "choices": [choice],
-                "usage": _usage(stream)}  # fmt: skip
+        message: dict[str, Any] = {"role": "assistant", "content": text}
+        if stream.tool_calls:
+            message = {"role": "assistant", "content": stream.content or None,
+                       "tool_calls": _calls_message(stream.tool_calls)}  # fmt: skip
+        choice_body = {"index": 0, "message": message, "finish_reason": stream.finish_reason or "stop",
+                       "logprobs": None}  # fmt: skip
+        return {"id": ident, "object": "chat.completion", "created": created, "model": name,
+                "choices": [choice_body], "usage": _usage(stream)}  # fmt: skip
     include_usage = bool(body.stream_options and body.stream_options.include_usage)
 
     async def events() -> AsyncIterator[dict[str, Any]]:
         base = {"id": ident, "object": "chat.completion.chunk", "created": created, "model": name}
-        delta: dict[str, str] = {"role": "assistant", "content": ""}
+        role: dict[str, Any] = {"role": "assistant"}
+        text, sent = "", 0
         async for chunk in streamed(stream, first):
-            delta["content"] = chunk
-            yield {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
-            delta = {"content": ""}
+            text += chunk
+            safe = tools_module.safe_to_stream(text) if calling else len(text)
+            if safe > sent or (role and not calling):
+                delta = {**role, "content": text[sent:safe]}
+                yield {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
+                role, sent = {}, max(sent, safe)
+        deltas = _call_deltas(stream.tool_calls) if stream.tool_calls else []
+        if not stream.tool_calls and sent < len(text):  # held back, and no call came: it was content
+            deltas = [{"content": text[sent:]}]
+        for delta in deltas:
+            yield {**base, "choices": [{"index": 0, "delta": {**role, **delta}, "finish_reason": None}]}
+            role = {}
         final = {"index": 0, "delta": {}, "finish_reason": stream.finish_reason or "stop"}
         yield {**base, "choices": [final]}
         if include_usage:
@@ -340,9 +410,11 @@ async def completions(body: CompletionBody, request: Request) -> dict[str, Any] 
         raise refused("prompt", "must be a single string when stream=true.")
     check_count(request, len(prompts), "prompt")
     name = await model_for(client, body.model, ("text-generation",), "/v1/completions")
+    format_ = _response_format(body)
     ident, created = f"cmpl-{uuid.uuid4().hex}", int(time.time())
     if body.stream:
-        stream, first = await open_stream(client.generate(str(prompts[0]), model=name, stream=True, **options))
+        call = client.generate(str(prompts[0]), model=name, stream=True, response_format=format_, **options)
+        stream, first = await open_stream(call, _constraint_param)
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
 
         async def events() -> AsyncIterator[dict[str, Any]]:
@@ -357,7 +429,8 @@ async def completions(body: CompletionBody, request: Request) -> dict[str, Any] 
         return sse(events(), stream)
 
     async def one(prompt: str) -> tuple[str, AsyncTextStream]:
-        stream, first = await open_stream(client.generate(prompt, model=name, stream=True, **options))
+        call = client.generate(prompt, model=name, stream=True, response_format=format_, **options)
+        stream, first = await open_stream(call, _constraint_param)
         return await _text(stream, first), stream
 
     try:  # the prompts run at once (Triton batches them); a client that leaves cancels them all

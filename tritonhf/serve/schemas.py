@@ -3,7 +3,7 @@
 The bounds are the ones every layer holds (tritonhf/runtime/ranges.py, through ``tritonhf.tasks``): the SDK
 checks the same before sending and the templates after receiving, and ``/openapi.json`` publishes them, so a
 client generator or a fuzzer reads the real contract. Fields OpenAI has but this server cannot honour
-(several choices, tools, penalties, logprobs) are bounded to the one value served (n 1, penalties 0, no tools),
+(several choices, penalties, logprobs) are bounded to the one value served (n 1, penalties 0, logprobs false),
 so the schema tells a client generator the truth and a refusal names the field.
 """
 
@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from tritonhf.tasks import INT32_MAX, SEED_MAX, TEMPERATURE_MAX, TOP_LOGPROBS_MAX, TOP_P_MAX
+from tritonhf.tasks import INT32_MAX, MAX_TOOLS, SEED_MAX, TEMPERATURE_MAX, TOOL_NAME, TOP_LOGPROBS_MAX, TOP_P_MAX
 
 Role = Literal["system", "user", "assistant", "tool", "developer"]  # OpenAI's roles (tasks.ROLES); others a 400
 # A text a route needs something in: an empty one is refused, so the schema says so too. Stated in the schema only:
@@ -33,15 +33,71 @@ class _Body(BaseModel):
         return {key: value for key, value in data.items() if value is not None} if isinstance(data, dict) else data
 
 
+class CalledFunction(_Body):
+    name: str = Field(pattern=TOOL_NAME, description="The function called.")
+    arguments: str = Field(default="{}", description="Its arguments, as the JSON text the model wrote.")
+
+
+class MessageToolCall(_Body):
+    id: str = Field(default="", description="The call's id; a 'tool' message answers it by this id.")
+    type: Literal["function"] = "function"
+    function: CalledFunction
+
+
 class ChatMessage(_Body):
     role: Role = Field(description="Who speaks; 'developer' is rendered as a system message.")
     content: str | list[dict[str, Any]] | None = Field(
         default=None, description="The text, or a list of {'type': 'text', 'text': ...} parts."
     )
+    tool_calls: list[MessageToolCall] | None = Field(
+        default=None, max_length=MAX_TOOLS, description="An assistant's earlier calls (sent back in the conversation)."
+    )
+    tool_call_id: str | None = Field(default=None, description="A 'tool' message: the call it answers.")
+
+
+class FunctionTool(_Body):
+    name: str = Field(pattern=TOOL_NAME, description="1-64 letters, digits, '_', '.' or '-'.")
+    description: str | None = None
+    parameters: dict[str, Any] | None = Field(default=None, description="Its arguments' JSON Schema.")
+    strict: bool | None = Field(default=None, description="Accepted; a required call is always held to the schema.")
+
+
+class ChatTool(_Body):
+    type: Literal["function"] = Field(description="Function tools only.")
+    function: FunctionTool
+
+
+class ToolName(_Body):
+    name: str
+
+
+class NamedToolChoice(_Body):
+    type: Literal["function"]
+    function: ToolName
 
 
 class StreamOptions(_Body):
     include_usage: bool = False
+
+
+class TextFormat(_Body):
+    type: Literal["text"]
+
+
+class JsonObjectFormat(_Body):
+    type: Literal["json_object"]
+
+
+class JsonSchemaSpec(_Body):
+    name: str = Field(default="response", max_length=64)
+    description: str | None = None
+    schema_: dict[str, Any] | None = Field(default=None, alias="schema", description="A JSON Schema object.")
+    strict: bool | None = Field(default=None, description="Accepted: the answer is always held to the schema.")
+
+
+class JsonSchemaFormat(_Body):
+    type: Literal["json_schema"]
+    json_schema: JsonSchemaSpec
 
 
 class GenerationBody(_Body):
@@ -71,21 +127,27 @@ class GenerationBody(_Body):
         default=None, ge=0, le=0, description=f"Not supported (OpenAI's: 0-{TOP_LOGPROBS_MAX})."
     )
     logit_bias: dict[str, float] | None = Field(default=None, max_length=0, description="Not supported.")
+    response_format: TextFormat | JsonObjectFormat | JsonSchemaFormat | None = Field(
+        default=None,
+        discriminator="type",
+        description="'json_object' or 'json_schema': the answer is held to it by the model's grammar (it always "
+        "parses when it finishes; finish_reason 'length' when max_tokens cut it).",
+    )
     # not OpenAI's: cut a prompt past the context (its start) instead of a 400
     truncate: bool = Field(default=False, description="Cut a prompt past the context (its start) instead of a 400.")
 
 
-class TextFormat(_Body):
-    type: Literal["text"]
-
-
 class ChatBody(GenerationBody):
     messages: list[ChatMessage]
-    tools: list[Any] | None = Field(default=None, max_length=0, description="Not supported: no tool calling.")
-    tool_choice: Literal["none"] | None = Field(default=None, description="Not supported: only 'none'.")
-    functions: list[Any] | None = Field(default=None, max_length=0, description="Not supported.")
-    function_call: Literal["none"] | None = Field(default=None, description="Not supported: only 'none'.")
-    response_format: TextFormat | None = Field(default=None, description="Only {'type': 'text'}.")
+    tools: list[ChatTool] | None = Field(
+        default=None, max_length=MAX_TOOLS, description="Functions the model may call (OpenAI's function tools)."
+    )
+    tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = Field(
+        default=None, description="'auto' (the default with tools), 'none', 'required', or one function by name."
+    )
+    parallel_tool_calls: bool | None = Field(default=None, description="Accepted: a required call is one call.")
+    functions: list[Any] | None = Field(default=None, max_length=0, description="Not supported: send 'tools'.")
+    function_call: Literal["none"] | None = Field(default=None, description="Not supported: send 'tool_choice'.")
 
 
 class CompletionBody(GenerationBody):
@@ -228,7 +290,8 @@ class Usage(_Answer):
 
 class AssistantMessage(_Answer):
     role: Literal["assistant"]
-    content: str
+    content: str | None
+    tool_calls: list[MessageToolCall] | None = None
 
 
 class ChatChoice(_Answer):

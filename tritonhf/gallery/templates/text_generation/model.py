@@ -73,10 +73,16 @@ FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
 class Sequence:
     """One request being generated: its prompt, settings, scheduling state, and its streamed reply."""
 
-    def __init__(self, request, tokenizer, prompt_ids, max_tokens, temperature, top_p, seed, stops, cut=0):
+    def __init__(
+        self, request, tokenizer, prompt_ids, max_tokens, temperature, top_p, seed, stops, cut=0, constraint=None
+    ):
+        """``constraint``: a ``Constraint`` (response_format, tools), or None for a free answer."""
         self.request = request
         sender = request.get_response_sender() if request is not None else None
-        self.reply = runtime.TextReply(sender, tokenizer, stops, len(prompt_ids), cut)
+        calls = constraint.calls if constraint is not None else None
+        self.reply = runtime.TextReply(sender, tokenizer, stops, len(prompt_ids), cut, calls)
+        self.schema = constraint.schema if constraint is not None else None  # held to this JSON Schema (text)
+        self.mask = None  # its grammar's state (transformers engine; OpenVINO applies the schema itself)
         self.prompt_ids = prompt_ids
         self.max_tokens = max_tokens
         self.temperature = temperature
@@ -99,6 +105,14 @@ class Sequence:
 
     def cancelled(self):
         return self.request is not None and self.request.is_cancelled()
+
+
+class Constraint:
+    """What a request asks beyond free text: an answer held to a JSON Schema (``schema``), and with tools offered,
+    how its tool calls are read back (``calls``)."""
+
+    def __init__(self, schema=None, grammar=None, calls=None):
+        self.schema, self.grammar, self.calls = schema, grammar, calls
 
 
 class Metrics:
@@ -124,6 +138,9 @@ class Metrics:
         self.steps = metric("tritonhf_sequence_steps_total", family.COUNTER, "Sequences computed, summed over steps")
         self.running = metric("tritonhf_running_sequences", family.GAUGE, "Sequences in the running batch")
         self.waiting = metric("tritonhf_waiting_sequences", family.GAUGE, "Requests waiting to be admitted")
+        self.grammars = metric(
+            "tritonhf_grammar_cache_bytes", family.GAUGE, "Compiled grammars (response_format, tools) kept, in bytes"
+        )
 
 
 class TritonPythonModel:
@@ -153,6 +170,8 @@ class TritonPythonModel:
             self.context = runtime.max_length(self.tokenizer, self.model.config, default=2048)
             eos = self.model.generation_config.eos_token_id
             self.eos_ids = set(eos if isinstance(eos, list) else [eos]) - {None}
+            width = getattr(self.model.config, "vocab_size", None) or len(self.tokenizer)  # the logits' width
+            self.grammars = runtime.Grammars(self.tokenizer, width, sorted(self.eos_ids))
         self.waiting: collections.deque = collections.deque()
         self.lock = threading.Lock()
         self.wake = threading.Event()
@@ -186,6 +205,8 @@ class TritonPythonModel:
         if eos is None:
             eos = self.tokenizer.eos_token_id
         self.eos_ids = set(eos if isinstance(eos, list) else [eos]) - {None}
+        # the tokenizer's vocabulary: the compile checks the schema, OpenVINO masks with its own copy of the grammar
+        self.grammars = runtime.Grammars(self.tokenizer, len(self.tokenizer), sorted(self.eos_ids))
         settings = runtime.engine_settings(params, runtime.instance_threads(args))  # ValueError: Triton says why
         print(f"tritonhf: {args.get('model_name', 'model')} on OpenVINO, {settings.describe()}", flush=True)
         return OpenVinoEngine(
@@ -198,6 +219,7 @@ class TritonPythonModel:
             eos_ids=self.eos_ids,
             advance=self.advance,
             finish=self.finish,
+            grammars=self.grammars,
         )
 
     def finalize(self):
@@ -230,7 +252,8 @@ class TritonPythonModel:
                 f"send one text_input per request, not {len(prompts)}; one stream answers one prompt."
             )
         chat = runtime.optional_scalar(request, "chat", False, lambda v: True, "a boolean")
-        prompt = self.chat_prompt(prompts[0]) if chat else prompts[0]
+        tools, constraint = self.constraint(request, chat)
+        prompt = self.chat_prompt(prompts[0], tools) if chat else prompts[0]
         ids = self.tokenizer(prompt, add_special_tokens=not chat)["input_ids"]
         if not ids:  # an empty prompt: start from the beginning-of-text token
             ids = [self.tokenizer.bos_token_id if self.tokenizer.bos_token_id is not None else self.pad_id]
@@ -244,7 +267,28 @@ class TritonPythonModel:
         seed = runtime.optional_scalar(request, "seed", None, lambda v: True, "an integer")
         seed = None if seed is None else runtime.seed_from_wire(seed)  # 64 bits, unsigned (runtime/ranges.py)
         stops = runtime.optional_strings(request, "stop") or []
-        return Sequence(request, self.tokenizer, ids, max_tokens, temperature, top_p, seed, stops, cut)
+        sequence = Sequence(request, self.tokenizer, ids, max_tokens, temperature, top_p, seed, stops, cut, constraint)
+        if constraint is not None and constraint.grammar is not None and self.engine is None:
+            sequence.mask = self.grammars.mask(constraint.grammar)
+        return sequence
+
+    def constraint(self, request, chat):
+        """(tools to render, ``Constraint`` or None) from the optional inputs json_schema, tools and tool_choice.
+
+        Each schema is compiled here, so a schema the grammar compiler refuses is this request's 400 alone."""
+        plan = runtime.tools.plan(
+            runtime.optional_scalar(request, "json_schema", None, lambda v: True, "a JSON Schema"),
+            runtime.optional_scalar(request, "tools", None, lambda v: True, "a JSON list of tools"),
+            runtime.optional_scalar(request, "tool_choice", None, lambda v: True, "a tool choice"),
+            chat,
+        )
+        if plan.schema is None and plan.names is None:
+            return None, None
+        grammar = self.grammars.compile(plan.schema, plan.where) if plan.schema else None
+        self.metrics.grammars.set(self.grammars.cache_bytes())
+        names = plan.names
+        calls = None if names is None else (lambda text: runtime.tools.parse_calls(text, names))
+        return plan.tools, Constraint(plan.schema, grammar, calls)
 
     def fit(self, ids, asked, truncate):
         """(prompt ids, max_tokens, tokens cut): the prompt and its answer within the context C.
@@ -271,10 +315,14 @@ class TritonPythonModel:
             )
         return ids[over:], max_tokens, over
 
-    def chat_prompt(self, text):
+    def chat_prompt(self, text, tools=None):
+        """The prompt of chat messages (with ``tools`` offered: rendered by a template that takes them, else in the
+        generic tool prompt; ``runtime.tools``)."""
         try:
             messages = json.loads(text)
-            if not isinstance(messages, list) or not all(isinstance(m, dict) and "content" in m for m in messages):
+            if not isinstance(messages, list) or not all(
+                isinstance(m, dict) and ("content" in m or "tool_calls" in m) for m in messages
+            ):
                 raise ValueError("not a list of messages")
         except ValueError as error:
             raise runtime.BadRequest(
@@ -285,7 +333,16 @@ class TritonPythonModel:
                 "input 'chat' asks for the model's chat template, and this model has none: send a plain prompt "
                 "(chat=false; over OpenAI's API, /v1/completions)."
             )
-        return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        takes_tools = "tools" in str(self.tokenizer.chat_template)
+        messages = runtime.tools.template_messages(messages, tools, takes_tools)
+        try:
+            return self.tokenizer.apply_chat_template(
+                messages, tools=tools if takes_tools else None, tokenize=False, add_generation_prompt=True
+            )
+        except Exception as error:  # the template's own rule (roles that must alternate, ...): the caller's to fix
+            raise runtime.BadRequest(
+                f"input 'text_input': the model's chat template refused the messages ({error})."
+            ) from error
 
     # ------------------------------------------------------------------ the decode loop
 
@@ -435,14 +492,20 @@ class TritonPythonModel:
 
     def pick(self, sequence, logits):
         """The next token: greedy at temperature 0, else sampled with top-p, with the request's own generator."""
+        if sequence.mask is not None:  # a constrained answer: the tokens its grammar forbids now are out
+            logits = sequence.mask.apply(logits)
         if sequence.temperature == 0:
-            return int(torch.argmax(logits))
-        probabilities = torch.softmax(logits / sequence.temperature, dim=-1)
-        if sequence.top_p < 1:
-            sorted_probs, order = torch.sort(probabilities, descending=True)
-            keep = sorted_probs.cumsum(-1) - sorted_probs < sequence.top_p
-            probabilities = torch.zeros_like(probabilities).scatter(0, order[keep], sorted_probs[keep])
-        return int(torch.multinomial(probabilities.cpu(), 1, generator=sequence.generator))
+            token = int(torch.argmax(logits))
+        else:
+            probabilities = torch.softmax(logits / sequence.temperature, dim=-1)
+            if sequence.top_p < 1:
+                sorted_probs, order = torch.sort(probabilities, descending=True)
+                keep = sorted_probs.cumsum(-1) - sorted_probs < sequence.top_p
+                probabilities = torch.zeros_like(probabilities).scatter(0, order[keep], sorted_probs[keep])
+            token = int(torch.multinomial(probabilities.cpu(), 1, generator=sequence.generator))
+        if sequence.mask is not None:
+            sequence.mask.accept(token)
+        return token
 
     def advance(self, sequence, token):
         now = time.monotonic()

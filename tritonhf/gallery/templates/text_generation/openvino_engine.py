@@ -39,10 +39,20 @@ class OpenVinoEngine:
     """One ``ContinuousBatchingPipeline`` over a GGUF file (or an OpenVINO IR folder) on the CPU."""
 
     def __init__(
-        self, path, settings, max_running, max_batched_tokens, cache_gb, prefix_caching, eos_ids, advance, finish
+        self,
+        path,
+        settings,
+        max_running,
+        max_batched_tokens,
+        cache_gb,
+        prefix_caching,
+        eos_ids,
+        advance,
+        finish,
+        grammars,
     ):
         """``settings``: the runtime's ``EngineSettings`` (threads and CPU properties; batch-invariant unless
-        the model was added with batch_invariant=false)."""
+        the model was added with batch_invariant=false). ``grammars``: the template's ``runtime.Grammars``."""
         scheduler = openvino_genai.SchedulerConfig()
         scheduler.cache_size = cache_gb  # GB of key/value cache, shared by the running sequences
         scheduler.max_num_seqs = max_running
@@ -52,9 +62,10 @@ class OpenVinoEngine:
         # cached keys and values instead of computing them again; on the invariant settings a cached prefix gives
         # the same answer as a cold one (the batch-invariance seeds send each prompt twice).
         scheduler.enable_prefix_caching = prefix_caching
-        self.pipeline = openvino_genai.ContinuousBatchingPipeline(
-            path, scheduler, "CPU", {"INFERENCE_NUM_THREADS": settings.threads, **settings.properties}
-        )
+        properties = {"INFERENCE_NUM_THREADS": settings.threads, **settings.properties}
+        self.build = lambda: openvino_genai.ContinuousBatchingPipeline(path, scheduler, "CPU", properties)
+        self.pipeline = self.build()
+        self.grammars = grammars
         self.eos_ids = set(eos_ids)
         self.advance, self.finish = advance, finish
         self.running = []  # sequences with a handle, in arrival order
@@ -70,6 +81,9 @@ class OpenVinoEngine:
             config.temperature = sequence.temperature
             config.top_p = sequence.top_p
             config.rng_seed = sequence.seed if sequence.seed is not None else random.getrandbits(32)
+        if sequence.schema is not None:  # compiled (and checked) by the template first; OpenVINO masks the logits
+            kind, text = self.grammars.openvino_grammar(sequence.schema)  # compact JSON (runtime/grammars.py)
+            config.structured_output_config = openvino_genai.StructuredOutputConfig(**{kind: text})
         return config
 
     def step(self, admitted):
@@ -107,8 +121,8 @@ class OpenVinoEngine:
         self.running = [sequence for sequence in self.running if not sequence.done]
 
     def clear(self):
-        """After a failed step: every handle is cancelled, nothing runs."""
-        for sequence in self.running:
-            if sequence.handle.get_status() == RUNNING:
-                sequence.handle.cancel()
+        """After a failed step: nothing runs, and the pipeline is made again. A step that raised leaves OpenVINO's
+        scheduler mid-step (every later step fails too: its grammar compile, for one), so the model would refuse
+        every request from then on; a new pipeline over the same file serves the next ones."""
         self.running = []
+        self.pipeline = self.build()
