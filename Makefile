@@ -98,6 +98,7 @@ bench: setup
 	$(BIN)/python bench/run.py
 	$(BIN)/python bench/openvino_invariance.py
 	$(BIN)/python bench/generation.py
+	$(BIN)/python bench/structured.py
 	$(BIN)/python bench/sdk_vs_tritonclient.py
 	$(BIN)/python bench/batching.py
 	$(BIN)/python bench/peers.py

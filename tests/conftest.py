@@ -77,6 +77,7 @@ SERVED_MODULES = frozenset(
         "test_fuzz",
         "test_gallery_sdk",
         "test_gateway",
+        "test_inference_endpoints",
         "test_new_tasks_served",
         "test_sdk_live",
         "test_structured",

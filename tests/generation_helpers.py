@@ -20,7 +20,8 @@ def reference(folder: Path, prompt: str, max_tokens: int) -> str:
 
 
 def request(prompt: str, **options: Any) -> pb.InferenceRequest:
-    dtypes = {"max_tokens": np.int32, "temperature": np.float32, "top_p": np.float32, "seed": np.int64}
+    dtypes = {"max_tokens": np.int32, "temperature": np.float32, "top_p": np.float32, "seed": np.int64,
+              "logprobs": np.int32}  # fmt: skip
     inputs: dict[str, Any] = {"text_input": pb.texts(prompt)}
     for key, value in options.items():
         if key == "stop":

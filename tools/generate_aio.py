@@ -72,6 +72,7 @@ PLAIN = {
     "finish_reason",
     "tool_calls",
     "content",
+    "logprobs",
     "result",
     "__iter__",
     "read",

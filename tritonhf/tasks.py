@@ -341,11 +341,13 @@ TASKS: dict[str, Task] = {
                 TensorSpec("json_schema", "TYPE_STRING", (1,), optional=True, doc="the answer's JSON Schema"),
                 TensorSpec("tools", "TYPE_STRING", (1,), optional=True, doc="JSON list of OpenAI function tools"),
                 TensorSpec("tool_choice", "TYPE_STRING", (1,), optional=True, doc="auto|none|required|a tool's name"),
+                TensorSpec("logprobs", "TYPE_INT32", (1,), optional=True, doc="token log-probs, N alternatives"),
             ),
             outputs=(
                 *_GENERATED,
                 TensorSpec("tool_calls", "TYPE_STRING", (1,), optional=True, doc="last response: JSON list of calls"),
                 TensorSpec("content", "TYPE_STRING", (1,), optional=True, doc="with tool_calls: the text outside them"),
+                TensorSpec("logprobs", "TYPE_STRING", (1,), optional=True, doc="JSON [token, logprob, alternatives]"),
             ),
             decoupled=True,
             default_max_batch_size=8,

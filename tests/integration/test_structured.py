@@ -181,3 +181,28 @@ def test_sdk_chat_returns_parsed_objects_and_tool_calls(gateway: Stack, protocol
         with pytest.raises(InvalidInputError, match="strange"):
             client.chat(QUESTION, model="smollm2", response_format={"type": "strange"})
         assert client.chat(QUESTION, model="smollm2", max_tokens=4), "the model serves the next request"
+
+
+def test_logprobs_in_openais_shapes(gateway: Stack) -> None:
+    """Issue 45: chat's ``logprobs.content`` (streamed with the chunks too) and the legacy completions' shape; the
+    OpenVINO engine gives each chosen token's, the transformers engine alternatives too."""
+    client = _client(gateway)
+    answer = client.chat.completions.create(model="smollm2", messages=QUESTION, max_tokens=12, logprobs=True)
+    content = answer.choices[0].logprobs.content if answer.choices[0].logprobs else None
+    assert content and answer.usage and len(content) == answer.usage.completion_tokens
+    assert all(entry.logprob <= 0 and entry.top_logprobs == [] and entry.bytes for entry in content)
+    plain = client.chat.completions.create(model="smollm2", messages=QUESTION, max_tokens=12)
+    assert answer.choices[0].message.content == plain.choices[0].message.content and plain.choices[0].logprobs is None
+    streamed = [part.choices[0].logprobs.content or [] for part in client.chat.completions.create(
+        model="smollm2", messages=QUESTION, max_tokens=12, logprobs=True, stream=True)
+        if part.choices and part.choices[0].logprobs]  # fmt: skip
+    assert [e.token for chunk in streamed for e in chunk] == [e.token for e in content]
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.chat.completions.create(model="smollm2", messages=QUESTION, max_tokens=4, logprobs=True, top_logprobs=2)
+    body: Any = refused.value.body
+    assert body["param"] == "top_logprobs" and "OpenVINO engine" in body["message"]
+    tiny = client.completions.create(model="writer", prompt="Once upon a time", max_tokens=6, logprobs=2)
+    found = tiny.choices[0].logprobs
+    assert found and found.tokens and found.token_logprobs and found.top_logprobs and found.text_offset is not None
+    assert len(found.tokens) == len(found.token_logprobs) == len(found.top_logprobs)
+    assert all(len(top) <= 2 for top in found.top_logprobs)

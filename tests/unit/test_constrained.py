@@ -15,9 +15,11 @@ import pytest
 from generation_helpers import last, request, run, text_of
 from template_harness import instantiate
 
+from tritonhf.errors import InvalidInputError
 from tritonhf.gallery import AddRequest, add_model
 from tritonhf.runtime import tools
 from tritonhf.runtime.common import BadRequest
+from tritonhf.sdk._errors import error_for
 
 WEATHER = {
     "type": "function",
@@ -192,10 +194,15 @@ def test_tool_inputs_are_checked(llama: Any) -> None:
         "not among the tools": request(messages, chat=True, tools=[TIME], tool_choice="get_weather"),
         "cannot also call a tool": request(messages, chat=True, tools=[TIME], json_schema=ANSWER),
         "function.name": request(messages, chat=True, tools=[{"type": "function", "function": {}}]),
+        # JSON carries a lone surrogate into a tool's reply; no tokenizer takes it
+        "valid Unicode": request(json.dumps([{"role": "tool", "content": "\udc00"}]), chat=True, tools=[TIME]),
     }
     llama.execute(list(cases.values()))
     for message, req in cases.items():
-        assert message in req.sender.responses[0].error().message() and req.sender.closed
+        said = req.sender.responses[0].error().message()
+        assert message in said and req.sender.closed
+        # inside a stream a refusal has no status: the SDK tells it from a failure by "input '" (sdk/_errors.py)
+        assert isinstance(error_for("", said, "pt", "grpc://x"), InvalidInputError), said
 
 
 # ---------------------------------------------------------------------------------------------- the SDK's side
@@ -228,3 +235,29 @@ def test_the_sdk_takes_a_model_class_a_schema_or_openais_shapes() -> None:
         constraint(None, WEATHER)  # type: ignore[arg-type]
     with pytest.raises(InvalidInputError, match="tool_choice"):
         constraint(None, [WEATHER], {"name": "get_weather"})  # type: ignore[arg-type]
+
+
+def _entries(req: Any) -> list[Any]:
+    return [entry for r in req.sender.responses if not r.has_error()
+            for entry in json.loads(next((t.as_numpy()[0, 0] for t in r.output_tensors if t.name() == "logprobs"),
+                                         b"[]"))]  # fmt: skip
+
+
+def test_logprobs_come_with_the_tokens_they_made(llama: Any) -> None:
+    """Issue 45: each token's log-probability and its best alternatives, under the model's distribution."""
+    asked = request("the movie", max_tokens=10, logprobs=3)
+    plain = request("the movie", max_tokens=10)
+    held = request("Answer in JSON:", json_schema=ANSWER, max_tokens=40, logprobs=0)
+    llama.execute([asked, plain, held])
+    run(llama)
+    assert text_of(asked) == text_of(plain), "asking for logprobs changes no token"
+    entries = _entries(asked)
+    assert len(entries) == last(asked, "completion_tokens") and not _entries(plain)
+    for token, logprob, top in entries:  # greedy: the token chosen is the best alternative
+        assert logprob <= 0 and len(top) == 3 and top[0] == [token, pytest.approx(logprob)]
+        assert [v for _, v in top] == sorted((v for _, v in top), reverse=True)
+    assert "".join(token for token, _, _ in entries).strip() == text_of(asked).strip()
+    assert all(top == [] for _, _, top in _entries(held)) and len(_entries(held)) == last(held, "completion_tokens")
+    too_many = request("x", logprobs=21)
+    llama.execute([too_many])
+    assert "logprobs" in too_many.sender.responses[0].error().message()

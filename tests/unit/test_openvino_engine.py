@@ -323,3 +323,17 @@ def test_a_failed_step_ends_its_streams_and_the_next_request_is_served(ov_int8: 
         assert req.sender.closed and "generation failed" in req.sender.responses[-1].error().message()
     monkeypatch.undo()
     assert _alone(ov_int8, PROMPTS[1], max_tokens=12) == solo
+
+
+def test_logprobs_of_the_chosen_tokens_and_alternatives_refused(ov_int8: Any) -> None:
+    """OpenVINO GenAI returns each chosen token's log-probability (issue 45), no alternatives: asking for them is
+    that request's 400, naming the engine."""
+    asked, plain = request(PROMPTS[0], max_tokens=12, logprobs=0), request(PROMPTS[0], max_tokens=12)
+    alternatives = request(PROMPTS[0], max_tokens=12, logprobs=2)
+    ov_int8.execute([asked, plain, alternatives])
+    run(ov_int8)
+    assert text_of(asked) == text_of(plain)
+    entries = [e for r in asked.sender.responses for t in r.output_tensors if t.name() == "logprobs"
+               for e in json.loads(t.as_numpy()[0, 0])]  # fmt: skip
+    assert len(entries) == last(asked, "completion_tokens") and all(lp <= 0 and top == [] for _, lp, top in entries)
+    assert "OpenVINO engine" in alternatives.sender.responses[0].error().message()

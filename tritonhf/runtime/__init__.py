@@ -122,7 +122,7 @@ from .pipeline import (
     Pipeline,
     Work,
 )
-from .ranges import seed_from_wire
+from .ranges import TOP_LOGPROBS_MAX, seed_from_wire
 from .replies import (
     TextReply,
     bool_tensor,
@@ -183,6 +183,7 @@ __all__ = [
     "PARAM_WEIGHTS",
     "PASS_COST_TOKENS",
     "RUNTIME_DIR",
+    "TOP_LOGPROBS_MAX",
     "VENDORED_WEIGHTS_DIR",
     "BadRequest",
     "Batch",

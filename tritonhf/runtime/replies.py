@@ -111,6 +111,7 @@ class TextReply:
         self.sent = 0  # characters of it already sent
         self.prefix_offset = self.read_offset = 0
         self.finish_reason: str | None = None
+        self.logprobs: list[list[Any]] = []  # [token, logprob, [[alternative, logprob], ...]] not sent yet
 
     @property
     def done(self) -> bool:
@@ -119,9 +120,17 @@ class TextReply:
     def _decode(self, start: int, stop: int | None = None) -> str:
         return str(self.tokenizer.decode(self.tokens[start:stop], skip_special_tokens=True))
 
-    def add(self, token: int) -> None:
-        """One more generated token: send what is safe to send; finish at a stop string."""
+    def add(self, token: int, logprob: tuple[float, Sequence[tuple[int, float]]] | None = None) -> None:
+        """One more generated token: send what is safe to send; finish at a stop string.
+
+        ``logprob``: (its log-probability, [(alternative id, log-probability), ...]) when the request asked; each
+        response carries the entries of the tokens added since the last one (``logprobs``, JSON), with the token as
+        its own text, as OpenAI's ``logprobs.content`` has it."""
         self.tokens.append(token)
+        if logprob is not None:
+            value, alternatives = logprob
+            others = [[self._token(other), float(found)] for other, found in alternatives]
+            self.logprobs.append([self._token(token), float(value), others])
         before = self._decode(self.prefix_offset, self.read_offset)
         after = self._decode(self.prefix_offset)
         if len(after) > len(before) and not after.endswith("\ufffd"):
@@ -142,10 +151,16 @@ class TextReply:
                     break
         self._send(safe)
 
+    def _token(self, token: int) -> str:
+        return str(self.tokenizer.decode([token], skip_special_tokens=False))
+
     def _send(self, end: int, extra: Sequence[Any] = ()) -> None:
         chunk = self.text[self.sent : end]
         if (chunk or extra) and self.sender is not None:
             pb = pb_utils()
+            if self.logprobs:  # the entries go with the text they made (held-back text: with the next response)
+                extra = [*extra, string_tensor("logprobs", [json.dumps(self.logprobs)])]
+                self.logprobs = []
             try:
                 self.sender.send(pb.InferenceResponse(output_tensors=[string_tensor("text_output", [chunk]), *extra]))
             except Exception:  # refused by the stub: nothing more can reach this caller, this answer ends

@@ -71,7 +71,7 @@ def check_tools(text: str) -> list[dict[str, Any]]:
         raise BadRequest(f"input 'tools' holds {len(tools)} tools; at most {MAX_TOOLS} are taken.")
     names = set()
     for index, tool in enumerate(tools):
-        where = f"tools[{index}]"
+        where = f"input 'tools': tools[{index}]"  # "input '": how the SDK knows a refusal from a failure
         if not isinstance(tool, dict) or tool.get("type", "function") != "function":
             raise BadRequest(f'{where} must be {{"type": "function", "function": {{...}}}} (function tools only).')
         function = tool.get("function")
@@ -133,7 +133,7 @@ def plan(schema: str | None, offered: str | None, choice: str | None, chat: bool
         return Plan(schema=check_schema(schema)) if schema else Plan()
     if schema:
         raise BadRequest(
-            "inputs 'json_schema' and 'tools' together: an answer held to a schema cannot also call a tool; send one "
+            "input 'json_schema' with 'tools': an answer held to a schema cannot also call a tool; send one "
             "(or tool_choice 'none')."
         )
     if mode == "required":  # a call is due: its grammar holds the answer to one call of these tools

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
@@ -20,11 +20,12 @@ from tritonhf.errors import (
 from tritonhf.sdk._policy import Tensors
 from tritonhf.sdk.results import (
     ChatResult,
+    TokenLogprob,
     ToolCall,
     Usage,
 )
 from tritonhf.sdk.sampling import OPTIONS as SAMPLING_OPTIONS
-from tritonhf.tasks import INT32_MAX, SEED_MAX, TEMPERATURE_MAX, TOP_P_MAX, seed_to_wire
+from tritonhf.tasks import INT32_MAX, SEED_MAX, TEMPERATURE_MAX, TOP_LOGPROBS_MAX, TOP_P_MAX, seed_to_wire
 
 
 def generation_inputs(
@@ -139,6 +140,7 @@ RANGES: dict[str, tuple[str, Callable[[Any], bool], str]] = {
     "temperature": ("FP32", lambda v: 0 <= v <= TEMPERATURE_MAX, f"a number from 0 (greedy) to {TEMPERATURE_MAX:g}"),
     "top_p": ("FP32", lambda v: 0 < v <= TOP_P_MAX, f"a number above 0 and at most {TOP_P_MAX:g}"),
     "seed": ("INT64", lambda v: 0 <= v <= SEED_MAX, "an int from 0 to 2**64 - 1"),
+    "logprobs": ("INT32", lambda v: 0 <= v <= TOP_LOGPROBS_MAX, f"an int from 0 to {TOP_LOGPROBS_MAX} (alternatives)"),
 }
 
 
@@ -188,6 +190,7 @@ class StreamProgress:
     usage: Usage | None = None
     tool_calls: tuple[ToolCall, ...] = ()
     content: str | None = None  # with tool calls: the text outside them
+    logprobs: list[TokenLogprob] = field(default_factory=list)  # with logprobs asked: each token's, so far
 
     def read(self, response: Mapping[str, Any]) -> str:
         """The text of one streamed response (possibly ""); records usage and finish reason when present."""
@@ -197,6 +200,10 @@ class StreamProgress:
         if "prompt_tokens" in response and "completion_tokens" in response:
             cut = int(scalar(response["prompt_tokens_cut"])) if "prompt_tokens_cut" in response else 0
             self.usage = Usage(int(scalar(response["prompt_tokens"])), int(scalar(response["completion_tokens"])), cut)
+        if "logprobs" in response:
+            for token, value, others in json.loads(str(scalar(response["logprobs"]) or "[]")):
+                top = tuple((str(other), float(found)) for other, found in others)
+                self.logprobs.append(TokenLogprob(str(token), float(value), top))
         if "tool_calls" in response:
             found = json.loads(str(scalar(response["tool_calls"]) or "[]"))
             self.tool_calls = tuple(ToolCall(str(c["id"]), str(c["name"]), str(c["arguments"])) for c in found)

@@ -44,6 +44,7 @@ from tritonhf.sdk.results import (
     FillMask,
     ModelInfo,
     Ranked,
+    TokenLogprob,
     ToolCall,
     Transcription,
     TranscriptionPart,
@@ -192,6 +193,11 @@ class TextStream(ResponseStream[str]):
     def content(self) -> str | None:
         """With tool calls: the answer's text outside them (the chunks carry all of it)."""
         return self._text.content
+
+    @property
+    def logprobs(self) -> list[TokenLogprob]:
+        """With ``logprobs`` asked: each token's log-probability so far (it grows with the chunks)."""
+        return self._text.logprobs
 
 
 class TranscriptionStream(ResponseStream[TranscriptionPart]):

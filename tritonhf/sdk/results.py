@@ -144,6 +144,16 @@ class Usage:
 
 
 @dataclass(frozen=True)
+class TokenLogprob:
+    """A generated token (as its own text), its log-probability, and the best alternatives with theirs (as many as
+    asked; OpenVINO's engine gives none)."""
+
+    token: str
+    logprob: float
+    top: tuple[tuple[str, float], ...] = ()
+
+
+@dataclass(frozen=True)
 class ToolCall:
     """A call the model made to one of the tools offered (OpenAI's shape): ``arguments`` is the JSON text it wrote."""
 

@@ -22,6 +22,9 @@ class Sampling(TypedDict, total=False):
     seed: int | None  # the same seed, prompt and options give the same text, whatever else runs
     stop: Sequence[str] | None  # the text ends before the first of these strings
     truncate: bool  # a prompt past the context has its start cut (and the usage says so) instead of a 400
+    # each token's log-probability with this many alternatives (0-20; the OpenVINO engine: 0), on the stream's
+    # ``logprobs`` (text-generation models)
+    logprobs: int | None
 
 
 OPTIONS = tuple(Sampling.__annotations__)

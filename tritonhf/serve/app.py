@@ -25,7 +25,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from tritonhf.errors import ClientError
 from tritonhf.sdk import AsyncClient, ModelInfo
-from tritonhf.serve import audio, openai, rerank, tei
+from tritonhf.serve import audio, endpoints, openai, rerank, tei
 from tritonhf.serve.admission import RETRY_AFTER_SECONDS, Admission
 from tritonhf.serve.coalesce import Coalescer
 from tritonhf.serve.errors import GatewayError, empty, internal_error
@@ -92,12 +92,13 @@ def create_app(
     app.include_router(tei.router)
     app.include_router(audio.router)
     app.include_router(rerank.router)
+    app.include_router(endpoints.router)
     app.state.limits = limits
     app.state.tokenizers = Tokenizers(repository)
     metrics = GatewayMetrics(
         [
             (getattr(route, "path", ""), getattr(route, "path_regex", None))
-            for route in [*openai.router.routes, *tei.router.routes, *rerank.router.routes]
+            for route in [*openai.router.routes, *tei.router.routes, *rerank.router.routes, *endpoints.router.routes]
         ]
         + [("/health", None), ("/metrics", None)]
     )

@@ -29,7 +29,7 @@ from tritonhf.errors import ClientError
 from tritonhf.runtime import tools as tools_module
 from tritonhf.sdk import AsyncClient, AsyncTextStream, ModelInfo
 from tritonhf.sdk.aio import AsyncResponseStream
-from tritonhf.sdk.results import ToolCall
+from tritonhf.sdk.results import TokenLogprob, ToolCall
 from tritonhf.serve.coalesce import Coalescer
 from tritonhf.serve.errors import GatewayError, empty, internal_error, refused
 from tritonhf.serve.fetch import FetchRefused, fetch
@@ -160,6 +160,23 @@ def _check_generation(body: GenerationBody) -> dict[str, Any]:
     }
 
 
+def _unicode(value: Any, where: str) -> None:
+    """Every string inside ``value`` (a message's tool calls, a tool's schema) encodes as UTF-8: JSON can carry a lone
+    surrogate, which no tokenizer takes; a 400 naming where it is."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as error:
+            raise refused(where, "is not valid Unicode (a lone surrogate); send UTF-8 text.") from error
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _unicode(key, where)
+            _unicode(item, f"{where}.{key}" if isinstance(key, str) and key.isidentifier() else where)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _unicode(item, f"{where}[{index}]")
+
+
 def _messages(body: ChatBody) -> list[dict[str, Any]]:
     messages: list[dict[str, Any]] = []
     for index, message in enumerate(body.messages):
@@ -175,7 +192,9 @@ def _messages(body: ChatBody) -> list[dict[str, Any]]:
         if message.tool_calls:  # an assistant's earlier calls, sent back with their results
             found["content"] = content or None
             found["tool_calls"] = [call.model_dump() for call in message.tool_calls]
+            _unicode(found["tool_calls"], f"messages[{index}].tool_calls")
         if message.tool_call_id is not None:
+            _unicode(message.tool_call_id, f"messages[{index}].tool_call_id")
             found["tool_call_id"] = message.tool_call_id
         messages.append(found)
     if not messages:
@@ -319,13 +338,17 @@ def _tool_choice(body: ChatBody) -> str | None:
 
 
 def _constraint_param(error: ClientError) -> str | None:
-    """The request field a template's refusal is about (its inputs json_schema, tools, tool_choice)."""
+    """The request field a template's refusal is about (its inputs json_schema, tools, tool_choice, logprobs)."""
     message = error.message
-    for word, param in (("tool_choice", "tool_choice"), ("'tools'", "tools"), ("tools[", "tools"),
-                        ("json_schema", "response_format"), ("text_input", "messages")):  # fmt: skip
+    for word, param in CONSTRAINT_PARAMS:
         if word in message:
             return param
     return None
+
+
+# A template's input named in its refusal -> the OpenAI field it came from.
+CONSTRAINT_PARAMS = (("input 'logprobs'", "top_logprobs"), ("tool_choice", "tool_choice"), ("'tools'", "tools"),
+                     ("tools[", "tools"), ("json_schema", "response_format"), ("text_input", "messages"))  # fmt: skip
 
 
 def _call_deltas(calls: Sequence[ToolCall]) -> list[dict[str, Any]]:
@@ -340,6 +363,27 @@ def _call_deltas(calls: Sequence[ToolCall]) -> list[dict[str, Any]]:
     return deltas
 
 
+def _token(token: str, logprob: float) -> dict[str, Any]:
+    return {"token": token, "logprob": logprob, "bytes": list(token.encode("utf-8", "replace"))}
+
+
+def _chat_logprobs(entries: Sequence[TokenLogprob]) -> dict[str, Any]:
+    """OpenAI's ``choices[].logprobs`` of chat: each token, its bytes, and its alternatives."""
+    content = [{**_token(e.token, e.logprob), "top_logprobs": [_token(t, v) for t, v in e.top]} for e in entries]
+    return {"content": content, "refusal": None}
+
+
+def _completion_logprobs(entries: Sequence[TokenLogprob], alternatives: int, offset: int) -> dict[str, Any]:
+    """The legacy completions' ``logprobs``: tokens, their log-probabilities, alternatives, character offsets."""
+    offsets = []
+    for entry in entries:
+        offsets.append(offset)
+        offset += len(entry.token)
+    top = [dict(e.top) for e in entries] if alternatives else None
+    return {"tokens": [e.token for e in entries], "token_logprobs": [e.logprob for e in entries],
+            "top_logprobs": top, "text_offset": offsets}  # fmt: skip
+
+
 def _calls_message(calls: Sequence[ToolCall]) -> list[dict[str, Any]]:
     return [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}} for c in calls]
 
@@ -350,9 +394,16 @@ def _calls_message(calls: Sequence[ToolCall]) -> list[dict[str, Any]]:
 async def chat_completions(body: ChatBody, request: Request) -> dict[str, Any] | Response:
     client = client_of(request)
     options = _check_generation(body)
+    if body.top_logprobs is not None and not body.logprobs:
+        raise refused("top_logprobs", "needs logprobs: true.")
+    asked = bool(body.logprobs)
+    if asked:
+        options["logprobs"] = body.top_logprobs or 0
     messages = _messages(body)
     choice = _tool_choice(body)
     tools = [tool.model_dump(exclude_none=True) for tool in body.tools] if body.tools else None
+    _unicode(tools, "tools")
+    _unicode(_response_format(body), "response_format")
     calling = bool(tools) and choice != "none"  # the answer may be a call: content is held back until it is not
     name = await model_for(client, body.model, ("text-generation",), "/v1/chat/completions")
     call = client.chat(messages, model=name, stream=True, response_format=_response_format(body), tools=tools,
@@ -369,7 +420,7 @@ async def chat_completions(body: ChatBody, request: Request) -> dict[str, Any] |
             message = {"role": "assistant", "content": stream.content or None,
                        "tool_calls": _calls_message(stream.tool_calls)}  # fmt: skip
         choice_body = {"index": 0, "message": message, "finish_reason": stream.finish_reason or "stop",
-                       "logprobs": None}  # fmt: skip
+                       "logprobs": _chat_logprobs(stream.logprobs) if asked else None}  # fmt: skip
         return {"id": ident, "object": "chat.completion", "created": created, "model": name,
                 "choices": [choice_body], "usage": _usage(stream)}  # fmt: skip
     include_usage = bool(body.stream_options and body.stream_options.include_usage)
@@ -377,19 +428,29 @@ async def chat_completions(body: ChatBody, request: Request) -> dict[str, Any] |
     async def events() -> AsyncIterator[dict[str, Any]]:
         base = {"id": ident, "object": "chat.completion.chunk", "created": created, "model": name}
         role: dict[str, Any] = {"role": "assistant"}
-        text, sent = "", 0
+        text, sent, told = "", 0, 0  # text read, characters sent, logprob entries sent
+
+        def logprobs() -> dict[str, Any] | None:
+            nonlocal told
+            if not asked:
+                return None
+            found, told = stream.logprobs[told:], len(stream.logprobs)
+            return _chat_logprobs(found)
+
         async for chunk in streamed(stream, first):
             text += chunk
             safe = tools_module.safe_to_stream(text) if calling else len(text)
             if safe > sent or (role and not calling):
                 delta = {**role, "content": text[sent:safe]}
-                yield {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
+                yield {**base, "choices": [{"index": 0, "delta": delta, "logprobs": logprobs(), "finish_reason": None}]}
                 role, sent = {}, max(sent, safe)
         deltas = _call_deltas(stream.tool_calls) if stream.tool_calls else []
         if not stream.tool_calls and sent < len(text):  # held back, and no call came: it was content
             deltas = [{"content": text[sent:]}]
         for delta in deltas:
-            yield {**base, "choices": [{"index": 0, "delta": {**role, **delta}, "finish_reason": None}]}
+            found = logprobs() if "content" in delta else None
+            yield {**base, "choices": [{"index": 0, "delta": {**role, **delta}, "logprobs": found,
+                                        "finish_reason": None}]}  # fmt: skip
             role = {}
         final = {"index": 0, "delta": {}, "finish_reason": stream.finish_reason or "stop"}
         yield {**base, "choices": [final]}
@@ -403,6 +464,8 @@ async def chat_completions(body: ChatBody, request: Request) -> dict[str, Any] |
 async def completions(body: CompletionBody, request: Request) -> dict[str, Any] | Response:
     client = client_of(request)
     options = _check_generation(body)
+    if body.logprobs is not None:
+        options["logprobs"] = body.logprobs
     prompts = [body.prompt] if isinstance(body.prompt, str) else body.prompt
     if not prompts or not all(isinstance(p, str) for p in prompts):
         raise refused("prompt", "must be a string or a list of strings (token ids are not accepted).")
@@ -411,6 +474,7 @@ async def completions(body: CompletionBody, request: Request) -> dict[str, Any] 
     check_count(request, len(prompts), "prompt")
     name = await model_for(client, body.model, ("text-generation",), "/v1/completions")
     format_ = _response_format(body)
+    _unicode(format_, "response_format")
     ident, created = f"cmpl-{uuid.uuid4().hex}", int(time.time())
     if body.stream:
         call = client.generate(str(prompts[0]), model=name, stream=True, response_format=format_, **options)
@@ -419,8 +483,13 @@ async def completions(body: CompletionBody, request: Request) -> dict[str, Any] 
 
         async def events() -> AsyncIterator[dict[str, Any]]:
             base = {"id": ident, "object": "text_completion", "created": created, "model": name}
+            told, offset = 0, 0
             async for chunk in streamed(stream, first):
-                yield {**base, "choices": [{"index": 0, "text": chunk, "finish_reason": None, "logprobs": None}]}
+                found = None
+                if body.logprobs is not None:
+                    found = _completion_logprobs(stream.logprobs[told:], body.logprobs, offset)
+                    told, offset = len(stream.logprobs), offset + len(chunk)
+                yield {**base, "choices": [{"index": 0, "text": chunk, "finish_reason": None, "logprobs": found}]}
             final = {"index": 0, "text": "", "finish_reason": stream.finish_reason or "stop", "logprobs": None}
             yield {**base, "choices": [final]}
             if include_usage:
@@ -439,8 +508,9 @@ async def completions(body: CompletionBody, request: Request) -> dict[str, Any] 
         return Response(status_code=CLIENT_GONE)
     choices, usage = [], {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
     for index, (text, stream) in enumerate(answers):
+        found = _completion_logprobs(stream.logprobs, body.logprobs, 0) if body.logprobs is not None else None
         choices.append(
-            {"index": index, "text": text, "finish_reason": stream.finish_reason or "stop", "logprobs": None}
+            {"index": index, "text": text, "finish_reason": stream.finish_reason or "stop", "logprobs": found}
         )
         for key, value in _usage(stream).items():
             usage[key] = usage.get(key, 0) + value

@@ -3,7 +3,7 @@
 The bounds are the ones every layer holds (tritonhf/runtime/ranges.py, through ``tritonhf.tasks``): the SDK
 checks the same before sending and the templates after receiving, and ``/openapi.json`` publishes them, so a
 client generator or a fuzzer reads the real contract. Fields OpenAI has but this server cannot honour
-(several choices, penalties, logprobs) are bounded to the one value served (n 1, penalties 0, logprobs false),
+(several choices, penalties, logit_bias, echo) are bounded to the one value served (n 1, penalties 0, none),
 so the schema tells a client generator the truth and a refusal names the field.
 """
 
@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tritonhf.tasks import INT32_MAX, MAX_TOOLS, SEED_MAX, TEMPERATURE_MAX, TOOL_NAME, TOP_LOGPROBS_MAX, TOP_P_MAX
 
+COMPLETION_LOGPROBS_MAX = 5  # OpenAI's legacy completions take 0-5
 Role = Literal["system", "user", "assistant", "tool", "developer"]  # OpenAI's roles (tasks.ROLES); others a 400
 # A text a route needs something in: an empty one is refused, so the schema says so too. Stated in the schema only:
 # the routes' own checks refuse it, naming the input ("cannot be empty"), and a text that is not valid Unicode ("is
@@ -122,10 +123,6 @@ class GenerationBody(_Body):
     n: int = Field(default=1, ge=1, le=1, description="Only 1: each request generates one answer.")
     presence_penalty: float = Field(default=0.0, ge=0, le=0, description="Only 0 (not supported).")
     frequency_penalty: float = Field(default=0.0, ge=0, le=0, description="Only 0 (not supported).")
-    logprobs: Literal[False] | None = Field(default=None, description="Not supported: false or absent.")
-    top_logprobs: int | None = Field(
-        default=None, ge=0, le=0, description=f"Not supported (OpenAI's: 0-{TOP_LOGPROBS_MAX})."
-    )
     logit_bias: dict[str, float] | None = Field(default=None, max_length=0, description="Not supported.")
     response_format: TextFormat | JsonObjectFormat | JsonSchemaFormat | None = Field(
         default=None,
@@ -146,6 +143,11 @@ class ChatBody(GenerationBody):
         default=None, description="'auto' (the default with tools), 'none', 'required', or one function by name."
     )
     parallel_tool_calls: bool | None = Field(default=None, description="Accepted: a required call is one call.")
+    logprobs: bool | None = Field(default=None, description="Each token's log-probability (choices[].logprobs).")
+    top_logprobs: int | None = Field(
+        default=None, ge=0, le=TOP_LOGPROBS_MAX,
+        description="With logprobs: this many alternatives per token (the OpenVINO engine: 0).",
+    )
     functions: list[Any] | None = Field(default=None, max_length=0, description="Not supported: send 'tools'.")
     function_call: Literal["none"] | None = Field(default=None, description="Not supported: send 'tool_choice'.")
 
@@ -153,6 +155,10 @@ class ChatBody(GenerationBody):
 class CompletionBody(GenerationBody):
     prompt: Text | Texts | list[int] | list[list[int]]
     echo: Literal[False] = Field(default=False, description="Not supported.")
+    logprobs: int | None = Field(
+        default=None, ge=0, le=COMPLETION_LOGPROBS_MAX,
+        description="Each token's log-probability with this many alternatives (the OpenVINO engine: 0).",
+    )
     best_of: int | None = Field(default=None, ge=1, le=1, description="Only 1.")
     suffix: str | None = Field(default=None, max_length=0, description="Not supported.")
 
@@ -294,11 +300,25 @@ class AssistantMessage(_Answer):
     tool_calls: list[MessageToolCall] | None = None
 
 
+class TopLogprob(_Answer):
+    token: str
+    logprob: float
+    bytes: list[int]
+
+
+class TokenLogprob(TopLogprob):
+    top_logprobs: list[TopLogprob]
+
+
+class ChatLogprobs(_Answer):
+    content: list[TokenLogprob] | None
+
+
 class ChatChoice(_Answer):
     index: int
     message: AssistantMessage
     finish_reason: str
-    logprobs: None
+    logprobs: ChatLogprobs | None
 
 
 class ChatCompletion(_Answer):
@@ -312,11 +332,18 @@ class ChatCompletion(_Answer):
     usage: Usage
 
 
+class CompletionLogprobs(_Answer):
+    tokens: list[str]
+    token_logprobs: list[float]
+    top_logprobs: list[dict[str, float]] | None
+    text_offset: list[int]
+
+
 class CompletionChoice(_Answer):
     index: int
     text: str
     finish_reason: str
-    logprobs: None
+    logprobs: CompletionLogprobs | None
 
 
 class Completion(_Answer):

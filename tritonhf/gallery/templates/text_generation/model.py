@@ -43,10 +43,14 @@ Tensor names follow Triton's generate extension, so this works with curl:
     curl -N localhost:8000/v2/models/NAME/generate_stream -d '{"text_input": "Hi", "max_tokens": 20}'
 
 Inputs:  text_input (the prompt; with chat=true, a JSON list of {"role", "content"} messages),
-         optional max_tokens, temperature (0 = greedy), top_p, seed, stop (strings), chat, truncate.
+         optional max_tokens, temperature (0 = greedy), top_p, seed, stop (strings), chat, truncate;
+         json_schema (the answer held to it by a grammar), tools and tool_choice (OpenAI's function tools:
+         runtime/tools.py), logprobs (each token's log-probability, with N alternatives).
 Outputs: text_output, one chunk per response; the last response also has finish_reason
-         ("stop" or "length"), prompt_tokens and completion_tokens (runtime.TextReply does the
-         incremental detokenising, the stop strings and the final flag).
+         ("stop", "length" or "tool_calls"), prompt_tokens and completion_tokens, and with tools the calls
+         made (tool_calls, JSON) and the text outside them (content); with logprobs, each response the
+         entries of its tokens (runtime.TextReply does the incremental detokenising, the stop strings and
+         the final flag).
 Metrics (Triton's metrics port): tritonhf_time_to_first_token_seconds,
          tritonhf_inter_token_seconds (histograms), tritonhf_generated_tokens_total,
          tritonhf_prompt_tokens_total, tritonhf_cancelled_total, tritonhf_sequence_steps_total
@@ -82,7 +86,9 @@ class Sequence:
         calls = constraint.calls if constraint is not None else None
         self.reply = runtime.TextReply(sender, tokenizer, stops, len(prompt_ids), cut, calls)
         self.schema = constraint.schema if constraint is not None else None  # held to this JSON Schema (text)
+        self.logprobs = None  # with this many alternatives, each token's log-probability goes with the reply
         self.mask = None  # its grammar's state (transformers engine; OpenVINO applies the schema itself)
+        self.logprob = None  # the last token's (log-probability, alternatives), waiting for advance
         self.prompt_ids = prompt_ids
         self.max_tokens = max_tokens
         self.temperature = temperature
@@ -254,7 +260,12 @@ class TritonPythonModel:
         chat = runtime.optional_scalar(request, "chat", False, lambda v: True, "a boolean")
         tools, constraint = self.constraint(request, chat)
         prompt = self.chat_prompt(prompts[0], tools) if chat else prompts[0]
-        ids = self.tokenizer(prompt, add_special_tokens=not chat)["input_ids"]
+        try:
+            ids = self.tokenizer(prompt, add_special_tokens=not chat)["input_ids"]
+        except (UnicodeError, TypeError, ValueError) as error:  # JSON can carry a lone surrogate into a message
+            raise runtime.BadRequest(f"input 'text_input' cannot be tokenized ({error}): send valid Unicode.") from (
+                error
+            )
         if not ids:  # an empty prompt: start from the beginning-of-text token
             ids = [self.tokenizer.bos_token_id if self.tokenizer.bos_token_id is not None else self.pad_id]
         asked = runtime.optional_scalar(
@@ -267,7 +278,15 @@ class TritonPythonModel:
         seed = runtime.optional_scalar(request, "seed", None, lambda v: True, "an integer")
         seed = None if seed is None else runtime.seed_from_wire(seed)  # 64 bits, unsigned (runtime/ranges.py)
         stops = runtime.optional_strings(request, "stop") or []
+        most = runtime.TOP_LOGPROBS_MAX
+        logprobs = runtime.optional_scalar(request, "logprobs", None, lambda v: 0 <= v <= most, f"from 0 to {most}")
+        if logprobs and self.engine is not None:
+            raise runtime.BadRequest(
+                f"input 'logprobs' asks for {logprobs} alternatives per token; the OpenVINO engine returns only the "
+                "chosen token's log-probability: send 0 (or serve the model with --engine transformers)."
+            )
         sequence = Sequence(request, self.tokenizer, ids, max_tokens, temperature, top_p, seed, stops, cut, constraint)
+        sequence.logprobs = logprobs
         if constraint is not None and constraint.grammar is not None and self.engine is None:
             sequence.mask = self.grammars.mask(constraint.grammar)
         return sequence
@@ -491,9 +510,17 @@ class TritonPythonModel:
     # ------------------------------------------------------------------ tokens -> text
 
     def pick(self, sequence, logits):
-        """The next token: greedy at temperature 0, else sampled with top-p, with the request's own generator."""
+        """The next token: greedy at temperature 0, else sampled with top-p, with the request's own generator.
+
+        With ``logprobs`` asked, its log-probability (and the best alternatives') under the model's distribution
+        (after a grammar's mask, before temperature and top-p) waits in ``sequence.logprob`` for ``advance``."""
         if sequence.mask is not None:  # a constrained answer: the tokens its grammar forbids now are out
             logits = sequence.mask.apply(logits)
+        if sequence.logprobs is not None:
+            found = torch.log_softmax(logits.float(), dim=-1)
+            best = torch.topk(found, sequence.logprobs) if sequence.logprobs else None
+            alternatives = list(zip(best.indices.tolist(), best.values.tolist())) if best is not None else []
+            sequence.logprob = (found, alternatives)
         if sequence.temperature == 0:
             token = int(torch.argmax(logits))
         else:
@@ -505,9 +532,14 @@ class TritonPythonModel:
             token = int(torch.multinomial(probabilities.cpu(), 1, generator=sequence.generator))
         if sequence.mask is not None:
             sequence.mask.accept(token)
+        if sequence.logprobs is not None:
+            found, alternatives = sequence.logprob
+            sequence.logprob = (float(found[token]), alternatives)
         return token
 
-    def advance(self, sequence, token):
+    def advance(self, sequence, token, logprob=None):
+        """One token for ``sequence`` (``logprob``: from the OpenVINO engine; the transformers engine's waits in
+        ``sequence.logprob``)."""
         now = time.monotonic()
         if sequence.last_token_at is None:
             self.metrics.ttft.observe(now - sequence.arrived)
@@ -519,7 +551,9 @@ class TritonPythonModel:
             return
         self.metrics.generated.increment(1)
         sequence.next_token = token
-        sequence.reply.add(token)
+        if sequence.logprobs is not None and logprob is None:
+            logprob, sequence.logprob = sequence.logprob, None
+        sequence.reply.add(token, logprob if sequence.logprobs is not None else None)
         if not sequence.done and len(sequence.tokens) >= sequence.max_tokens:
             self.finish(sequence, "length")
 

@@ -81,6 +81,8 @@ class OpenVinoEngine:
             config.temperature = sequence.temperature
             config.top_p = sequence.top_p
             config.rng_seed = sequence.seed if sequence.seed is not None else random.getrandbits(32)
+        if sequence.logprobs is not None:  # the chosen token's only (OpenVINO GenAI returns no alternatives)
+            config.logprobs = 1
         if sequence.schema is not None:  # compiled (and checked) by the template first; OpenVINO masks the logits
             kind, text = self.grammars.openvino_grammar(sequence.schema)  # compact JSON (runtime/grammars.py)
             config.structured_output_config = openvino_genai.StructuredOutputConfig(**{kind: text})
@@ -100,9 +102,11 @@ class OpenVinoEngine:
             handle = sequence.handle
             if handle.can_read():  # read() would block when nothing is ready
                 for output in handle.read().values():
-                    for token in output.generated_ids:
+                    logprobs = list(output.generated_log_probs) if sequence.logprobs is not None else []
+                    for index, token in enumerate(output.generated_ids):
                         if not sequence.done:
-                            self.advance(sequence, int(token))
+                            logprob = (logprobs[index], ()) if index < len(logprobs) else None
+                            self.advance(sequence, int(token), logprob)
             status = handle.get_status()
             if sequence.done or status == RUNNING:
                 continue
