@@ -134,3 +134,16 @@ def test_tei_routes_beneath_a_model_url_and_named_refusals(gateway: Stack) -> No
         assert 400 <= status < 500 and field in error["error"] + str(error.get("error_type")), (url, error)
     status, labels = _post(f"{base}/sentiment", {"inputs": TEXT})
     assert status == 200 and labels[0], "the next request is answered as before"
+
+
+def test_llama_index_tei_client_against_a_model_url(gateway: Stack) -> None:
+    """LlamaIndex's TEI embeddings posting to ``/models/minilm/embed`` (its ``base_url`` the model's URL, as a TEI
+    server of one model would be): the SDK's vectors."""
+    from llama_index.embeddings.text_embeddings_inference import TextEmbeddingsInference
+
+    assert gateway.state is not None
+    base = f"{gateway.state.gateway_url.removesuffix('/v1')}/models/minilm"
+    embedder = TextEmbeddingsInference(model_name="minilm", base_url=base, timeout=60)
+    found = embedder.get_text_embedding_batch(["a cat", "a dog"])
+    with Client(gateway.server.grpc_url) as sdk:
+        assert np.allclose(np.asarray(found), sdk.embed(["a cat", "a dog"], model="minilm", normalize=True), atol=1e-5)

@@ -241,16 +241,23 @@ async def info(request: Request, model: str | None = None) -> dict[str, Any]:
     tokenizer = await tokenizers_of(request).get(name)
     limits = request.app.state.limits
     kinds = {"feature-extraction": "embedding", "text-classification": "classifier", "text-ranking": "reranker"}
-    return {
+    return {  # TEI's field names; None where this gateway does not know (the model's own repository does)
         "model_id": name,
+        "model_sha": None,
+        "model_dtype": None,
         "model_type": {kinds.get(task or "", "embedding"): {}},
         "task": task,
         "max_input_length": tokenizer.model_max_length if tokenizer is not None else None,
         "max_batch_tokens": limits.max_batch_tokens,
         "max_batch_tokens_counted": tokenizer is not None,  # without the tokenizer here, not enforced
+        "max_batch_requests": None,  # Triton's dynamic batcher decides (the model's max_batch_size)
         "max_client_batch_size": limits.max_client_batch_size,
         "max_concurrent_requests": limits.max_concurrent_requests,
+        "auto_truncate": False,  # a text past the window is a 413 unless the request sends truncate
+        "tokenization_workers": None,
         "payload_limit": limits.payload_limit,
         "version": __version__,
+        "sha": None,
+        "docker_label": None,
         "router": "tritonhf",
     }
