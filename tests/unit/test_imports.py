@@ -44,8 +44,8 @@ def _top_level_imports(tree: ast.Module, here: str, package: bool, modules: set[
 def test_no_import_circle_between_modules() -> None:
     paths = {_module(p): p for p in ROOT.rglob("*.py") if "templates" not in p.parts}
     graph = {
-        name: _top_level_imports(ast.parse(p.read_text()), name, p.name == "__init__.py", set(paths)) & set(paths)
-        - {name}
+        name: _top_level_imports(ast.parse(p.read_text()), name, p.name == "__init__.py", set(paths))
+        & set(paths) - {name}
         for name, p in paths.items()
     }
     # Tarjan's strongly connected components

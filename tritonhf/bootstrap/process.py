@@ -470,4 +470,3 @@ class Server:
         traceback: TracebackType | None,
     ) -> None:
         self.stop()
-

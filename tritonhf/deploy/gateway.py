@@ -81,9 +81,7 @@ def deployment(spec: DeploySpec) -> dict[str, Any]:
                 "spec": {
                     "terminationGracePeriodSeconds": 30,
                     "containers": [container],
-                    "volumes": [
-                        {"name": "key", "secret": {"secretName": spec.gateway_secret, "defaultMode": 0o400}}
-                    ],
+                    "volumes": [{"name": "key", "secret": {"secretName": spec.gateway_secret, "defaultMode": 0o400}}],
                 },
             },
         },

@@ -40,8 +40,6 @@ TRITON_IMAGE = "nvcr.io/nvidia/tritonserver:24.10-py3"  # Triton 2.51, the versi
 QUEUE_METRIC = "tritonhf_queue_us_per_request"
 
 
-
-
 def _labels(spec: DeploySpec) -> dict[str, str]:
     return {"app.kubernetes.io/name": spec.name, "app.kubernetes.io/managed-by": "tritonhf", **spec.labels}
 

@@ -73,8 +73,6 @@ def _check_flag(name: str, value: object) -> None:
         raise InvalidInputError(f"{name} must be True or False, not {value!r}.")
 
 
-
-
 def _truncate_inputs(config: ModelConfig, truncate: bool, rows: int) -> Tensors:
     """TRUNCATE only when it differs from the server's default (true), so older models still answer."""
     if truncate:

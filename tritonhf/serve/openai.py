@@ -62,22 +62,6 @@ router = APIRouter()
 ARGUMENT_FRAGMENT = 16  # characters of a tool call's arguments per streamed delta
 
 
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 def _check_generation(body: GenerationBody) -> dict[str, Any]:
     """The SDK options of an OpenAI generation body. What this server cannot honour (n > 1, penalties, logprobs,
     logit_bias, the legacy functions) the schema itself bounds to the one value served, so it is a 400 naming the
@@ -135,10 +119,6 @@ def _messages(body: ChatBody) -> list[dict[str, Any]]:
     return messages
 
 
-
-
-
-
 async def _text(stream: AsyncTextStream, first: str | None) -> str:
     """The whole text of an opened stream (a non-streaming answer); the stream is closed after."""
     try:
@@ -149,10 +129,6 @@ async def _text(stream: AsyncTextStream, first: str | None) -> str:
         await stream.aclose()
 
 
-
-
-
-
 def _usage(stream: AsyncTextStream) -> dict[str, int]:
     """OpenAI's usage; ``prompt_tokens_cut`` (not OpenAI's) says how much of a prompt ``truncate`` cut."""
     usage = stream.usage
@@ -161,8 +137,6 @@ def _usage(stream: AsyncTextStream) -> dict[str, int]:
     if usage and usage.prompt_tokens_cut:
         found["prompt_tokens_cut"] = usage.prompt_tokens_cut
     return found
-
-
 
 
 @router.get("/v1/models", response_model=None, responses=documented(ModelList, OpenAIError))
