@@ -47,6 +47,7 @@ lint: setup
 	$(BIN)/python tools/cli_reference.py --check
 	$(BIN)/ruff check tritonhf tests harness bench examples tools
 	$(BIN)/ruff check tritonhf/gallery/templates
+	$(BIN)/ruff format --check tritonhf tests harness bench examples tools
 	$(BIN)/mypy
 
 # haproxy (Debian's package) for the scale-out rehearsal: installed when missing and we are root.

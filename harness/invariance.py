@@ -308,7 +308,6 @@ class Wire:
             for index in range(len(case.rows))
         ]
 
-
     def _stream(self, case: Case, inputs: list[Any]) -> Any:
         """The last (whole) response of a streamed request, once its parts are checked to add up to it: each
         row's segments, part after part, are the whole answer's."""

@@ -47,12 +47,20 @@ from tritonhf.runtime.ranges import (
 )
 from tritonhf.runtime.tools import MAX_SCHEMA_BYTES, MAX_TOOLS, TOOL_NAME
 
+# TOP_K for "every label": the templates return as many as the model has (the SDK's classify without top_k, TEI's
+# /predict and a model URL's text-classification ask for this).
+ALL_LABELS = 10_000
+# A native ONNX model's part: NAME__onnx beside NAME (gallery add --backend onnx); listings hide it.
+ONNX_PART_SUFFIX = "__onnx"
+
 __all__ = [
     "ALIASES",
+    "ALL_LABELS",
     "AUDIO_TEMPERATURE_MAX",
     "INT32_MAX",
     "MAX_SCHEMA_BYTES",
     "MAX_TOOLS",
+    "ONNX_PART_SUFFIX",
     "PARAM_BACKEND",
     "PARAM_BATCH_INVARIANT",
     "PARAM_DEVICE",

@@ -80,7 +80,6 @@ def test_server_serves_a_python_model_on_loopback_and_leaves_nothing(workspace: 
     assert not workspace.state_file.exists()
 
 
-
 def test_a_model_that_completes_its_own_config_is_loaded_with_auto_complete(workspace: Workspace) -> None:
     """Where a model needs Triton's auto-complete (here model.py declares the output its config lacks),
     the server keeps it on, and the model serves."""
@@ -129,6 +128,7 @@ def test_an_auto_port_taken_before_the_server_binds_it_is_chosen_again(
         assert [m.state for m in server.models()] == ["READY"]
         earlier = workspace.server_log.with_suffix(".log.prev").read_text()
         assert f":{taken.getsockname()[1]}' already in use" in earlier, "the first start met the taken port"
+
 
 def _broken(workspace: Workspace, name: str, config: str | None = None, model_prelude: str = "") -> None:
     target = workspace.model_repository / name

@@ -15,8 +15,9 @@ import yaml
 
 from tritonhf.bootstrap.diagnose import diagnose
 from tritonhf.bootstrap.environment import StubEnvironment
-from tritonhf.deploy.kubernetes import DeploySpec, write
+from tritonhf.deploy.kubernetes import write
 from tritonhf.deploy.requirements import needed_packages, serving_requirements
+from tritonhf.deploy.spec import DeploySpec
 from tritonhf.deploy.storage import S3Location
 from tritonhf.errors import DeployError, StorageError
 from tritonhf.gallery import AddRequest, add_model

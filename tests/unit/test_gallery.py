@@ -97,7 +97,6 @@ def test_pickle_only_weights_need_explicit_permission(tmp_path: Path, tiny: dict
     assert not list((tmp_path).glob(".pickled.partial-*"))
 
 
-
 def test_a_cache_folder_built_by_two_processes_at_once_comes_out_whole_for_both(tmp_path: Path) -> None:
     """Two ``gallery add`` of the same GGUF at once (two users, two test workers) build the same cache
     folder; each builds in its own staging folder, and the one that finishes second keeps the first's."""
@@ -132,6 +131,7 @@ def test_a_cache_folder_built_by_two_processes_at_once_comes_out_whole_for_both(
     with pytest.raises(ModelSourceError, match="Could not read the other: not a GGUF file"):
         _built_once(tmp_path / "cache" / "other", "read the other", broken)
     assert [item.name for item in target.parent.iterdir()] == [target.name], "a failed build leaves nothing"
+
 
 def test_hub_without_network_says_so_and_suggests_a_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")

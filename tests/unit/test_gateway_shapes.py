@@ -17,8 +17,8 @@ from starlette.requests import Request
 
 from tritonhf import Client, InvalidInputError
 from tritonhf.sdk.testing import FakeServer, MemoryTransport
-from tritonhf.serve.openai import ClientGone, unless_disconnected
 from tritonhf.serve.schemas import ChatBody, CompletionBody, EmbeddingBody, TeiEmbedBody
+from tritonhf.serve.shared import ClientGone, unless_disconnected
 
 
 def test_explicit_nulls_are_unset() -> None:

@@ -95,3 +95,18 @@ def test_auto_complete_is_skipped_only_where_every_config_is_complete_as_written
         shutil.rmtree(made)
     assert not needs_auto_complete(repository)
     assert needs_auto_complete("s3://bucket/models") and needs_auto_complete(tmp_path / "missing")
+
+
+def test_a_server_takes_its_config_whole_or_from_keywords(tmp_path: Path) -> None:
+    """pytriton's shape (issue 47): ``Server(workspace, ServerConfig(...))`` keeps that config, and no copy of its
+    fields; the keywords make the same config."""
+    from tritonhf.bootstrap import Server
+
+    chosen = ServerConfig(str(tmp_path / "models"), log_verbose=1, model_control="poll")
+    server = Server(tmp_path / "ws", chosen)
+    assert server.config is chosen and server.repository == chosen.repository
+    keywords = Server(tmp_path / "ws", repository=tmp_path / "models", log_verbose=1, model_control="poll")
+    assert keywords.config == chosen
+    default = Server(tmp_path / "ws")
+    assert default.config.repository == str(default.workspace.model_repository)
+    assert not hasattr(default, "host") and not hasattr(default, "tls"), "the config's fields live in the config"

@@ -11,6 +11,8 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from tritonhf.tasks import ONNX_PART_SUFFIX
+
 
 @dataclass(frozen=True)
 class Diagnosis:
@@ -43,7 +45,7 @@ def _backend_missing(match: re.Match[str]) -> Diagnosis:
     if backend == "onnxruntime":  # most likely a part written by `gallery add --backend onnx`
         return Diagnosis(
             cause="it needs Triton's onnxruntime backend, which this server does not have",
-            fix=f"Re-add model '{model.removesuffix('__onnx')}' with `--backend onnx --onnx-runtime python` "
+            fix=f"Re-add model '{model.removesuffix(ONNX_PART_SUFFIX)}' with `--backend onnx --onnx-runtime python` "
             "(onnxruntime inside the Python backend), or run `tritonhf bootstrap --from-dir` with a server that "
             "has backends/onnxruntime.",
             model=model,

@@ -83,6 +83,7 @@ class Server:
     def __init__(
         self,
         workspace: Workspace | Path | str | None = None,
+        config: ServerConfig | None = None,
         *,
         host: str = LOOPBACK,
         expose: str = "grpc",
@@ -99,24 +100,22 @@ class Server:
         environment: StubEnvironment | None = None,
         tls: Tls | None = None,
     ) -> None:
+        """``config``: what the server runs as (pytriton's ``TritonServer(path, config)``); without it, one is made
+        from the keywords (``host`` ... ``tls``, and ``repository``, the workspace's by default). The ports, the
+        timeouts and the environment are this process's, not the config's."""
         self.workspace = workspace if isinstance(workspace, Workspace) else Workspace.at(workspace)
-        ServerConfig("", host, expose, expose_metrics, model_control, log_verbose, exit_timeout, tls)  # checks
-        self.host = host
-        self.expose = expose
-        self.expose_metrics = expose_metrics
+        self.config = config or ServerConfig(
+            str(repository) if repository else str(self.workspace.model_repository), host, expose, expose_metrics,
+            model_control, log_verbose, exit_timeout, tls,
+        )  # fmt: skip
         self._ports = {
             "http": parse_port(http_port, "http"),
             "grpc": parse_port(grpc_port, "grpc"),
             "metrics": parse_port(metrics_port, "metrics"),
         }
-        self.model_control = model_control
-        self.log_verbose = log_verbose
-        self.repository = str(repository) if repository else str(self.workspace.model_repository)
         self.startup_timeout = startup_timeout
-        self.exit_timeout = exit_timeout
         self.die_with_parent = die_with_parent
         self.environment = environment
-        self.tls = tls
         self.state: ServerState | None = None
         self._process: subprocess.Popen[bytes] | None = None
         self._configs: dict[str, dict[str, Any]] = {}
@@ -144,19 +143,17 @@ class Server:
                 f"No tritonhf server is running for workspace {server.workspace.root}. Start one with `tritonhf up`."
             )
         server.state = state
-        server.repository = state.repository
+        server.config = replace(server.config, repository=state.repository)
         return server
 
-    def config(self) -> ServerConfig:
-        """What this server is to run as, as data (command.py turns it into the command line)."""
-        return ServerConfig(
-            self.repository, self.host, self.expose, self.expose_metrics, self.model_control, self.log_verbose,
-            self.exit_timeout, self.tls,
-        )  # fmt: skip
+    @property
+    def repository(self) -> str:
+        """The model repository it serves (a folder, or an s3:// URL)."""
+        return self.config.repository
 
     @property
     def exposed(self) -> bool:
-        return self.config().exposed
+        return self.config.exposed
 
     def _refuse_if_running(self) -> None:
         state = ServerState.load(self.workspace.state_file)
@@ -173,17 +170,17 @@ class Server:
 
     def addresses(self) -> dict[str, str]:
         """Where each service listens (``ServerConfig.addresses``)."""
-        return self.config().addresses()
+        return self.config.addresses()
 
     @property
     def admin_protocol(self) -> str:
-        return self.config().admin_protocol
+        return self.config.admin_protocol
 
     def command(self, ports: dict[str, int], shm_prefix: str) -> list[str]:
         """The tritonserver command line, without the per-launch restriction (added by ``_launch``)."""
         workspace = self.workspace
         installation = Installation(workspace.binary, workspace.backends_dir, workspace.server_dir / "caches")
-        config = replace(self.config(), auto_complete=needs_auto_complete(self.repository))
+        config = replace(self.config, auto_complete=needs_auto_complete(self.repository))
         return config.argv(installation, ports, shm_prefix)
 
     def _launch(self, state: ServerState, append_log: bool) -> None:
@@ -228,8 +225,8 @@ class Server:
                 f"No server is installed in {workspace.root}. Run `tritonhf bootstrap "
                 f"--workspace {workspace.root}` first."
             )
-        if self.tls is not None:
-            self.tls.check()
+        if self.config.tls is not None:
+            self.config.tls.check()
         self._refuse_if_running()
         environment = self.environment or StubEnvironment.for_workspace(workspace)
         problems = environment.problems()
@@ -252,7 +249,7 @@ class Server:
                 pid=0,
                 started=0,
                 binary=str(workspace.binary),
-                host=self.host,
+                host=self.config.host,
                 http_address=addresses["http"],
                 grpc_address=addresses["grpc"],
                 metrics_address=addresses["metrics"],
@@ -260,11 +257,11 @@ class Server:
                 grpc_port=ports["grpc"],
                 metrics_port=ports["metrics"],
                 admin_protocol=self.admin_protocol,
-                tls=self.tls is not None,
+                tls=self.config.tls is not None,
                 shm_prefix=shm_prefix,
                 log=str(log_path),
                 repository=self.repository,
-                model_control=self.model_control,
+                model_control=self.config.model_control,
                 started_at=time.time(),
                 command=self.command(ports, shm_prefix),
             )
@@ -470,4 +467,3 @@ class Server:
         traceback: TracebackType | None,
     ) -> None:
         self.stop()
-

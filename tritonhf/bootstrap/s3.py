@@ -135,5 +135,3 @@ def check(url: str) -> list[str]:
             f"`tritonhf gallery push REPOSITORY {location.url}`."
         )
     return models
-
-

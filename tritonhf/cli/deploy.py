@@ -10,8 +10,9 @@ import typer
 from tritonhf.bootstrap.environment import StubEnvironment
 from tritonhf.bootstrap.layout import Workspace
 from tritonhf.cli._console import console, friendly_errors
-from tritonhf.deploy.kubernetes import DeploySpec, write
+from tritonhf.deploy.kubernetes import write
 from tritonhf.deploy.requirements import serving_requirements
+from tritonhf.deploy.spec import DeploySpec
 
 app = typer.Typer(help="Kubernetes and KServe manifests for a repository in object storage.", no_args_is_help=True)
 

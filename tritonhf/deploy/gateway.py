@@ -13,12 +13,10 @@ extra on a slim Python image (no Triton, no model weights).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from tritonhf.deploy.spec import DeploySpec
 from tritonhf.serve.limits import Limits
-
-if TYPE_CHECKING:
-    from tritonhf.deploy.kubernetes import DeploySpec
 
 GATEWAY_PORT = 9000
 KEY_MOUNT = "/var/run/tritonhf-gateway"
@@ -83,9 +81,7 @@ def deployment(spec: DeploySpec) -> dict[str, Any]:
                 "spec": {
                     "terminationGracePeriodSeconds": 30,
                     "containers": [container],
-                    "volumes": [
-                        {"name": "key", "secret": {"secretName": spec.gateway_secret, "defaultMode": 0o400}}
-                    ],
+                    "volumes": [{"name": "key", "secret": {"secretName": spec.gateway_secret, "defaultMode": 0o400}}],
                 },
             },
         },

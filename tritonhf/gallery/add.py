@@ -61,6 +61,7 @@ from tritonhf.runtime.audio import (
 )
 from tritonhf.runtime.images import IMAGE_BACKEND, PARAM_IMAGE_BACKEND, PARAM_MAX_IMAGE_PIXELS
 from tritonhf.tasks import (
+    ONNX_PART_SUFFIX,
     PARAM_BACKEND,
     PARAM_DEVICE,
     PARAM_ENGINE,
@@ -92,7 +93,6 @@ PARAM_CALIBRATION = (
 # NAME__onnx), onnxruntime inside the Python backend, or "auto": native when the server
 # installed beside the repository has that backend.
 ONNX_RUNTIMES = ("auto", "native", "python")
-ONNX_PART_SUFFIX = "__onnx"
 
 
 def parse_params(pairs: list[str]) -> dict[str, str]:

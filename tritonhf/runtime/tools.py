@@ -66,7 +66,7 @@ def check_tools(text: str) -> list[dict[str, Any]]:
     """The request's tools as OpenAI defines them; a BadRequest naming the first unusable one."""
     tools = load_json(text, "tools", "send a list of function tools")
     if not isinstance(tools, list) or not tools:
-        raise BadRequest("input 'tools' must be a non-empty JSON list of {\"type\": \"function\", \"function\": ...}.")
+        raise BadRequest('input \'tools\' must be a non-empty JSON list of {"type": "function", "function": ...}.')
     if len(tools) > MAX_TOOLS:
         raise BadRequest(f"input 'tools' holds {len(tools)} tools; at most {MAX_TOOLS} are taken.")
     names = set()

@@ -134,6 +134,7 @@ def constraint(
     offered = json.dumps([dict(tool) for tool in tools]) if tools else None
     return Constraint(schema, offered, tool_choice, parse)
 
+
 # Each sampling option's tensor type and range (tritonhf/runtime/ranges.py states them; the template checks the same).
 RANGES: dict[str, tuple[str, Callable[[Any], bool], str]] = {
     "max_tokens": ("INT32", lambda v: 1 <= v <= INT32_MAX, f"an int from 1 to {INT32_MAX}"),

@@ -36,7 +36,7 @@ from tritonhf.sdk.results import (
     ZeroShotClassification,
 )
 from tritonhf.sdk.sampling import SpeechOptions
-from tritonhf.tasks import AUDIO_TEMPERATURE_MAX, seed_to_wire
+from tritonhf.tasks import ALL_LABELS, AUDIO_TEMPERATURE_MAX, seed_to_wire
 
 R = TypeVar("R")
 
@@ -71,9 +71,6 @@ def _check_model(model: str | None) -> str | None:
 def _check_flag(name: str, value: object) -> None:
     if not isinstance(value, bool):
         raise InvalidInputError(f"{name} must be True or False, not {value!r}.")
-
-
-ALL_LABELS = 10_000  # TOP_K for "every label": the templates return as many as the model has
 
 
 def _truncate_inputs(config: ModelConfig, truncate: bool, rows: int) -> Tensors:

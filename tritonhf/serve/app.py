@@ -25,7 +25,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from tritonhf.errors import ClientError
 from tritonhf.sdk import AsyncClient, ModelInfo
-from tritonhf.serve import audio, endpoints, openai, rerank, tei
+from tritonhf.serve import audio, endpoints, openai, rerank, shared, tei
 from tritonhf.serve.admission import RETRY_AFTER_SECONDS, Admission
 from tritonhf.serve.coalesce import Coalescer
 from tritonhf.serve.errors import GatewayError, empty, internal_error
@@ -34,7 +34,7 @@ from tritonhf.serve.metrics import GatewayMetrics, Metered
 from tritonhf.serve.responses import FastJSONResponse
 from tritonhf.serve.tei import TEI_TASKS
 from tritonhf.serve.tokenizers import Tokenizers
-from tritonhf.tasks import SEED_MAX
+from tritonhf.tasks import ONNX_PART_SUFFIX, SEED_MAX
 
 OPEN_PATHS = ("/health",)
 OPENAI_PATHS = ("/v1/", "/v2/")  # routes that answer errors in OpenAI's shape (Cohere's /v2/rerank too); others TEI's
@@ -112,10 +112,10 @@ def create_app(
     async def gateway_error(request: Request, error: GatewayError) -> JSONResponse:
         return _error_response(request, error)
 
-    @app.exception_handler(openai.ClientGone)
-    async def client_gone(request: Request, error: openai.ClientGone) -> Response:
+    @app.exception_handler(shared.ClientGone)
+    async def client_gone(request: Request, error: shared.ClientGone) -> Response:
         """The client left before its answer was ready; its Triton requests were cancelled (nobody reads this)."""
-        return Response(status_code=openai.CLIENT_GONE)
+        return Response(status_code=shared.CLIENT_GONE)
 
     @app.exception_handler(ClientError)
     async def client_error(request: Request, error: ClientError) -> JSONResponse:
@@ -217,7 +217,7 @@ def with_model_names(schema: dict[str, Any], models: Sequence[ModelInfo]) -> dic
 
 
 def _served(models: Sequence[ModelInfo], tasks: Sequence[str]) -> list[str]:
-    return sorted(m.name for m in models if m.ready and m.task in tasks and not m.name.endswith("__onnx"))
+    return sorted(m.name for m in models if m.ready and m.task in tasks and not m.name.endswith(ONNX_PART_SUFFIX))
 
 
 def _name_enum(field: dict[str, Any], names: list[str]) -> None:

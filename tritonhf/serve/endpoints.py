@@ -31,7 +31,6 @@ from tritonhf.errors import ClientError
 from tritonhf.sdk import AsyncClient
 from tritonhf.serve import tei
 from tritonhf.serve.errors import GatewayError, refused
-from tritonhf.serve.openai import client_of, model_for, open_stream, streamed, unless_disconnected
 from tritonhf.serve.schemas import (
     TeiDecodeBody,
     TeiEmbedBody,
@@ -42,6 +41,8 @@ from tritonhf.serve.schemas import (
     TeiTokenizeBody,
     documented,
 )
+from tritonhf.serve.shared import client_of, model_for, open_stream, streamed, unless_disconnected
+from tritonhf.tasks import ALL_LABELS
 
 router = APIRouter()
 _MASK = re.compile(r"\[MASK\]|<mask>")
@@ -119,7 +120,7 @@ async def _classification(call: Call) -> Any:
     if options.get("function_to_apply", "softmax") not in ("softmax", "sigmoid"):
         raise refused("parameters.function_to_apply", "is fixed by the model's head here (softmax or sigmoid).")
     texts = _texts(call.inputs, "text-classification")
-    found = await call.client.classify(texts, model=call.name, top_k=_int(options, "top_k") or tei.ALL_LABELS)
+    found = await call.client.classify(texts, model=call.name, top_k=_int(options, "top_k") or ALL_LABELS)
     return [[{"label": c.label, "score": c.score} for c in labels] for labels in found]
 
 

@@ -18,9 +18,9 @@ from fastapi import APIRouter, Request
 from tritonhf.errors import ClientError
 from tritonhf.sdk import Ranked
 from tritonhf.serve.errors import GatewayError, empty
-from tritonhf.serve.openai import check_count, check_texts, check_tokens, client_of, model_for, unless_disconnected
 from tritonhf.serve.responses import FastJSONResponse
 from tritonhf.serve.schemas import OpenAIError, RerankBody, RerankList, documented
+from tritonhf.serve.shared import check_count, check_texts, check_tokens, client_of, model_for, unless_disconnected
 
 router = APIRouter()
 

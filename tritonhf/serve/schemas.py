@@ -145,7 +145,9 @@ class ChatBody(GenerationBody):
     parallel_tool_calls: bool | None = Field(default=None, description="Accepted: a required call is one call.")
     logprobs: bool | None = Field(default=None, description="Each token's log-probability (choices[].logprobs).")
     top_logprobs: int | None = Field(
-        default=None, ge=0, le=TOP_LOGPROBS_MAX,
+        default=None,
+        ge=0,
+        le=TOP_LOGPROBS_MAX,
         description="With logprobs: this many alternatives per token (the OpenVINO engine: 0).",
     )
     functions: list[Any] | None = Field(default=None, max_length=0, description="Not supported: send 'tools'.")
@@ -156,7 +158,9 @@ class CompletionBody(GenerationBody):
     prompt: Text | Texts | list[int] | list[list[int]]
     echo: Literal[False] = Field(default=False, description="Not supported.")
     logprobs: int | None = Field(
-        default=None, ge=0, le=COMPLETION_LOGPROBS_MAX,
+        default=None,
+        ge=0,
+        le=COMPLETION_LOGPROBS_MAX,
         description="Each token's log-probability with this many alternatives (the OpenVINO engine: 0).",
     )
     best_of: int | None = Field(default=None, ge=1, le=1, description="Only 1.")

@@ -24,16 +24,6 @@ from pydantic import BaseModel, ValidationError
 from tritonhf._version import __version__
 from tritonhf.errors import ClientError
 from tritonhf.serve.errors import GatewayError, empty, refused
-from tritonhf.serve.openai import (
-    check_count,
-    check_texts,
-    check_tokens,
-    client_of,
-    coalescer_of,
-    model_for,
-    tokenizers_of,
-    unless_disconnected,
-)
 from tritonhf.serve.rerank import rank
 from tritonhf.serve.responses import FastJSONResponse
 from tritonhf.serve.schemas import (
@@ -49,11 +39,21 @@ from tritonhf.serve.schemas import (
     Token,
     documented,
 )
+from tritonhf.serve.shared import (
+    check_count,
+    check_texts,
+    check_tokens,
+    client_of,
+    coalescer_of,
+    model_for,
+    tokenizers_of,
+    unless_disconnected,
+)
 from tritonhf.serve.tokenizers import tokens_of
+from tritonhf.tasks import ALL_LABELS
 
 router = APIRouter()
 BodyT = TypeVar("BodyT", bound=BaseModel)
-ALL_LABELS = 10_000  # top_k for "every label": the template returns as many as the model has
 TRUNCATED_HEADER = "X-Truncated-Inputs"
 TEI_TASKS = ("feature-extraction", "text-classification", "text-ranking")
 

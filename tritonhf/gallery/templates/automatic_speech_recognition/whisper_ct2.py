@@ -54,9 +54,11 @@ class Ct2Whisper:
         if openvino_encoder is not None:
             import openvino
 
-            self.openvino = openvino.Core().compile_model(
-                str(openvino_encoder), "CPU", {"INFERENCE_NUM_THREADS": threads}
-            ).create_infer_request()
+            self.openvino = (
+                openvino.Core()
+                .compile_model(str(openvino_encoder), "CPU", {"INFERENCE_NUM_THREADS": threads})
+                .create_infer_request()
+            )
         self.callers = ThreadPoolExecutor(WORKERS, thread_name_prefix="ct2-encode")  # one call per worker at once
         self.timestamp_begin = generation.no_timestamps_token_id + 1
         self.top_k = int(getattr(generation, "top_k", 0) or 0)

@@ -1,0 +1,79 @@
+"""The package's import graph has no circle (issue 47): every module-level import of a tritonhf module, read with
+``ast`` (those under ``if TYPE_CHECKING`` too: two modules that need each other's names are one concern, or need a
+third; imports inside functions are not edges), and no strongly connected component of two or more modules."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import tritonhf
+
+ROOT = Path(tritonhf.__file__).resolve().parent
+
+
+def _module(path: Path) -> str:
+    parts = path.relative_to(ROOT.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _top_level_imports(tree: ast.Module, here: str, package: bool, modules: set[str]) -> set[str]:
+    """The modules a module imports when it is imported. ``from package import module`` is an edge to that module
+    (Python runs the package's ``__init__`` first, but a partly run one serves: no circle a reader trips on)."""
+    found: set[str] = set()
+    statements = list(tree.body)
+    while statements:
+        node = statements.pop()
+        if isinstance(node, ast.If):
+            statements += [*node.body, *node.orelse]
+        elif isinstance(node, ast.Try):
+            statements += [*node.body, *node.orelse, *node.finalbody]
+        elif isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative: from the module's package
+                anchor = here.split(".") if package else here.split(".")[:-1]
+                anchor = anchor[: len(anchor) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            submodules = {f"{base}.{alias.name}" for alias in node.names} & modules
+            found |= submodules if len(submodules) == len(node.names) else {base, *submodules}
+    return {name for name in found if name.startswith("tritonhf")}
+
+
+def test_no_import_circle_between_modules() -> None:
+    paths = {_module(p): p for p in ROOT.rglob("*.py") if "templates" not in p.parts}
+    graph = {
+        name: _top_level_imports(ast.parse(p.read_text()), name, p.name == "__init__.py", set(paths))
+        & set(paths) - {name}
+        for name, p in paths.items()
+    }
+    # Tarjan's strongly connected components
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    circles: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for target in graph[node]:
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    assert not circles, f"import circles: {circles}"
