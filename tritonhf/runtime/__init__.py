@@ -112,6 +112,7 @@ from .loading import (
     max_length,
     model_config,
     parameters,
+    start,
     torch_dtype,
     torch_threads,
     trust_remote_code,
@@ -120,6 +121,7 @@ from .loading import (
 from .openvino_settings import EngineSettings, batch_invariant, engine_settings
 from .pipeline import (
     Pipeline,
+    PipelinedModel,
     Work,
 )
 from .ranges import TOP_LOGPROBS_MAX, seed_from_wire
@@ -192,6 +194,7 @@ __all__ = [
     "Grammars",
     "OnnxModel",
     "Pipeline",
+    "PipelinedModel",
     "TextReply",
     "TritonOnnxModel",
     "Work",
@@ -235,6 +238,7 @@ __all__ = [
     "ranked_labels_outputs",
     "resample",
     "seed_from_wire",
+    "start",
     "string_matrix",
     "string_tensor",
     "too_long_message",

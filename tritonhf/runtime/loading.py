@@ -310,3 +310,16 @@ def max_length(tokenizer: Any, config: Any, default: int = 512) -> int:
         if isinstance(value, int) and 0 < value < 1_000_000
     ]
     return min(limits) if limits else default
+
+
+def start(
+    args: dict[str, str], auto_class: Any, padding_side: str | None = "right"
+) -> tuple[dict[str, str], str, Any, Any]:
+    """What a text template's ``initialize`` begins with, in one call: (its parameters, the device, the tokenizer,
+    the model). The threads are limited to the instance's share first; the model is PyTorch, or ONNX Runtime when
+    the model was added with ``--backend onnx`` (``load_model``)."""
+    params = parameters(args)
+    limit_threads(args)
+    where = device(args, params)
+    tokenizer = load_tokenizer(args, params, padding_side)
+    return params, where, tokenizer, load_model(auto_class, args, params, where)

@@ -91,3 +91,19 @@ def _answer(senders: Sequence[Any], work: Work) -> None:
         except Exception as exc:  # the stub refused this answer: the request gets an error, the others their answers
             with contextlib.suppress(Exception):  # a sender that refuses even that is closed: its caller has left
                 sender.send(error_response(f"the answer could not be sent: {exc}", invalid_input=False), flags=final)
+
+
+class PipelinedModel:
+    """A template whose batches go through ``self.pipeline`` (a ``Pipeline``, made in its ``initialize``): each
+    ``execute`` submits ``self.answer_batch(requests)``, and ``finalize`` closes the pipeline."""
+
+    pipeline: Pipeline
+
+    def answer_batch(self, requests: Sequence[Any]) -> Sequence[Any]:
+        raise NotImplementedError
+
+    def execute(self, requests: Sequence[Any]) -> None:
+        self.pipeline.submit(requests, lambda: self.answer_batch(requests))
+
+    def finalize(self) -> None:
+        self.pipeline.close()

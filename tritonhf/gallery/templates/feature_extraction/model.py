@@ -22,13 +22,9 @@ from transformers import AutoModel
 
 class TritonPythonModel:
     def initialize(self, args):
-        params = runtime.parameters(args)
-        runtime.limit_threads(args)
-        self.device = runtime.device(args, params)
-        self.tokenizer = runtime.load_tokenizer(args, params)
         # PyTorch, or ONNX Runtime when added with --backend onnx (here, or Triton's onnxruntime
         # backend running model.onnx as another model): the same call either way.
-        self.model = runtime.load_model(AutoModel, args, params, self.device)
+        params, self.device, self.tokenizer, self.model = runtime.start(args, AutoModel)
         self.pooling = params.get("pooling", "mean")
         self.normalize = params.get("normalize", "true") == "true"
         self.max_length = runtime.max_length(self.tokenizer, self.model.config)

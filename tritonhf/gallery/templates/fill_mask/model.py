@@ -16,13 +16,9 @@ import tritonhf_runtime as runtime
 from transformers import AutoModelForMaskedLM
 
 
-class TritonPythonModel:
+class TritonPythonModel(runtime.PipelinedModel):
     def initialize(self, args):
-        params = runtime.parameters(args)
-        runtime.limit_threads(args)
-        self.device = runtime.device(args, params)
-        self.tokenizer = runtime.load_tokenizer(args, params)
-        self.model = runtime.load_model(AutoModelForMaskedLM, args, params, self.device)
+        params, self.device, self.tokenizer, self.model = runtime.start(args, AutoModelForMaskedLM)
         self.mask = self.tokenizer.mask_token
         self.mask_id = self.tokenizer.mask_token_id
         self.max_length = runtime.max_length(self.tokenizer, self.model.config)
@@ -39,12 +35,6 @@ class TritonPythonModel:
         positions = [window["input_ids"].index(self.mask_id) for window in windows]
         picked = logits[torch.arange(len(windows)), torch.tensor(positions)]
         return torch.softmax(picked, dim=-1).cpu().numpy()
-
-    def execute(self, requests):
-        self.pipeline.submit(requests, lambda: self.answer_batch(requests))
-
-    def finalize(self):
-        self.pipeline.close()
 
     def answer_batch(self, requests):
         batch = runtime.Batch(requests, "TEXT")

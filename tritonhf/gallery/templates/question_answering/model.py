@@ -21,13 +21,9 @@ from transformers import AutoModelForQuestionAnswering
 CANDIDATES = 20  # best starts and ends considered per window
 
 
-class TritonPythonModel:
+class TritonPythonModel(runtime.PipelinedModel):
     def initialize(self, args):
-        params = runtime.parameters(args)
-        runtime.limit_threads(args)
-        self.device = runtime.device(args, params)
-        self.tokenizer = runtime.load_tokenizer(args, params)
-        self.model = runtime.load_model(AutoModelForQuestionAnswering, args, params, self.device)
+        params, self.device, self.tokenizer, self.model = runtime.start(args, AutoModelForQuestionAnswering)
         self.max_length = runtime.max_length(self.tokenizer, self.model.config)
         self.stride = runtime.int_parameter(params, "stride", max(1, self.max_length // 4))
         self.max_answer = runtime.int_parameter(params, "max_answer_tokens", 30)
@@ -64,12 +60,6 @@ class TritonPythonModel:
                 if context[s] and context[e] and s <= e < s + self.max_answer:
                     found.append((float(start_p[s] * end_p[e]), int(offsets[s][0]), int(offsets[e][1])))
         return found
-
-    def execute(self, requests):
-        self.pipeline.submit(requests, lambda: self.answer_batch(requests))
-
-    def finalize(self):
-        self.pipeline.close()
 
     def answer_batch(self, requests):
         batch = runtime.Batch(requests, "QUESTION")

@@ -48,11 +48,7 @@ class Sequence:
 
 class TritonPythonModel:
     def initialize(self, args):
-        params = runtime.parameters(args)
-        runtime.limit_threads(args)
-        self.device = runtime.device(args, params)
-        self.tokenizer = runtime.load_tokenizer(args, params)
-        self.model = runtime.load_model(AutoModelForSeq2SeqLM, args, params, self.device)
+        params, self.device, self.tokenizer, self.model = runtime.start(args, AutoModelForSeq2SeqLM)
         self.prefix = params.get("prefix", "")
         self.max_input = runtime.max_length(self.tokenizer, self.model.config)
         self.default_max_tokens = runtime.int_parameter(params, "max_tokens", 128)

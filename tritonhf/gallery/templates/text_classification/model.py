@@ -23,15 +23,11 @@ import tritonhf_runtime as runtime
 from transformers import AutoModelForSequenceClassification
 
 
-class TritonPythonModel:
+class TritonPythonModel(runtime.PipelinedModel):
     def initialize(self, args):
-        params = runtime.parameters(args)
-        runtime.limit_threads(args)
-        self.device = runtime.device(args, params)
-        self.tokenizer = runtime.load_tokenizer(args, params)
         # PyTorch, or ONNX Runtime when added with --backend onnx (here, or Triton's onnxruntime
         # backend running model.onnx as another model): the same call either way.
-        self.model = runtime.load_model(AutoModelForSequenceClassification, args, params, self.device)
+        params, self.device, self.tokenizer, self.model = runtime.start(args, AutoModelForSequenceClassification)
         config = self.model.config
         self.labels = [config.id2label[index] for index in range(config.num_labels)]
         self.multi_label = config.problem_type == "multi_label_classification"
@@ -49,12 +45,6 @@ class TritonPythonModel:
             logits = self.model(**runtime.model_inputs(self.tokenizer, batch)).logits.float()
         probabilities = torch.sigmoid(logits) if self.multi_label else torch.softmax(logits, dim=-1)
         return probabilities.cpu().numpy()
-
-    def execute(self, requests):
-        self.pipeline.submit(requests, lambda: self.answer_batch(requests))
-
-    def finalize(self):
-        self.pipeline.close()
 
     def answer_batch(self, requests):
         batch = runtime.Batch(requests, "TEXT")

@@ -20,13 +20,9 @@ import tritonhf_runtime as runtime
 from transformers import AutoModelForSequenceClassification
 
 
-class TritonPythonModel:
+class TritonPythonModel(runtime.PipelinedModel):
     def initialize(self, args):
-        params = runtime.parameters(args)
-        runtime.limit_threads(args)
-        self.device = runtime.device(args, params)
-        self.tokenizer = runtime.load_tokenizer(args, params)
-        self.model = runtime.load_model(AutoModelForSequenceClassification, args, params, self.device)
+        params, self.device, self.tokenizer, self.model = runtime.start(args, AutoModelForSequenceClassification)
         self.labels = self.model.config.num_labels
         self.max_length = runtime.max_length(self.tokenizer, self.model.config)
         self.budget = runtime.int_parameter(params, runtime.PARAM_MAX_BATCH_TOKENS, runtime.DEFAULT_MAX_BATCH_TOKENS)
@@ -42,12 +38,6 @@ class TritonPythonModel:
             logits = self.model(**runtime.model_inputs(self.tokenizer, batch)).logits.float()
         scores = torch.sigmoid(logits[:, 0]) if self.labels == 1 else torch.softmax(logits, dim=-1)[:, 1]
         return scores.cpu().numpy()
-
-    def execute(self, requests):
-        self.pipeline.submit(requests, lambda: self.answer_batch(requests))
-
-    def finalize(self):
-        self.pipeline.close()
 
     def answer_batch(self, requests):
         batch = runtime.Batch(requests, "QUERY")

@@ -27,13 +27,9 @@ from transformers.pipelines.token_classification import AggregationStrategy
 STRATEGIES = [strategy.value for strategy in AggregationStrategy]
 
 
-class TritonPythonModel:
+class TritonPythonModel(runtime.PipelinedModel):
     def initialize(self, args):
-        params = runtime.parameters(args)
-        runtime.limit_threads(args)
-        self.device = runtime.device(args, params)
-        self.tokenizer = runtime.load_tokenizer(args, params)
-        self.model = runtime.load_model(AutoModelForTokenClassification, args, params, self.device)
+        params, self.device, self.tokenizer, self.model = runtime.start(args, AutoModelForTokenClassification)
         # Used only for its post-processing (grouping tokens into entities), never to run the model.
         self.grouper = pipeline("token-classification", model=self.model, tokenizer=self.tokenizer, device=self.device)
         self.aggregation = params.get("aggregation", "simple")
@@ -74,12 +70,6 @@ class TritonPythonModel:
             "end": int(entity["end"]),
             "score": float(entity["score"]),
         }
-
-    def execute(self, requests):
-        self.pipeline.submit(requests, lambda: self.answer_batch(requests))
-
-    def finalize(self):
-        self.pipeline.close()
 
     def answer_batch(self, requests):
         batch = runtime.Batch(requests, "TEXT")

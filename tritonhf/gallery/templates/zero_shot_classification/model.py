@@ -21,15 +21,11 @@ import tritonhf_runtime as runtime
 from transformers import AutoModel
 
 
-class TritonPythonModel:
+class TritonPythonModel(runtime.PipelinedModel):
     def initialize(self, args):
-        params = runtime.parameters(args)
-        runtime.limit_threads(args)
-        self.device = runtime.device(args, params)
-        self.tokenizer = runtime.load_tokenizer(args, params)
         # PyTorch, or ONNX Runtime when added with --backend onnx (here, or Triton's onnxruntime
         # backend running model.onnx as another model): the same call either way.
-        self.model = runtime.load_model(AutoModel, args, params, self.device)
+        params, self.device, self.tokenizer, self.model = runtime.start(args, AutoModel)
         self.pooling = params.get("pooling", "mean")
         self.template = params.get("hypothesis_template", "This example is {}.")
         self.scale = float(params.get("scale", "20"))
@@ -64,12 +60,6 @@ class TritonPythonModel:
             if len(self.label_cache) > self.label_cache_size:
                 self.label_cache.popitem(last=False)
         return np.stack([self.label_cache[label] for label in labels])
-
-    def execute(self, requests):
-        self.pipeline.submit(requests, lambda: self.answer_batch(requests))
-
-    def finalize(self):
-        self.pipeline.close()
 
     def answer_batch(self, requests):
         batch = runtime.Batch(requests, "TEXT")
