@@ -1,5 +1,6 @@
 """Install, start and stop a native Triton server (no Docker)."""
 
+from tritonhf.bootstrap.command import ServerConfig
 from tritonhf.bootstrap.diagnose import Diagnosis, diagnose
 from tritonhf.bootstrap.environment import StubEnvironment
 from tritonhf.bootstrap.installation.install import BootstrapResult, bootstrap
@@ -17,6 +18,7 @@ __all__ = [
     "ModelStatus",
     "PipWheelSource",
     "Server",
+    "ServerConfig",
     "ServerState",
     "Stack",
     "StubEnvironment",
