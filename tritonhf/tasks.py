@@ -207,8 +207,24 @@ TASKS: dict[str, Task] = {
             name="feature-extraction",
             summary="One pooled embedding vector per text (mean or CLS, optionally L2-normalised).",
             template="feature_extraction",
-            inputs=(_TEXT, TensorSpec("NORMALIZE", "TYPE_BOOL", (1,), optional=True, doc="L2-normalise"), _TRUNCATE),
-            outputs=(TensorSpec("EMBEDDING", "TYPE_FP32", (-1,), doc="the vector"), _TRUNCATED, _TOKENS),
+            inputs=(
+                _TEXT,
+                TensorSpec("NORMALIZE", "TYPE_BOOL", (1,), optional=True, doc="L2-normalise"),
+                _TRUNCATE,
+                TensorSpec("ALL_TOKENS", "TYPE_BOOL", (1,), optional=True, doc="also every token's vector"),
+            ),
+            outputs=(
+                TensorSpec("EMBEDDING", "TYPE_FP32", (-1,), doc="the vector"),
+                _TRUNCATED,
+                _TOKENS,
+                TensorSpec(
+                    "TOKEN_EMBEDDINGS",
+                    "TYPE_FP32",
+                    (-1, -1),
+                    optional=True,
+                    doc="with ALL_TOKENS: each token's vector, zero-padded to the request's longest row",
+                ),
+            ),
         ),
         Task(
             name="zero-shot-classification",

@@ -147,3 +147,22 @@ def test_llama_index_tei_client_against_a_model_url(gateway: Stack) -> None:
     found = embedder.get_text_embedding_batch(["a cat", "a dog"])
     with Client(gateway.server.grpc_url) as sdk:
         assert np.allclose(np.asarray(found), sdk.embed(["a cat", "a dog"], model="minilm", normalize=True), atol=1e-5)
+
+
+def test_embed_all_gives_every_tokens_vector(gateway: Stack) -> None:
+    """TEI's /embed_all (issue 46), at the root with 'model' and beneath a model's URL: the SDK's embed_tokens, whose
+    mean is the model's pooled vector (MiniLM pools by mean)."""
+    assert gateway.state is not None
+    root = gateway.state.gateway_url.removesuffix("/v1")
+    with Client(gateway.server.grpc_url) as sdk:
+        tokens = sdk.embed_tokens(["a cat", "a cat sat on the mat"], model="minilm")
+        pooled = sdk.embed(["a cat", "a cat sat on the mat"], model="minilm", normalize=False)
+    assert [t.shape[1] for t in tokens] == [384, 384] and tokens[0].shape[0] < tokens[1].shape[0]
+    assert np.allclose([t.mean(0) for t in tokens], pooled, atol=1e-4)
+    for url, body in ((f"{root}/embed_all", {"inputs": ["a cat", "a cat sat on the mat"], "model": "minilm"}),
+                      (f"{root}/models/minilm/embed_all", {"inputs": ["a cat", "a cat sat on the mat"]})):  # fmt: skip
+        status, found = _post(url, body)
+        assert status == 200 and [np.asarray(f).shape for f in found] == [t.shape for t in tokens]
+        assert all(np.allclose(np.asarray(f), t, atol=1e-5) for f, t in zip(found, tokens))
+    status, error = _post(f"{root}/models/minilm/embed_all", {"inputs": "a cat", "normalize": True})
+    assert status == 400 and "normalize" in error["error"]

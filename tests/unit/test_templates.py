@@ -177,6 +177,28 @@ def test_embeddings_mean_pooled_and_normalised_per_request(tmp_path: Path, tiny:
     np.testing.assert_allclose(normalised[0], expected[1] / np.linalg.norm(expected[1]), atol=1e-5)
 
 
+def test_token_vectors_of_embed_all_are_the_models_own(tmp_path: Path, tiny: dict[str, Path]) -> None:
+    """ALL_TOKENS (TEI's /embed_all, issue 46): each row's token vectors, zero-padded to the request's longest row,
+    equal the model's last hidden state; their mean is the row's pooled vector; a request without it gets none."""
+    folder = _add(tmp_path, "feature-extraction", tiny["encoder"])
+    model = instantiate(folder)
+    batch = ["the cat", "a dog and a cat lives in london"]
+    asked = pb.InferenceRequest(TEXT=texts(*batch), NORMALIZE=np.array([[False], [False]]),
+                                ALL_TOKENS=np.array([[True], [True]]))  # fmt: skip
+    plain = pb.InferenceRequest(TEXT=texts(batch[0]))
+    responses = answers(model, [asked, plain])
+    tokens = responses[0].output("TOKENS").reshape(-1)
+    found = responses[0].output("TOKEN_EMBEDDINGS")
+    assert found.shape == (2, tokens.max(), 32) and not found[0, tokens[0] :].any(), "padding is zeros"
+    tokenizer, reference = AutoTokenizer.from_pretrained(tiny["encoder"]), AutoModel.from_pretrained(tiny["encoder"])
+    for row, text in enumerate(batch):
+        with torch.inference_mode():
+            expected = reference(**tokenizer(text, return_tensors="pt")).last_hidden_state[0].numpy()
+        np.testing.assert_allclose(found[row, : tokens[row]], expected, atol=1e-5)
+        np.testing.assert_allclose(found[row, : tokens[row]].mean(0), responses[0].output("EMBEDDING")[row], atol=1e-5)
+    assert "TOKEN_EMBEDDINGS" not in [t.name() for t in responses[1].output_tensors]
+
+
 def test_embeddings_cls_pooling_from_sentence_transformers_config(tmp_path: Path, tiny: dict[str, Path]) -> None:
     model = instantiate(_add(tmp_path, "embeddings", tiny["encoder-cls"]))
     (response,) = answers(model, [pb.InferenceRequest(TEXT=texts("hello world"))])

@@ -422,6 +422,37 @@ def embeddings(
     )
 
 
+def embed_tokens(
+    texts: str | Sequence[str], model: str | None, truncate: bool
+) -> Plan[list[np.ndarray[Any, np.dtype[np.float32]]]]:
+    """``Client.embed_tokens``: each text's token vectors (ALL_TOKENS), row i cut to its TOKENS."""
+    plain = embed(texts, model, False, truncate)
+
+    def build(config: ModelConfig, rows: slice) -> Tensors:
+        if "TOKEN_EMBEDDINGS" not in config.outputs:
+            raise InvalidInputError(
+                f"Model '{config.name}' was added by an older tritonhf and returns no token vectors. Re-add it with "
+                "`tritonhf gallery add`.",
+                config.name,
+            )
+        return {**plain.build(config, rows), "ALL_TOKENS": codecs.column(True, "BOOL", rows.stop - rows.start)}
+
+    def decode(config: ModelConfig, result: Tensors) -> list[np.ndarray[Any, np.dtype[np.float32]]]:
+        found = result["TOKEN_EMBEDDINGS"].astype(np.float32)
+        return [found[row, :count] for row, count in enumerate(int(v) for v in result["TOKENS"].reshape(-1))]
+
+    return Plan(
+        plain.tasks,
+        plain.model,
+        plain.rows,
+        build,
+        lambda _: ["TOKEN_EMBEDDINGS", "TOKENS"],
+        decode,
+        lambda _: [],
+        plain.needs_model_for_empty,
+    )
+
+
 def rerank(
     query: str, documents: Sequence[str], model: str | None, top_n: int | None, truncate: bool
 ) -> Plan[list[Ranked]]:

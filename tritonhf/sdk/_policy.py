@@ -216,22 +216,25 @@ _PADS = {spec.name: spec.pad for task in TASKS.values() for spec in task.outputs
 def merge(parts: Sequence[Tensors], names: Sequence[str]) -> Tensors:
     """The chunks' outputs concatenated along the batch axis, in chunk order.
 
-    Chunks may return matrices of different widths (LABELS or a reranker's ORDER padded per
-    chunk): they are padded to the widest before joining, with the value the task's contract
-    gives that output (``TensorSpec.pad``: -1 for ORDER), else empty strings or 0.
+    Chunks may return arrays of different widths (LABELS or a reranker's ORDER padded per
+    chunk, TOKEN_EMBEDDINGS padded to each chunk's longest text): they are padded to the widest
+    on every axis after the first before joining, with the value the task's contract gives that
+    output (``TensorSpec.pad``: -1 for ORDER), else empty strings or 0.
     """
     if len(parts) == 1:
         return dict(parts[0])
     merged = {}
     for name in names:
         arrays = [part[name] for part in parts]
-        if arrays[0].ndim == 2 and len({array.shape[1] for array in arrays}) > 1:
-            width = max(array.shape[1] for array in arrays)
+        if arrays[0].ndim >= 2 and len({array.shape[1:] for array in arrays}) > 1:
+            widest = tuple(max(sizes) for sizes in zip(*(array.shape[1:] for array in arrays)))
             fill: Any = b"" if arrays[0].dtype == np.object_ else _PADS.get(name, 0)
-            arrays = [
-                np.concatenate([array, np.full((len(array), width - array.shape[1]), fill, array.dtype)], axis=1)
-                for array in arrays
-            ]
+            grown = []
+            for array in arrays:
+                padded = np.full((len(array), *widest), fill, array.dtype)
+                padded[tuple(slice(0, size) for size in array.shape)] = array
+                grown.append(padded)
+            arrays = grown
         merged[name] = np.concatenate(arrays)
     return merged
 

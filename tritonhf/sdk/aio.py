@@ -839,6 +839,17 @@ class AsyncClient:
         """Like ``embed``, with how many tokens each text took and which were cut (OpenAI-style usage)."""
         return await self._run(plans.embeddings(texts, model, normalize, truncate), timeout)
 
+    async def embed_tokens(
+        self,
+        texts: str | Sequence[str],
+        *,
+        model: str | None = None,
+        truncate: bool = True,
+        timeout: float | None = None,
+    ) -> list[np.ndarray[Any, np.dtype[np.float32]]]:
+        """Every token's vector, one (tokens, dim) array per text, not pooled nor normalised (TEI's /embed_all)."""
+        return await self._run(plans.embed_tokens(texts, model, truncate), timeout)
+
     async def infer(
         self, model: str, /, *, timeout: float | None = None, **inputs: Any
     ) -> dict[str, np.ndarray[Any, Any]]:

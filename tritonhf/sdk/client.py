@@ -837,6 +837,17 @@ class Client:
         """Like ``embed``, with how many tokens each text took and which were cut (OpenAI-style usage)."""
         return self._run(plans.embeddings(texts, model, normalize, truncate), timeout)
 
+    def embed_tokens(
+        self,
+        texts: str | Sequence[str],
+        *,
+        model: str | None = None,
+        truncate: bool = True,
+        timeout: float | None = None,
+    ) -> list[np.ndarray[Any, np.dtype[np.float32]]]:
+        """Every token's vector, one (tokens, dim) array per text, not pooled nor normalised (TEI's /embed_all)."""
+        return self._run(plans.embed_tokens(texts, model, truncate), timeout)
+
     def infer(self, model: str, /, *, timeout: float | None = None, **inputs: Any) -> dict[str, np.ndarray[Any, Any]]:
         """Run any model: inputs by name as Python values or arrays; outputs as arrays (BYTES -> str)."""
         return self._run(plans.infer(model, inputs), timeout)

@@ -356,6 +356,7 @@ async def _json(request: Request) -> dict[str, Any]:
 
 _TEI_ROUTES: dict[str, tuple[Callable[..., Awaitable[Any]], type[Any]]] = {
     "embed": (tei.embed, TeiEmbedBody),
+    "embed_all": (tei.embed_all, TeiEmbedBody),
     "predict": (tei.predict, TeiPredictBody),
     "rerank": (tei.rerank, TeiRerankBody),
     "similarity": (tei.similarity, TeiSimilarityBody),

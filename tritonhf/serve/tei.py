@@ -93,6 +93,26 @@ async def embed(body: TeiEmbedBody, request: Request) -> JSONResponse:
     return _said(FastJSONResponse(result.vectors), result.truncated)
 
 
+@router.post("/embed_all", response_model=None, responses=documented(list[list[list[float]]], TeiError))
+async def embed_all(body: TeiEmbedBody, request: Request) -> JSONResponse:
+    """TEI's /embed_all: every token's vector per input, neither pooled nor normalised."""
+    if body.truncation_direction.lower() != "right":
+        raise refused("truncation_direction", "can only be Right here: a text past the window keeps its start.")
+    if body.normalize and "normalize" in body.model_fields_set:  # never dropped in silence
+        raise refused("normalize", "is not taken by /embed_all: token vectors are returned as the model makes them.")
+    texts = _texts(body.inputs)
+    check_count(request, len(texts), "inputs")
+    check_texts(texts, "inputs")
+    client = client_of(request)
+    name = await model_for(client, body.model, ("feature-extraction",), "/embed_all")
+    await check_tokens(request, name, texts, truncate=body.truncate)
+    try:
+        found = await unless_disconnected(request, client.embed_tokens(texts, model=name, truncate=body.truncate))
+    except ClientError as error:
+        raise GatewayError.of_tei(error, "inputs") from error
+    return FastJSONResponse(found)
+
+
 def _pairs(inputs: str | list[str] | list[list[str]]) -> tuple[list[str], list[str] | None]:
     """(texts, pairs or None): a text, texts, or [[text, text_pair], ...] (one-element lists: no pair)."""
     if isinstance(inputs, str) or all(isinstance(item, str) for item in inputs):

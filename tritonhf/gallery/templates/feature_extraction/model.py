@@ -9,8 +9,10 @@ first token). It comes from the config parameter ``pooling``, which `gallery add
 from a sentence-transformers ``1_Pooling/config.json`` when the model has one.
 
 Inputs:  TEXT [n, 1] BYTES, optional NORMALIZE [n, 1] BOOL (default: parameter ``normalize``),
-         optional TRUNCATE [n, 1] BOOL (default true: a too-long text is cut to the model's limit).
-Outputs: EMBEDDING [n, dim] FP32, TRUNCATED [n, 1] BOOL, TOKENS [n, 1] INT32 (tokens used, for usage figures).
+         optional TRUNCATE [n, 1] BOOL (default true: a too-long text is cut to the model's limit),
+         optional ALL_TOKENS [n, 1] BOOL (TEI's /embed_all: every token's vector too, not normalised).
+Outputs: EMBEDDING [n, dim] FP32, TRUNCATED [n, 1] BOOL, TOKENS [n, 1] INT32 (tokens used, for usage figures);
+         with ALL_TOKENS, TOKEN_EMBEDDINGS [n, longest, dim] FP32 (row i's first TOKENS[i] are its tokens).
 """
 
 import numpy as np
@@ -31,29 +33,35 @@ class TritonPythonModel:
         self.budget = runtime.int_parameter(params, runtime.PARAM_MAX_BATCH_TOKENS, runtime.DEFAULT_MAX_BATCH_TOKENS)
         self.dim = self.model.config.hidden_size
         if runtime.forward_is_local(self.model):  # not when the forward pass is another model (native ONNX)
-            self.pooled([dict(self.tokenizer("Warm-up so that the first real request is not slow."))])
+            self.pooled([dict(self.tokenizer("Warm-up so that the first real request is not slow."))])[0]
         # The forward pass of one batch runs while the next one is read and tokenized.
         self.pipeline = runtime.Pipeline()
 
-    def pooled(self, windows):
-        """Pooled, not normalised vectors [len(windows), dim] from one forward pass."""
+    def pooled(self, windows, keep=()):
+        """Pooled, not normalised vectors [len(windows), dim] from one forward pass, and the token vectors of the
+        windows at the positions in ``keep`` (their real tokens only)."""
         batch = runtime.pad(self.tokenizer, windows, self.device)
         with torch.inference_mode():
             tokens = self.model(**runtime.model_inputs(self.tokenizer, batch)).last_hidden_state.float()
             vectors = runtime.pool(tokens, batch["attention_mask"], self.pooling)
-        return vectors.cpu().numpy()
+        mask = batch["attention_mask"].bool()
+        return vectors.cpu().numpy(), {i: tokens[i][mask[i]].cpu().numpy() for i in keep}
 
     def execute(self, requests):
         batch = runtime.Batch(requests, "TEXT")
         normalize = batch.option("NORMALIZE", self.normalize)
         truncate = batch.option("TRUNCATE", True)
+        all_tokens = batch.option("ALL_TOKENS", False)
         encoded = runtime.encode_rows(self.tokenizer, batch, self.max_length, truncate)
 
         def work():
             rows = batch.live_rows()
             vectors = np.zeros((len(batch.texts), self.dim), dtype=np.float32)
+            token_vectors = {}  # row -> [its tokens, dim], for the rows that asked
             for group in runtime.budget_groups({row: encoded.length(row) for row in rows}, self.budget):
-                vectors[group] = self.pooled([encoded.features[row][0] for row in group])
+                keep = [i for i, row in enumerate(group) if all_tokens[row]]
+                vectors[group], kept = self.pooled([encoded.features[row][0] for row in group], keep)
+                token_vectors.update({group[i]: found for i, found in kept.items()})
 
             def answer(span):
                 chunk = vectors[span.start : span.stop]
@@ -62,9 +70,16 @@ class TritonPythonModel:
                 chunk = np.where(wanted, chunk / norms, chunk)
                 truncated = runtime.bool_tensor("TRUNCATED", [encoded.truncated[row] for row in span])
                 tokens = runtime.int_tensor("TOKENS", [encoded.length(row) for row in span])
-                return pb_utils.InferenceResponse(
-                    output_tensors=[runtime.float_tensor("EMBEDDING", chunk), truncated, tokens]
-                )
+                outputs = [runtime.float_tensor("EMBEDDING", chunk), truncated, tokens]
+                if any(row in token_vectors for row in span):  # zero-padded to the request's longest row
+                    longest = max(len(token_vectors.get(row, ())) for row in span)
+                    padded = np.zeros((len(span), longest, self.dim), dtype=np.float32)
+                    for index, row in enumerate(span):
+                        found = token_vectors.get(row)
+                        if found is not None:
+                            padded[index, : len(found)] = found
+                    outputs.append(runtime.float_tensor("TOKEN_EMBEDDINGS", padded))
+                return pb_utils.InferenceResponse(output_tensors=outputs)
 
             return batch.respond(answer)
 
