@@ -68,8 +68,8 @@ def test_finished_rows_leave_the_batch_and_the_cache(generator: Any, tiny: dict[
     generator.step()
     generator.step()
     assert short.sender.closed and generator.running and len(generator.running) == 1
-    assert generator.cache.layers[0].keys.shape[0] == 1 and generator.mask.shape[0] == 1
-    assert generator.mask[:, 0].sum() > 0, "columns that were padding for every row are trimmed"
+    assert generator.engine.cache.layers[0].keys.shape[0] == 1 and generator.engine.mask.shape[0] == 1
+    assert generator.engine.mask[:, 0].sum() > 0, "columns that were padding for every row are trimmed"
     run(generator)
     assert text_of(long) == reference(tiny["generator"], "the movie", 20)
 
@@ -186,15 +186,15 @@ def test_a_failing_forward_ends_the_running_streams_and_the_loop_goes_on(generat
     victim = request("the movie", max_tokens=10)
     generator.execute([victim])
     generator.step()
-    real = generator.model.forward
+    real = generator.engine.model.forward
 
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("out of memory")
 
-    generator.model.forward = broken
+    generator.engine.model.forward = broken
     generator.iterate()  # one iteration of the decode loop, as its thread runs it
     assert victim.sender.closed and "out of memory" in victim.sender.responses[-1].error().message()
-    generator.model.forward = real
+    generator.engine.model.forward = real
     after = request("hello", max_tokens=3)
     generator.execute([after])
     run(generator)
@@ -253,3 +253,68 @@ def test_chat_without_a_chat_template_is_the_callers_400_naming_the_way_out(
     message = chat.sender.responses[0].error().message()
     assert "input 'chat'" in message and "/v1/completions" in message and chat.sender.closed
     assert isinstance(error_for("", message, "plain", "grpc://x"), InvalidInputError), "no status in a stream: the text"
+
+
+class ToyEngine:
+    """The engine interface of the text-generation template (model.py's docstring), as a newcomer would write a new
+    engine: every step gives each running sequence its next token, counting up from its prompt's last one."""
+
+    def __init__(self, template: Any, args: dict[str, str], params: dict[str, str]) -> None:
+        self.running: list[Any] = []
+        self.context, self.eos_ids, self.vocab_size = 64, set(), len(template.tokenizer)
+        self.advance = template.advance
+
+    def prepare(self, sequence: Any, grammars: Any) -> None:
+        from tritonhf_runtime import BadRequest  # the runtime copied beside model.py, as an engine module imports it
+
+        if sequence.constraint is not None:
+            raise BadRequest("input 'json_schema' is not taken by the toy engine.")
+
+    def take(self, waiting: Any) -> list[Any]:
+        admitted = list(waiting)
+        waiting.clear()
+        return admitted
+
+    def step(self, admitted: list[Any]) -> tuple[int, int]:
+        self.running += admitted
+        for sequence in self.running:
+            self.advance(sequence, self.next_token(sequence.prompt_ids, len(sequence.tokens)))
+        computed = len(self.running)
+        self.remove_finished()
+        return sum(len(s.prompt_ids) for s in admitted), computed
+
+    def next_token(self, prompt: list[int], made: int) -> int:
+        return (prompt[-1] + made + 1) % self.vocab_size
+
+    def remove_finished(self) -> None:
+        self.running = [s for s in self.running if not s.done]
+
+    def clear(self) -> None:
+        self.running = []
+
+
+def test_a_new_engine_is_one_module_and_one_line(tmp_path: Path, tiny: dict[str, Path]) -> None:
+    """Issue 47's proof, as docs/guide.md ("How to add an engine") tells it: a module with the engine's methods
+    and one line in ENGINES; the template's streaming, stop strings, limits and refusals work unchanged."""
+    from template_harness import load_template_module, triton_args
+
+    folder = add_model(AddRequest("text-generation", str(tiny["generator"]), tmp_path / "repo", name="toy"))
+    module = load_template_module(folder)
+    module.ENGINES["toy"] = ToyEngine  # the one line
+    args = triton_args(folder)
+    config = json.loads(args["model_config"])
+    config["parameters"]["tritonhf.engine"] = {"string_value": "toy"}
+    args["model_config"] = json.dumps(config)
+    model = module.TritonPythonModel()
+    model.initialize(args)
+    model.finalize()  # the tests step the loop themselves
+    tokenizer = AutoTokenizer.from_pretrained(tiny["generator"])
+    prompt = tokenizer("the movie")["input_ids"]
+    expected = tokenizer.decode([ToyEngine.next_token(model.engine, prompt, made) for made in range(6)])
+    plain, held = request("the movie", max_tokens=6), request("the movie", json_schema={"type": "object"})
+    too_long = request("the movie " * 40, max_tokens=8)
+    model.execute([plain, held, too_long])
+    run(model)
+    assert text_of(plain) == expected and last(plain, "completion_tokens") == 6
+    assert "toy engine" in held.sender.responses[0].error().message()
+    assert "context length of 64" in too_long.sender.responses[0].error().message()

@@ -59,6 +59,7 @@ from tritonhf.runtime.audio import (
     PARAM_ENCODER,
     PARAM_MAX_AUDIO_SECONDS,
 )
+from tritonhf.runtime.common import PARAM_ONNX_DIFF, PARAM_OPENVINO_DIFF
 from tritonhf.runtime.images import IMAGE_BACKEND, PARAM_IMAGE_BACKEND, PARAM_MAX_IMAGE_PIXELS
 from tritonhf.tasks import (
     ONNX_PART_SUFFIX,
@@ -628,7 +629,7 @@ def _export_towers(request: AddRequest, weights: Path, params: dict[str, str], p
                 else:
                     reason += "; kept over OpenVINO by measuring both here"
             if backend == "openvino":
-                params["tritonhf.openvino_max_abs_diff"] = f"{difference:.2e}"
+                params[PARAM_OPENVINO_DIFF] = f"{difference:.2e}"
         except ModelSourceError as exc:
             if request.backend == "openvino":
                 raise
@@ -683,7 +684,7 @@ def _calibrate(
     progress.step(choice.summary)
     if choice.backend == "onnx":
         return "onnx", f"{exported_reason}; kept over OpenVINO by measuring both here"
-    found["tritonhf.openvino_max_abs_diff"] = f"{difference:.2e}"
+    found[PARAM_OPENVINO_DIFF] = f"{difference:.2e}"
     measured = "kept over ONNX Runtime by measuring both here"
     reason = f"the ONNX export run by OpenVINO ({measured}), within {onnx_export.TOLERANCE} of PyTorch"
     return "openvino", reason
@@ -706,10 +707,10 @@ def _export_onnx(
     destination = staging / part_name / VERSION if part_name else weights_dir
     destination.mkdir(parents=True, exist_ok=True)
     exported = onnx_export.export(task.name, weights_dir, destination, progress)
-    found: dict[str, str] = {"tritonhf.onnx_max_abs_diff": f"{exported.max_abs_diff:.2e}"}
+    found: dict[str, str] = {PARAM_ONNX_DIFF: f"{exported.max_abs_diff:.2e}"}
     if request.backend == "openvino":  # the same file, run by OpenVINO: it must give PyTorch's answer too
         progress.step(f"Checking OpenVINO's run of model.onnx against PyTorch within {onnx_export.TOLERANCE}")
-        found["tritonhf.openvino_max_abs_diff"] = f"{onnx_export.check_openvino(task.name, weights_dir, exported):.2e}"
+        found[PARAM_OPENVINO_DIFF] = f"{onnx_export.check_openvino(task.name, weights_dir, exported):.2e}"
     calibrated = None
     if _calibrates(request, task, part_name):
         calibrated = _calibrate(task, weights_dir, exported, request, found, progress)

@@ -21,7 +21,7 @@ from typing import Any
 from tritonhf._progress import Progress
 from tritonhf.errors import GalleryError, ModelSourceError
 from tritonhf.gallery import onnx_export
-from tritonhf.runtime.common import PARAM_LOGIT_BIAS, PARAM_LOGIT_SCALE, PARAM_ONNX_TOWERS
+from tritonhf.runtime.common import PARAM_LOGIT_BIAS, PARAM_LOGIT_SCALE, PARAM_ONNX_DIFF, PARAM_ONNX_TOWERS
 
 TASK = "zero-shot-image-classification"
 VISION, TEXT = "vision.onnx", "text.onnx"
@@ -127,7 +127,7 @@ def export(folder: Path, progress: Progress) -> Towers:
     parameters = {
         PARAM_ONNX_TOWERS: f"{VISION},{TEXT}",
         PARAM_LOGIT_SCALE: repr(float(model.logit_scale.detach().exp())),
-        "tritonhf.onnx_max_abs_diff": f"{worst:.2e}",
+        PARAM_ONNX_DIFF: f"{worst:.2e}",
     }
     bias = getattr(model, "logit_bias", None)
     if bias is not None:

@@ -48,6 +48,11 @@ VENDORED_WEIGHTS_DIR = "weights"
 RUNTIME_DIR = "tritonhf_runtime"  # this package's name beside model.py
 
 
+# The export checks' figures that gallery add writes into a config: the largest difference from PyTorch's output.
+PARAM_ONNX_DIFF = "tritonhf.onnx_max_abs_diff"
+PARAM_OPENVINO_DIFF = "tritonhf.openvino_max_abs_diff"
+
+
 class BadRequest(ValueError):
     """A request's input is unusable; answered as an error for that request alone."""
 

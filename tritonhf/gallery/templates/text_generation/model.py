@@ -8,30 +8,30 @@ Continuous (iteration-level) batching: one background thread runs the decode loo
 iteration it
 
 1. drops the sequences whose client went away (``request.is_cancelled()``),
-2. admits waiting requests while there is room (``max_running`` sequences, at most
-   ``max_prefill_tokens`` prompt tokens per iteration): their prompts are prefilled
-   together and they join the running batch (key/value caches left-padded and stacked),
-3. runs one decode step for all running sequences: one forward pass for the whole batch,
-4. streams each sequence's new text and removes the ones that finished, so a finished
-   or cancelled sequence costs nothing from the next step on.
+2. hands the engine the waiting requests it has room for (``take``): they join the running batch,
+3. runs one engine ``step`` for all running sequences; every token goes through ``advance``,
+   which streams each sequence's new text (``runtime.TextReply``) and finishes it at a stop,
+4. lets the engine drop the finished ones, so a finished or cancelled sequence costs nothing
+   from the next step on.
 
 A request that arrives while others are decoding starts at the next iteration, not after
 the longest generation of the batch. At most ``max_waiting`` (64) requests wait; one more is
 refused at once with UNAVAILABLE ("exceeds maximum queue size"), as Triton's own queue bound
 refuses for the encoder templates, so overload is answered fast instead of queued without end.
 
-Two engines compute the tokens (config parameter ``tritonhf.engine``, chosen at ``gallery add``):
+The engine computes the tokens; this file checks requests, streams the text, cancels and counts,
+and does not know which engine runs. One is chosen in ``initialize`` (config parameter
+``tritonhf.engine``, chosen at ``gallery add``), each a module beside this file:
 
-* ``transformers`` (this file): the scheduler below over a PyTorch model; any causal LM, CPU or GPU;
-* ``openvino`` (``openvino_engine.py`` beside this file): OpenVINO GenAI's
-  ``ContinuousBatchingPipeline`` over a GGUF file, several times faster on a CPU. Its scheduler
-  batches; this template still checks requests, streams the text, cancels and counts.
+* ``transformers_engine.py``: its own scheduler over a PyTorch causal LM, CPU or GPU;
+* ``openvino_engine.py``: OpenVINO GenAI's ``ContinuousBatchingPipeline`` over a GGUF file,
+  several times faster on a CPU; its scheduler batches inside the pipeline.
 
-Why not transformers' ``ContinuousBatchingManager``: it samples with one random generator
-for the whole batch, so a request with a ``seed`` would get an answer that depends on its
-neighbours; it has no stop strings and no hook for Triton's request cancellation. This
-scheduler keeps one generator per request and uses plain ``DynamicCache`` tensors (any
-causal LM whose cache layers are dynamic; others run one sequence at a time).
+An engine has ``running`` (the sequences it computes), ``context`` and ``eos_ids`` (the model's),
+``vocab_size`` (the width a grammar masks), and ``prepare(sequence, grammars)`` (a BadRequest for
+what it cannot serve), ``take(waiting)``, ``step(admitted) -> (prompt tokens, sequences computed)``,
+``remove_finished()`` and ``clear()`` (after a failed step). A new engine is a module with these,
+and one line in ``ENGINES``.
 
 Limits (docs/guide.md, "Long inputs"): the model's context C (``max_position_embeddings``). A
 prompt of P tokens with ``max_tokens`` M: P + M > C is refused (400, "context length")
@@ -58,18 +58,15 @@ Metrics (Triton's metrics port): tritonhf_time_to_first_token_seconds,
 """
 
 import collections
-import inspect
 import json
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 import torch
 import triton_python_backend_utils as pb_utils
 import tritonhf_runtime as runtime
-from transformers import AutoModelForCausalLM
-from transformers.cache_utils import DynamicLayer
+from transformers_engine import TransformersEngine
 
 FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
 
@@ -83,6 +80,7 @@ class Sequence:
         """``constraint``: a ``Constraint`` (response_format, tools), or None for a free answer."""
         self.request = request
         sender = request.get_response_sender() if request is not None else None
+        self.constraint = constraint
         calls = constraint.calls if constraint is not None else None
         self.reply = runtime.TextReply(sender, tokenizer, stops, len(prompt_ids), cut, calls)
         self.schema = constraint.schema if constraint is not None else None  # held to this JSON Schema (text)
@@ -111,6 +109,14 @@ class Sequence:
 
     def cancelled(self):
         return self.request is not None and self.request.is_cancelled()
+
+
+# tritonhf.engine -> the engine it makes: (the template, Triton's args, the config parameters) -> an engine.
+# A new engine: a module beside this file with the engine's methods (above), and one line here.
+ENGINES = {
+    "transformers": lambda template, args, params: template.transformers_engine(args, params),
+    "openvino": lambda template, args, params: template.openvino_engine(args, params),
+}
 
 
 class Constraint:
@@ -163,27 +169,18 @@ class TritonPythonModel:
         self.max_running = runtime.int_parameter(params, "max_running", 8)
         self.max_prefill_tokens = runtime.int_parameter(params, "max_prefill_tokens", 2048)
         self.metrics = Metrics(args.get("model_name", "model"))
-        if params.get(runtime.PARAM_ENGINE) == "openvino":
-            self.engine = self.openvino_engine(args, params)
-        else:
-            self.engine = None
-            self.device = runtime.device(args, params)
-            self.model = runtime.load_model(AutoModelForCausalLM, args, params, self.device)
-            # transformers 5 renamed the key/value cache argument from past_key_values to cache.
-            self.cache_argument = (
-                "cache" if "cache" in inspect.signature(self.model.forward).parameters else "past_key_values"
-            )
-            self.context = runtime.max_length(self.tokenizer, self.model.config, default=2048)
-            eos = self.model.generation_config.eos_token_id
-            self.eos_ids = set(eos if isinstance(eos, list) else [eos]) - {None}
-            width = getattr(self.model.config, "vocab_size", None) or len(self.tokenizer)  # the logits' width
-            self.grammars = runtime.Grammars(self.tokenizer, width, sorted(self.eos_ids))
+        # The one place an engine is chosen; past it, the loop drives any the same way.
+        choice = params.get(runtime.PARAM_ENGINE, "transformers")
+        if choice not in ENGINES:
+            raise ValueError(f"parameter tritonhf.engine is {choice!r}; this template has {', '.join(ENGINES)}.")
+        self.engine = ENGINES[choice](self, args, params)
+        self.context, self.eos_ids = self.engine.context, self.engine.eos_ids
+        self.grammars = runtime.Grammars(self.tokenizer, self.engine.vocab_size, sorted(self.eos_ids))
+        self.engine.grammars = self.grammars
         self.waiting: collections.deque = collections.deque()
         self.lock = threading.Lock()
         self.wake = threading.Event()
         self.running, self.admitting = [], []
-        self.cache: Any = None  # the running batch's key/value cache (transformers engine) and its mask
-        self.mask: Any = None
         # Warm-up: a short prompt (it also tells whether caches can be merged), then a 64-token one, so that
         # the first real request does not pay OpenVINO's one-off preparation of longer prefills.
         hello = self.tokenizer("Hello")["input_ids"] or [self.pad_id]
@@ -203,14 +200,18 @@ class TritonPythonModel:
         try:
             schema = runtime.tools.ANY_OBJECT
             constraint = Constraint(schema, self.grammars.compile(schema, "json_schema"))
-        except runtime.BadRequest:  # no xgrammar in this Python: constrained requests are refused, saying so
+            warm = Sequence(None, self.tokenizer, ids, 2, 0.0, 1.0, None, [], constraint=constraint)
+            self.engine.prepare(warm, self.grammars)
+        except runtime.BadRequest:  # no xgrammar in this Python, or an engine without grammars: refused, saying so
             return
-        warm = Sequence(None, self.tokenizer, ids, 2, 0.0, 1.0, None, [], constraint=constraint)
-        if self.engine is None:
-            warm.mask = self.grammars.mask(constraint.grammar)
         self.waiting.append(warm)
         while not warm.done:
             self.step()
+
+    def transformers_engine(self, args, params):
+        return TransformersEngine(
+            args, params, self.tokenizer, self.pad_id, self.max_running, self.max_prefill_tokens, self.advance
+        )
 
     def openvino_engine(self, args, params):
         """The OpenVINO GenAI engine over the vendored GGUF file; context and end-of-text ids from its config."""
@@ -219,16 +220,12 @@ class TritonPythonModel:
 
         folder = runtime.weights_location(args, params)
         config = AutoConfig.from_pretrained(folder)
-        self.context = runtime.max_length(self.tokenizer, config, default=2048)
         try:
             eos = GenerationConfig.from_pretrained(folder).eos_token_id
         except OSError:  # no generation_config.json: the model config's, else the tokenizer's
             eos = getattr(config, "eos_token_id", None)
         if eos is None:
             eos = self.tokenizer.eos_token_id
-        self.eos_ids = set(eos if isinstance(eos, list) else [eos]) - {None}
-        # the tokenizer's vocabulary: the compile checks the schema, OpenVINO masks with its own copy of the grammar
-        self.grammars = runtime.Grammars(self.tokenizer, len(self.tokenizer), sorted(self.eos_ids))
         settings = runtime.engine_settings(params, runtime.instance_threads(args))  # ValueError: Triton says why
         print(f"tritonhf: {args.get('model_name', 'model')} on OpenVINO, {settings.describe()}", flush=True)
         return OpenVinoEngine(
@@ -238,10 +235,11 @@ class TritonPythonModel:
             max_batched_tokens=self.max_prefill_tokens,
             cache_gb=runtime.int_parameter(params, "kv_cache_gb", 1),
             prefix_caching=params.get("prefix_caching", "true").strip().lower() != "false",
-            eos_ids=self.eos_ids,
+            eos_ids=set(eos if isinstance(eos, list) else [eos]) - {None},
+            context=runtime.max_length(self.tokenizer, config, default=2048),
+            vocab_size=len(self.tokenizer),  # the schema's compile here; OpenVINO masks with its own copy
             advance=self.advance,
             finish=self.finish,
-            grammars=self.grammars,
         )
 
     def finalize(self):
@@ -296,15 +294,9 @@ class TritonPythonModel:
         stops = runtime.optional_strings(request, "stop") or []
         most = runtime.TOP_LOGPROBS_MAX
         logprobs = runtime.optional_scalar(request, "logprobs", None, lambda v: 0 <= v <= most, f"from 0 to {most}")
-        if logprobs and self.engine is not None:
-            raise runtime.BadRequest(
-                f"input 'logprobs' asks for {logprobs} alternatives per token; the OpenVINO engine returns only the "
-                "chosen token's log-probability: send 0 (or serve the model with --engine transformers)."
-            )
         sequence = Sequence(request, self.tokenizer, ids, max_tokens, temperature, top_p, seed, stops, cut, constraint)
         sequence.logprobs = logprobs
-        if constraint is not None and constraint.grammar is not None and self.engine is None:
-            sequence.mask = self.grammars.mask(constraint.grammar)
+        self.engine.prepare(sequence, self.grammars)  # BadRequest: what this engine cannot serve
         return sequence
 
     def constraint(self, request, chat):
@@ -399,25 +391,18 @@ class TritonPythonModel:
             for sequence in [*self.running, *self.admitting]:
                 if not sequence.done:
                     self.finish(sequence, "error", f"generation failed: {error}")
-            if self.engine is not None:
-                self.engine.clear()
-            self.running, self.admitting, self.cache, self.mask = [], [], None, None
+            self.engine.clear()
+            self.running, self.admitting = [], []
 
     def step(self):
-        """One iteration: drop cancelled, admit and prefill, one decode step for all, remove finished."""
+        """One iteration: drop the cancelled, admit what the engine has room for, one engine step."""
         self.drop_cancelled()
-        self.admitting = self.admit()
-        if self.engine is not None:  # OpenVINO schedules inside its pipeline: every request joins at once
-            self.metrics.prompt.increment(sum(len(s.prompt_ids) for s in self.admitting))
-            self.engine.step(self.admitting)
-            self.admitting, self.running = [], self.engine.running
-            self.metrics.steps.increment(len(self.running))
-        else:
-            if self.admitting:
-                self.prefill(self.admitting)
-                self.admitting = []
-            if self.running:
-                self.decode()
+        with self.lock:
+            self.admitting = self.engine.take(self.waiting)
+        prompt, steps = self.engine.step(self.admitting)
+        self.admitting, self.running = [], self.engine.running
+        self.metrics.prompt.increment(prompt)
+        self.metrics.steps.increment(steps)
         self.metrics.running.set(len(self.running))
         self.metrics.waiting.set(len(self.waiting))
 
@@ -430,130 +415,10 @@ class TritonPythonModel:
                 self.finish(sequence, "cancelled")
         with self.lock:
             self.waiting = collections.deque(s for s in self.waiting if not s.done)
-        self.remove_finished()
-
-    def admit(self):
-        if self.engine is not None:
-            with self.lock:
-                admitted, self.waiting = list(self.waiting), collections.deque()
-            return admitted
-        room = self.max_running - len(self.running) if self.mergeable() else (0 if self.running else 1)
-        admitted, tokens = [], 0
-        with self.lock:
-            while self.waiting and len(admitted) < room:
-                size = len(self.waiting[0].prompt_ids)
-                if admitted and tokens + size > self.max_prefill_tokens:
-                    break
-                admitted.append(self.waiting.popleft())
-                tokens += size
-        return admitted
-
-    def mergeable(self):
-        """Can two caches be stacked? Only plain dynamic layers (not sliding windows) can."""
-        return self.cache is None or all(type(layer) is DynamicLayer for layer in self.cache.layers)
-
-    def forward(self, input_ids, mask, positions, cache):
-        with torch.inference_mode():
-            output = self.model(
-                input_ids=input_ids.to(self.device),
-                attention_mask=mask.to(self.device),
-                position_ids=positions.to(self.device),
-                use_cache=True,
-                **({self.cache_argument: cache} if cache is not None else {}),
-            )
-        return output.logits[:, -1, :].float(), getattr(output, self.cache_argument)
-
-    def prefill(self, admitted):
-        """The admitted prompts, left-padded into one batch; each gets its first token; then they join."""
-        width = max(len(s.prompt_ids) for s in admitted)
-        input_ids = torch.tensor([[self.pad_id] * (width - len(s.prompt_ids)) + s.prompt_ids for s in admitted])
-        mask = torch.tensor([[0] * (width - len(s.prompt_ids)) + [1] * len(s.prompt_ids) for s in admitted])
-        positions = (mask.cumsum(-1) - 1).clamp(min=0)
-        logits, cache = self.forward(input_ids, mask, positions, None)
-        self.metrics.prompt.increment(int(mask.sum()))
-        self.metrics.steps.increment(len(admitted))
-        self.join(admitted, cache, mask)
-        for row, sequence in enumerate(admitted):
-            self.advance(sequence, self.pick(sequence, logits[row]))
-        self.remove_finished()
-
-    def join(self, admitted, cache, mask):
-        """Stack the new sequences' caches under the running ones, left-padding the shorter side."""
-        if self.cache is None:
-            self.running, self.cache, self.mask = list(admitted), cache, mask
-            return
-        assert self.mask is not None  # a cache comes with its mask
-        width = max(self.mask.shape[1], mask.shape[1])
-        for old, new in zip(self.cache.layers, cache.layers):
-            old.keys = torch.cat([left_pad(old.keys, width), left_pad(new.keys, width)])
-            old.values = torch.cat([left_pad(old.values, width), left_pad(new.values, width)])
-        self.mask = torch.cat([left_pad(self.mask, width), left_pad(mask, width)])
-        self.running.extend(admitted)
-
-    def decode(self):
-        """One token for every running sequence, from one forward pass over the batch."""
-        input_ids = torch.tensor([[s.next_token] for s in self.running])
-        mask = torch.cat([self.mask, torch.ones((len(self.running), 1), dtype=self.mask.dtype)], dim=1)
-        positions = torch.tensor([[s.position] for s in self.running])
-        logits, self.cache = self.forward(input_ids, mask, positions, self.cache)
-        self.mask = mask
-        self.metrics.steps.increment(len(self.running))
-        for row, sequence in enumerate(self.running):
-            sequence.position += 1
-            self.advance(sequence, self.pick(sequence, logits[row]))
-        self.remove_finished()
-
-    def remove_finished(self):
-        if self.engine is not None:
-            self.engine.remove_finished()
-            self.running = self.engine.running
-            return
-        keep = [row for row, sequence in enumerate(self.running) if not sequence.done]
-        if len(keep) == len(self.running):
-            return
-        self.running = [self.running[row] for row in keep]
-        if not keep:
-            self.cache, self.mask = None, None
-            return
-        index = torch.tensor(keep)
-        mask = self.mask[index]
-        start = int((mask.sum(0) > 0).nonzero()[0])  # columns that are padding for every row go
-        for layer in self.cache.layers:
-            layer.keys = layer.keys[index, :, start:]
-            layer.values = layer.values[index, :, start:]
-        self.mask = mask[:, start:]
+        self.engine.remove_finished()
+        self.running = self.engine.running
 
     # ------------------------------------------------------------------ tokens -> text
-
-    def pick(self, sequence, logits):
-        """The next token: greedy at temperature 0, else sampled with top-p, with the request's own generator.
-
-        With ``logprobs`` asked, its log-probability (and the best alternatives') under the model's distribution
-        (after a grammar's mask, before temperature and top-p) waits in ``sequence.logprob`` for ``advance``."""
-        if sequence.mask is not None:  # a constrained answer: the tokens its grammar forbids now are out
-            logits = sequence.mask.apply(logits)
-        if sequence.logprobs is not None:
-            found = torch.log_softmax(logits.float(), dim=-1)
-            best = torch.topk(found, sequence.logprobs) if sequence.logprobs else None
-            # a token a grammar forbids has no probability (-inf): it is no alternative
-            pairs = zip(best.indices.tolist(), best.values.tolist()) if best is not None else ()
-            alternatives = [(token, value) for token, value in pairs if value > float("-inf")]
-            sequence.logprob = (found, alternatives)
-        if sequence.temperature == 0:
-            token = int(torch.argmax(logits))
-        else:
-            probabilities = torch.softmax(logits / sequence.temperature, dim=-1)
-            if sequence.top_p < 1:
-                sorted_probs, order = torch.sort(probabilities, descending=True)
-                keep = sorted_probs.cumsum(-1) - sorted_probs < sequence.top_p
-                probabilities = torch.zeros_like(probabilities).scatter(0, order[keep], sorted_probs[keep])
-            token = int(torch.multinomial(probabilities.cpu(), 1, generator=sequence.generator))
-        if sequence.mask is not None:
-            sequence.mask.accept(token)
-        if sequence.logprobs is not None:
-            found, alternatives = sequence.logprob
-            sequence.logprob = (float(found[token]), alternatives)
-        return token
 
     def advance(self, sequence, token, logprob=None):
         """One token for ``sequence`` (``logprob``: from the OpenVINO engine; the transformers engine's waits in
@@ -577,14 +442,3 @@ class TritonPythonModel:
 
     def finish(self, sequence, reason, error=None):
         sequence.reply.finish(reason, error)
-
-
-def left_pad(tensor, width):
-    """``tensor`` (batch first, sequence on the last axis for masks, third for caches) padded on the left."""
-    axis = 1 if tensor.dim() == 2 else 2
-    missing = width - tensor.shape[axis]
-    if missing <= 0:
-        return tensor
-    shape = list(tensor.shape)
-    shape[axis] = missing
-    return torch.cat([torch.zeros(shape, dtype=tensor.dtype, device=tensor.device), tensor], dim=axis)

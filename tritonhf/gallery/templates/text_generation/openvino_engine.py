@@ -25,10 +25,12 @@ depend on its neighbours; an unseeded sample gets a random seed (not always the 
 
 import itertools
 import random
+from typing import Any
 
 import numpy as np
 import openvino
 import openvino_genai
+from tritonhf_runtime import BadRequest
 
 RUNNING = openvino_genai.GenerationStatus.RUNNING
 # A request OpenVINO's scheduler could not take (its prompt does not fit the key/value cache).
@@ -47,12 +49,14 @@ class OpenVinoEngine:
         cache_gb,
         prefix_caching,
         eos_ids,
+        context,
+        vocab_size,
         advance,
         finish,
-        grammars,
     ):
         """``settings``: the runtime's ``EngineSettings`` (threads and CPU properties; batch-invariant unless
-        the model was added with batch_invariant=false). ``grammars``: the template's ``runtime.Grammars``."""
+        the model was added with batch_invariant=false). The template sets ``grammars`` (its ``runtime.Grammars``)
+        before the first step."""
         scheduler = openvino_genai.SchedulerConfig()
         scheduler.cache_size = cache_gb  # GB of key/value cache, shared by the running sequences
         scheduler.max_num_seqs = max_running
@@ -65,11 +69,27 @@ class OpenVinoEngine:
         properties = {"INFERENCE_NUM_THREADS": settings.threads, **settings.properties}
         self.build = lambda: openvino_genai.ContinuousBatchingPipeline(path, scheduler, "CPU", properties)
         self.pipeline = self.build()
-        self.grammars = grammars
-        self.eos_ids = set(eos_ids)
+        self.grammars: Any = None
+        self.eos_ids, self.context, self.vocab_size = set(eos_ids), context, vocab_size
         self.advance, self.finish = advance, finish
         self.running = []  # sequences with a handle, in arrival order
         self.ids = itertools.count()
+
+    def prepare(self, sequence, grammars):
+        """OpenVINO GenAI returns each chosen token's log-probability, no alternatives: asking for them is that
+        request's 400. Its grammar OpenVINO applies itself (``config``)."""
+        if sequence.logprobs:
+            raise BadRequest(
+                f"input 'logprobs' asks for {sequence.logprobs} alternatives per token; the OpenVINO engine returns "
+                "only the chosen token's log-probability: send 0 (or serve the model with --engine transformers)."
+            )
+
+    def take(self, waiting):
+        """Every waiting sequence joins at once: OpenVINO's scheduler batches and splits them inside its pipeline
+        (``waiting``, a deque, is the template's; its lock is held)."""
+        admitted = list(waiting)
+        waiting.clear()
+        return admitted
 
     def config(self, sequence):
         config = openvino_genai.GenerationConfig()
@@ -89,15 +109,17 @@ class OpenVinoEngine:
         return config
 
     def step(self, admitted):
-        """Add the admitted sequences, run one step, pass every ready token to ``advance``."""
+        """Add the admitted sequences, run one step, pass every ready token to ``advance``; (prompt tokens admitted,
+        sequences computed)."""
         for sequence in admitted:
             ids = openvino.Tensor(np.array([sequence.prompt_ids], dtype=np.int64))
             sequence.handle = self.pipeline.add_request(next(self.ids), ids, self.config(sequence))
             self.running.append(sequence)
         self.remove_finished()
         if not self.running:
-            return
+            return sum(len(s.prompt_ids) for s in admitted), 0
         self.pipeline.step()
+        computed = len(self.running)
         for sequence in self.running:
             handle = sequence.handle
             if handle.can_read():  # read() would block when nothing is ready
@@ -116,6 +138,7 @@ class OpenVinoEngine:
                 reason = "length" if len(sequence.tokens) >= sequence.max_tokens else "stop"
                 self.finish(sequence, reason)
         self.remove_finished()
+        return sum(len(s.prompt_ids) for s in admitted), computed
 
     def remove_finished(self):
         """Sequences that ended (stop string, length, cancelled, error) leave; OpenVINO drops their cache."""

@@ -1,0 +1,191 @@
+"""The text-generation template's PyTorch engine: any causal LM from transformers, CPU or GPU.
+
+The template's loop drives it as it drives ``OpenVinoEngine`` (the engine interface is in model.py's docstring):
+``take`` admits waiting sequences while there is room (``max_running``, at most ``max_prefill_tokens`` prompt
+tokens per step), ``step`` prefills them (left-padded into one batch, then joined to the running batch: key/value
+caches left-padded and stacked) and runs one decode step for every running sequence, one forward pass for the
+whole batch. Each token goes to the template's ``advance``; ``remove_finished`` drops finished rows from the
+batch and its cache, so a finished or cancelled sequence costs nothing from the next step on.
+
+Sampling is this engine's (``pick``): greedy at temperature 0, else top-p with the request's own generator, so a
+seed gives the same text whatever runs beside it; a grammar's mask (``runtime.Grammars``) and log-probabilities
+are applied to that sequence's row only.
+
+Why not transformers' ``ContinuousBatchingManager``: it samples with one random generator for the whole batch,
+so a request with a ``seed`` would get an answer that depends on its neighbours; it has no stop strings and no
+hook for Triton's request cancellation. Plain ``DynamicCache`` tensors are merged here (any causal LM whose cache
+layers are dynamic; others run one sequence at a time).
+"""
+
+import inspect
+from typing import Any
+
+import torch
+import tritonhf_runtime as runtime
+from transformers import AutoModelForCausalLM
+from transformers.cache_utils import DynamicLayer
+
+
+class TransformersEngine:
+    """A PyTorch causal LM, batched step by step by this module's own scheduler."""
+
+    def __init__(self, args, params, tokenizer, pad_id, max_running, max_prefill_tokens, advance):
+        self.device = runtime.device(args, params)
+        self.model = runtime.load_model(AutoModelForCausalLM, args, params, self.device)
+        # transformers 5 renamed the key/value cache argument from past_key_values to cache.
+        self.cache_argument = (
+            "cache" if "cache" in inspect.signature(self.model.forward).parameters else "past_key_values"
+        )
+        self.context = runtime.max_length(tokenizer, self.model.config, default=2048)
+        eos = self.model.generation_config.eos_token_id
+        self.eos_ids = set(eos if isinstance(eos, list) else [eos]) - {None}
+        self.vocab_size = getattr(self.model.config, "vocab_size", None) or len(tokenizer)  # the logits' width
+        self.pad_id, self.max_running, self.max_prefill_tokens = pad_id, max_running, max_prefill_tokens
+        self.advance = advance
+        self.running = []
+        self.cache: Any = None  # the running batch's key/value cache and its attention mask
+        self.mask: Any = None
+
+    def prepare(self, sequence, grammars):
+        """A constrained sequence gets its own grammar state (its row's mask)."""
+        if sequence.constraint is not None and sequence.constraint.grammar is not None:
+            sequence.mask = grammars.mask(sequence.constraint.grammar)
+
+    def take(self, waiting):
+        """The sequences admitted this step (``waiting``, a deque, is the template's; its lock is held)."""
+        room = self.max_running - len(self.running) if self.mergeable() else (0 if self.running else 1)
+        admitted: list[Any] = []
+        tokens = 0
+        while waiting and len(admitted) < room:
+            size = len(waiting[0].prompt_ids)
+            if admitted and tokens + size > self.max_prefill_tokens:
+                break
+            admitted.append(waiting.popleft())
+            tokens += size
+        return admitted
+
+    def step(self, admitted):
+        """Prefill the admitted, then one decode step for all; (prompt tokens computed, sequences computed)."""
+        prompt, steps = 0, 0
+        if admitted:
+            prompt, steps = self.prefill(admitted)
+        if self.running:
+            steps += self.decode()
+        return prompt, steps
+
+    def mergeable(self):
+        """Can two caches be stacked? Only plain dynamic layers (not sliding windows) can."""
+        return self.cache is None or all(type(layer) is DynamicLayer for layer in self.cache.layers)
+
+    def forward(self, input_ids, mask, positions, cache):
+        with torch.inference_mode():
+            output = self.model(
+                input_ids=input_ids.to(self.device),
+                attention_mask=mask.to(self.device),
+                position_ids=positions.to(self.device),
+                use_cache=True,
+                **({self.cache_argument: cache} if cache is not None else {}),
+            )
+        return output.logits[:, -1, :].float(), getattr(output, self.cache_argument)
+
+    def prefill(self, admitted):
+        """The admitted prompts, left-padded into one batch; each gets its first token; then they join."""
+        width = max(len(s.prompt_ids) for s in admitted)
+        input_ids = torch.tensor([[self.pad_id] * (width - len(s.prompt_ids)) + s.prompt_ids for s in admitted])
+        mask = torch.tensor([[0] * (width - len(s.prompt_ids)) + [1] * len(s.prompt_ids) for s in admitted])
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        logits, cache = self.forward(input_ids, mask, positions, None)
+        self.join(admitted, cache, mask)
+        for row, sequence in enumerate(admitted):
+            self.advance(sequence, self.pick(sequence, logits[row]))
+        self.remove_finished()
+        return int(mask.sum()), len(admitted)
+
+    def join(self, admitted, cache, mask):
+        """Stack the new sequences' caches under the running ones, left-padding the shorter side."""
+        if self.cache is None:
+            self.running, self.cache, self.mask = list(admitted), cache, mask
+            return
+        assert self.mask is not None  # a cache comes with its mask
+        width = max(self.mask.shape[1], mask.shape[1])
+        for old, new in zip(self.cache.layers, cache.layers):
+            old.keys = torch.cat([left_pad(old.keys, width), left_pad(new.keys, width)])
+            old.values = torch.cat([left_pad(old.values, width), left_pad(new.values, width)])
+        self.mask = torch.cat([left_pad(self.mask, width), left_pad(mask, width)])
+        self.running.extend(admitted)
+
+    def decode(self):
+        """One token for every running sequence, from one forward pass over the batch; the sequences computed."""
+        count = len(self.running)
+        input_ids = torch.tensor([[s.next_token] for s in self.running])
+        mask = torch.cat([self.mask, torch.ones((count, 1), dtype=self.mask.dtype)], dim=1)
+        positions = torch.tensor([[s.position] for s in self.running])
+        logits, self.cache = self.forward(input_ids, mask, positions, self.cache)
+        self.mask = mask
+        for row, sequence in enumerate(self.running):
+            sequence.position += 1
+            self.advance(sequence, self.pick(sequence, logits[row]))
+        self.remove_finished()
+        return count
+
+    def remove_finished(self):
+        """Finished sequences (stop, length, cancelled, error) leave the batch and its cache."""
+        keep = [row for row, sequence in enumerate(self.running) if not sequence.done]
+        if len(keep) == len(self.running):
+            return
+        self.running = [self.running[row] for row in keep]
+        if not keep:
+            self.cache, self.mask = None, None
+            return
+        index = torch.tensor(keep)
+        mask = self.mask[index]
+        start = int((mask.sum(0) > 0).nonzero()[0])  # columns that are padding for every row go
+        for layer in self.cache.layers:
+            layer.keys = layer.keys[index, :, start:]
+            layer.values = layer.values[index, :, start:]
+        self.mask = mask[:, start:]
+
+    def clear(self):
+        """After a failed step: nothing runs, no cache is kept."""
+        self.running, self.cache, self.mask = [], None, None
+
+    def pick(self, sequence, logits):
+        """The next token: greedy at temperature 0, else sampled with top-p, with the request's own generator.
+
+        With ``logprobs`` asked, its log-probability (and the best alternatives') under the model's distribution
+        (after a grammar's mask, before temperature and top-p) waits in ``sequence.logprob`` for ``advance``."""
+        if sequence.mask is not None:  # a constrained answer: the tokens its grammar forbids now are out
+            logits = sequence.mask.apply(logits)
+        if sequence.logprobs is not None:
+            found = torch.log_softmax(logits.float(), dim=-1)
+            best = torch.topk(found, sequence.logprobs) if sequence.logprobs else None
+            # a token a grammar forbids has no probability (-inf): it is no alternative
+            pairs = zip(best.indices.tolist(), best.values.tolist()) if best is not None else ()
+            alternatives = [(token, value) for token, value in pairs if value > float("-inf")]
+            sequence.logprob = (found, alternatives)
+        if sequence.temperature == 0:
+            token = int(torch.argmax(logits))
+        else:
+            probabilities = torch.softmax(logits / sequence.temperature, dim=-1)
+            if sequence.top_p < 1:
+                sorted_probs, order = torch.sort(probabilities, descending=True)
+                keep = sorted_probs.cumsum(-1) - sorted_probs < sequence.top_p
+                probabilities = torch.zeros_like(probabilities).scatter(0, order[keep], sorted_probs[keep])
+            token = int(torch.multinomial(probabilities.cpu(), 1, generator=sequence.generator))
+        if sequence.mask is not None:
+            sequence.mask.accept(token)
+        if sequence.logprobs is not None:
+            found, alternatives = sequence.logprob
+            sequence.logprob = (float(found[token]), alternatives)
+        return token
+
+
+def left_pad(tensor, width):
+    """``tensor`` (batch first, sequence on the last axis for masks, third for caches) padded on the left."""
+    axis = 1 if tensor.dim() == 2 else 2
+    missing = width - tensor.shape[axis]
+    if missing <= 0:
+        return tensor
+    shape = list(tensor.shape)
+    shape[axis] = missing
+    return torch.cat([torch.zeros(shape, dtype=tensor.dtype, device=tensor.device), tensor], dim=axis)
