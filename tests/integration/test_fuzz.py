@@ -18,6 +18,7 @@ import sys
 import urllib.request
 from collections import Counter
 from pathlib import Path
+from urllib.parse import urlparse
 
 import pytest
 
@@ -64,14 +65,20 @@ def test_no_request_the_schema_allows_is_a_server_error(served_stack: Stack, tmp
         print(f"replay: {shlex.join(command)}")
         # in the temporary folder: schemathesis keeps a cache of its findings in the working directory
         done = subprocess.run(command, capture_output=True, text=True, timeout=1500, check=False, cwd=tmp_path)
-        statuses = Counter(entry["response"]["status"] for entry in json.loads(har.read_text())["log"]["entries"])
+        entries = json.loads(har.read_text())["log"]["entries"]
+        statuses = Counter(entry["response"]["status"] for entry in entries)
         summary = f"{mode}: {sum(statuses.values())} requests, statuses {dict(sorted(statuses.items()))}"
         print(summary)
         assert done.returncode == 0, f"{summary}\nreplay: {shlex.join(command)}\n{done.stdout[-6000:]}"
         assert not [status for status in statuses if status >= 500], summary
+        # A model's URL (/models/NAME, a Hugging Face Inference Endpoint) takes its model's task's body, which one
+        # schema cannot state: a random body there is a 400 by design. Those requests are fuzzed above (no 5xx,
+        # answers as documented) and left out of the share that tells whether the fuzzer reached the models.
+        model_urls = [urlparse(e["request"]["url"]).path.startswith("/models/") for e in entries]
+        typed = Counter(e["response"]["status"] for e, url in zip(entries, model_urls) if not url)
         if mode == "positive":
-            answered = sum(count for status, count in statuses.items() if 200 <= status < 300)
-            assert answered >= sum(statuses.values()) / 3, f"the fuzzer did not reach the models: {summary}"
-        total += statuses
+            answered = sum(count for status, count in typed.items() if 200 <= status < 300)
+            assert answered >= sum(typed.values()) / 3, f"the fuzzer did not reach the models: {summary}"
+        total += typed
     answered = sum(count for status, count in total.items() if 200 <= status < 300)
-    assert sum(total.values()) >= 5000 and answered >= sum(total.values()) / 3, f"in all: {dict(total)}"
+    assert sum(total.values()) >= 5000 and answered >= sum(total.values()) / 3, f"in all (typed routes): {dict(total)}"

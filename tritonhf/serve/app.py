@@ -213,7 +213,22 @@ def with_model_names(schema: dict[str, Any], models: Sequence[ModelInfo]) -> dic
         if parameter.get("name") == "model" and names:  # /info's ?model=, as the bodies' "model"
             _name_enum(parameter.get("schema", {}), names)
             parameter["required"] = len(names) > 1
+    _model_urls(schema, models)
     return schema
+
+
+def _model_urls(schema: dict[str, Any], models: Sequence[ModelInfo]) -> None:
+    """A model's URL (``/models/{name}``...) names a served model, and the routes beneath it are TEI's: both enums."""
+    names = _served(models, (*endpoints.HANDLERS, *TEI_TASKS))
+    for path, operations in schema.get("paths", {}).items():
+        if not path.startswith("/models/{name}"):
+            continue
+        for operation in operations.values():
+            for parameter in operation.get("parameters", []):
+                if parameter.get("name") == "name" and names:
+                    _name_enum(parameter.get("schema", {}), names)
+                elif parameter.get("name") == "route":
+                    _name_enum(parameter.get("schema", {}), sorted(endpoints.TEI_ROUTES))
 
 
 def _served(models: Sequence[ModelInfo], tasks: Sequence[str]) -> list[str]:

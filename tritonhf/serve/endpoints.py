@@ -354,7 +354,7 @@ async def _json(request: Request) -> dict[str, Any]:
     return body
 
 
-_TEI_ROUTES: dict[str, tuple[Callable[..., Awaitable[Any]], type[Any]]] = {
+TEI_ROUTES: dict[str, tuple[Callable[..., Awaitable[Any]], type[Any]]] = {
     "embed": (tei.embed, TeiEmbedBody),
     "embed_all": (tei.embed_all, TeiEmbedBody),
     "predict": (tei.predict, TeiPredictBody),
@@ -368,10 +368,10 @@ _TEI_ROUTES: dict[str, tuple[Callable[..., Awaitable[Any]], type[Any]]] = {
 @router.post("/models/{name}/{route}", response_model=None, responses=documented(Any, TeiError))
 async def beneath(name: str, route: str, request: Request) -> Any:
     """TEI's /embed, /predict, /rerank, /similarity, /tokenize and /decode for the model of this URL."""
-    if route not in _TEI_ROUTES:
+    if route not in TEI_ROUTES:
         raise GatewayError(404, f"/models/{name}/{route} is not a route; beneath a model's URL: "
-                           f"{', '.join(_TEI_ROUTES)} and info.", param="route", code="not_found")  # fmt: skip
-    handler, kind = _TEI_ROUTES[route]
+                           f"{', '.join(TEI_ROUTES)} and info.", param="route", code="not_found")  # fmt: skip
+    handler, kind = TEI_ROUTES[route]
     body = await _json(request)
     if body.get("model") not in (None, name):
         raise refused("model", f"is '{body['model']}', but this URL serves '{name}'.")
