@@ -72,16 +72,21 @@ def _said(response: JSONResponse, truncated: Sequence[bool]) -> JSONResponse:
     return response
 
 
-@router.post("/embed", response_model=None, responses=documented(list[list[float]], TeiError))
-async def embed(body: TeiEmbedBody, request: Request) -> JSONResponse:
+async def _embedding_request(body: TeiEmbedBody, request: Request, route: str) -> tuple[list[str], str]:
+    """(texts, model) of an /embed or /embed_all body, checked as TEI checks them."""
     if body.truncation_direction.lower() != "right":
         raise refused("truncation_direction", "can only be Right here: a text past the window keeps its start.")
     texts = _texts(body.inputs)
     check_count(request, len(texts), "inputs")
     check_texts(texts, "inputs")
-    client = client_of(request)
-    name = await model_for(client, body.model, ("feature-extraction",), "/embed")
+    name = await model_for(client_of(request), body.model, ("feature-extraction",), route)
     await check_tokens(request, name, texts, truncate=body.truncate)
+    return texts, name
+
+
+@router.post("/embed", response_model=None, responses=documented(list[list[float]], TeiError))
+async def embed(body: TeiEmbedBody, request: Request) -> JSONResponse:
+    texts, name = await _embedding_request(body, request, "/embed")
     try:
         embedding = coalescer_of(request).embeddings(
             texts, model=name, normalize=body.normalize, truncate=body.truncate
@@ -96,18 +101,12 @@ async def embed(body: TeiEmbedBody, request: Request) -> JSONResponse:
 @router.post("/embed_all", response_model=None, responses=documented(list[list[list[float]]], TeiError))
 async def embed_all(body: TeiEmbedBody, request: Request) -> JSONResponse:
     """TEI's /embed_all: every token's vector per input, neither pooled nor normalised."""
-    if body.truncation_direction.lower() != "right":
-        raise refused("truncation_direction", "can only be Right here: a text past the window keeps its start.")
     if body.normalize and "normalize" in body.model_fields_set:  # never dropped in silence
         raise refused("normalize", "is not taken by /embed_all: token vectors are returned as the model makes them.")
-    texts = _texts(body.inputs)
-    check_count(request, len(texts), "inputs")
-    check_texts(texts, "inputs")
-    client = client_of(request)
-    name = await model_for(client, body.model, ("feature-extraction",), "/embed_all")
-    await check_tokens(request, name, texts, truncate=body.truncate)
+    texts, name = await _embedding_request(body, request, "/embed_all")
     try:
-        found = await unless_disconnected(request, client.embed_tokens(texts, model=name, truncate=body.truncate))
+        work = client_of(request).embed_tokens(texts, model=name, truncate=body.truncate)
+        found = await unless_disconnected(request, work)
     except ClientError as error:
         raise GatewayError.of_tei(error, "inputs") from error
     return FastJSONResponse(found)
