@@ -19,7 +19,7 @@ import random
 import threading
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -966,9 +966,10 @@ TIME_TOOL = {"type": "function", "function": {"name": "get_time", "description":
 
 
 def constrained_mix(seed: int, solo: Mapping[str, str]) -> list[Stream]:
-    """8 streams arriving 0.25 s apart, in a seeded order: answers held to a JSON Schema (greedy and a seeded
-    sample), tool calls (a named function, "required", and "auto"), beside free greedy, seeded and stop-string
-    streams (issue 45: a grammar in one row changes nothing in the others)."""
+    """8 streams arriving 0.25 s apart, in a seeded order: answers held to a JSON Schema (greedy, and a seeded sample
+    its client cancels), tool calls (a named function, "required", and "auto"), one asking for log-probabilities,
+    beside free greedy, seeded and stop-string streams (issue 45: a grammar in one row changes nothing in the
+    others, and a cancelled constrained stream frees its slot as any other does)."""
     rng = random.Random(seed)
     questions = rng.sample(list(QUESTIONS), len(QUESTIONS))
     streams = at_once(questions)
@@ -979,11 +980,12 @@ def constrained_mix(seed: int, solo: Mapping[str, str]) -> list[Stream]:
         {**schema, "temperature": 0.7, "seed": rng.getrandbits(64)},
         {**tools, "tool_choice": "get_weather"},
         {**tools, "tool_choice": "required"},
-        {**tools, "tool_choice": "auto"},
+        {**tools, "tool_choice": "auto", "logprobs": 0},
         {"temperature": 0.9, "top_p": 0.95, "seed": 2**63 + rng.getrandbits(63)},
     ]
     for stream, extra in zip(streams, kinds):
         stream.options.update(extra)
+    streams[1].cancel_after = rng.randint(2, 5)  # the seeded schema stream's client leaves
     stopped = streams[len(kinds)]
     words = solo[stopped.question].split()
     stopped.options["stop"] = [words[min(len(words) - 1, rng.randint(3, 12))]] if words else ["."]
@@ -1024,7 +1026,8 @@ def alone_texts(url: str, model: str, streams: Sequence[Stream], known: Mapping[
     one of those (a cancelled one included: its text must be a prefix), the others run one after another."""
     plain = at_once()[0].options
     fresh = [s for s in streams if s.options != plain or s.question not in known]
-    ran = dict(zip(map(id, fresh), run_streams(url, model, fresh, together=False)))
+    whole = [replace(s, cancel_after=None) for s in fresh]  # alone, a cancelled stream runs to its end
+    ran = dict(zip(map(id, fresh), run_streams(url, model, whole, together=False)))
     return [ran[id(s)] if id(s) in ran else known[s.question] for s in streams]
 
 
