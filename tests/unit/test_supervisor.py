@@ -70,12 +70,6 @@ class FakeServer:
     def relaunch(self) -> None:
         raise AssertionError("not expected")
 
-    def gateway_alive(self) -> bool | None:
-        return None
-
-    def start_gateway(self) -> None:
-        raise AssertionError("not expected")
-
 
 def test_a_native_part_is_probed_not_counted_as_a_missing_stub(tmp_path: Path, monkeypatch: object) -> None:
     import tritonhf.bootstrap.supervisor as supervisor_module

@@ -20,7 +20,7 @@ def main(argv: list[str] | None = None) -> None:
     # A server this process restarts must outlive it like the one `up` started: `down` stops
     # the supervisor first, then the server, gracefully.
     stack.server.die_with_parent = False
-    supervisor = Supervisor(stack)
+    supervisor = Supervisor(stack.server, gateway=stack)
     signal.signal(signal.SIGTERM, lambda *_: supervisor.stopped.set())
     supervisor.run()
 

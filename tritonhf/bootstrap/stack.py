@@ -64,7 +64,7 @@ class Stack:
             gateway = Gateway(state.gateway_host, state.gateway_port, tuple(state.gateway_args))
         return cls(server, gateway=gateway, supervise=False)
 
-    # ----------------------------------------------------------------- the supervisor's handle
+    # ----------------------------------------------------------------- the server's, for the callers' convenience
 
     @property
     def workspace(self) -> Workspace:
@@ -73,27 +73,6 @@ class Stack:
     @property
     def state(self) -> ServerState | None:
         return self.server.state
-
-    def exit_code(self) -> int | None:
-        return self.server.exit_code()
-
-    def models(self) -> list[ModelStatus]:
-        return self.server.models()
-
-    def instance_count(self, name: str) -> int:
-        return self.server.instance_count(name)
-
-    def backend(self, name: str) -> str:
-        return self.server.backend(name)
-
-    def reload_model(self, name: str, timeout: float = 120.0) -> bool:
-        return self.server.reload_model(name, timeout)
-
-    def probe(self, name: str) -> str | None:
-        return self.server.probe(name)
-
-    def relaunch(self) -> ServerState:
-        return self.server.relaunch()
 
     # ----------------------------------------------------------------- starting and stopping
 
@@ -156,7 +135,7 @@ class Stack:
                 f"The supervisor did not start (see {self.workspace.logs_dir / 'supervisor.log'}); "
                 "start with --no-supervise to run without it."
             )
-        self._supervisor = Supervisor(self)
+        self._supervisor = Supervisor(self.server, gateway=self)
         self._supervisor_thread = threading.Thread(target=self._supervisor.run, name="tritonhf-supervisor", daemon=True)
         self._supervisor_thread.start()
 

@@ -49,7 +49,7 @@ def _size(path: Path) -> int:
 
 
 class ServerHandle(Protocol):
-    """What the supervisor needs of what it watches (a ``Stack``: the server and its gateway)."""
+    """What the supervisor needs of the server it watches (a ``Server``)."""
 
     @property
     def workspace(self) -> Workspace: ...
@@ -70,6 +70,10 @@ class ServerHandle(Protocol):
     def probe(self, name: str) -> str | None: ...
 
     def relaunch(self) -> ServerState: ...
+
+
+class GatewayHandle(Protocol):
+    """What the supervisor needs of the gateway beside the server (a ``Stack``)."""
 
     def gateway_alive(self) -> bool | None: ...
 
@@ -125,8 +129,15 @@ def supervisor_file(workspace: Workspace) -> Path:
 class Supervisor:
     """Checks one server and repairs it; ``run`` loops until stopped or the server is gone for good."""
 
-    def __init__(self, server: ServerHandle, policy: Policy | None = None, log: logging.Logger | None = None) -> None:
-        self.server = server
+    def __init__(
+        self,
+        server: ServerHandle,
+        policy: Policy | None = None,
+        log: logging.Logger | None = None,
+        gateway: GatewayHandle | None = None,
+    ) -> None:
+        """``gateway``: the gateway to restart when it dies (None: the server runs without one)."""
+        self.server, self.gateway = server, gateway
         self.policy = policy or Policy()
         self.workspace = server.workspace
         self.log = log or _file_logger(self.workspace)
@@ -149,7 +160,7 @@ class Supervisor:
         if self.server.exit_code() is not None:
             self._restart_server(f"tritonserver (pid {state.pid}) is not running")
             return
-        if self.server.gateway_alive() is False:
+        if self.gateway is not None and self.gateway.gateway_alive() is False:
             self._restart_gateway()
         ready = [m.name for m in self.server.models() if m.state == "READY"]
         native = [name for name in ready if self.server.backend(name) not in ("python", "")]
@@ -277,7 +288,8 @@ class Supervisor:
             "the OpenAI gateway is not running; restarting it (restart %d)", self.counters.gateway_restarts
         )
         try:
-            self.server.start_gateway()
+            if self.gateway is not None:
+                self.gateway.start_gateway()
         except Exception as exc:  # logged, then retried on the next check
             self.log.error("gateway restart failed: %s", exc)
 
