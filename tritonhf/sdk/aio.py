@@ -615,7 +615,7 @@ class AsyncClient:
         ``stream=True`` (one file, a model added with ``--stream``): a ``AsyncTranscriptionStream`` of
         ``TranscriptionPart``s as each window is read; ``idle_timeout`` bounds the wait between two.
         """
-        plan = plans.transcribe(audio, model, options)
+        plan = speech.transcribe(audio, model, options)
         if not stream:
             return await self._run(plan, timeout)
         if plan.rows != 1:
