@@ -382,3 +382,20 @@ def test_bad_urls_are_invalid_input() -> None:
     for url in ("ftp://x:1", "http://x:notaport", "grpc://host:1/path"):
         with pytest.raises(InvalidInputError, match="URL"):
             Client(url)
+
+
+def test_an_optional_output_a_model_did_not_send_is_left_out() -> None:
+    """``infer`` asks for every output of the config; one the model sends only when asked (a feature-extraction
+    model's TOKEN_EMBEDDINGS) comes back as None from the transport: left out, not a crash."""
+    import numpy as np
+
+    from tritonhf._wire.config import ModelConfig
+    from tritonhf.sdk import _plans, _policy
+
+    vectors = np.ones((1, 4), dtype=np.float32)
+    parts = [{"EMBEDDING": vectors, "TOKEN_EMBEDDINGS": None}, {"EMBEDDING": vectors, "TOKEN_EMBEDDINGS": None}]
+    merged = _policy.merge(parts, ["EMBEDDING", "TOKEN_EMBEDDINGS"])  # type: ignore[list-item]
+    assert set(merged) == {"EMBEDDING"} and merged["EMBEDDING"].shape == (2, 4)
+    plan = _plans.infer("embed", {"TEXT": ["x"]})
+    config = ModelConfig("embed", 8, {"TEXT": ("BYTES", (1,))}, {"EMBEDDING": ("FP32", (4,))}, "feature-extraction")
+    assert set(plan.decode(config, {"EMBEDDING": vectors, "TOKEN_EMBEDDINGS": None})) == {"EMBEDDING"}  # type: ignore[dict-item]

@@ -574,6 +574,7 @@ def infer(model: str, values: Mapping[str, Any]) -> Plan[dict[str, Array]]:
         1,
         build,
         lambda config: list(config.outputs),
-        lambda _, result: {name: codecs.decode(array) for name, array in result.items()},
+        # an optional output the model did not send this time (TOKEN_EMBEDDINGS without ALL_TOKENS) is left out
+        lambda _, result: {name: codecs.decode(array) for name, array in result.items() if array is not None},
         lambda _: {},
     )

@@ -225,7 +225,10 @@ def merge(parts: Sequence[Tensors], names: Sequence[str]) -> Tensors:
         return dict(parts[0])
     merged = {}
     for name in names:
-        arrays = [part[name] for part in parts]
+        found = [part.get(name) for part in parts]
+        arrays = [array for array in found if array is not None]
+        if len(arrays) < len(found):  # an optional output some chunk did not send: not merged
+            continue
         if arrays[0].ndim >= 2 and len({array.shape[1:] for array in arrays}) > 1:
             widest = tuple(max(sizes) for sizes in zip(*(array.shape[1:] for array in arrays)))
             fill: Any = b"" if arrays[0].dtype == np.object_ else _PADS.get(name, 0)
