@@ -169,13 +169,16 @@ def _model_card(model: ModelInfo) -> dict[str, Any]:
 
 
 def _response_format(body: GenerationBody) -> dict[str, Any] | None:
-    """The SDK's ``response_format``: a JSON Schema (``json_object``: any object), or None for free text."""
+    """The SDK's ``response_format``: a JSON Schema (``json_object``: any object), or None for free text; a 400 for a
+    schema with a string that is not valid Unicode."""
     found = body.response_format
     if found is None or found.type == "text":
         return None
     if found.type == "json_object":
         return {"type": "json_object"}
-    return {"type": "json_schema", "json_schema": {"schema": found.json_schema.schema_ or {"type": "object"}}}
+    schema = found.json_schema.schema_ or {"type": "object"}
+    _unicode(schema, "response_format")
+    return {"type": "json_schema", "json_schema": {"schema": schema}}
 
 
 def _tool_choice(body: ChatBody) -> str | None:
@@ -249,10 +252,10 @@ async def chat_completions(body: ChatBody, request: Request) -> dict[str, Any] |
     choice = _tool_choice(body)
     tools = [tool.model_dump(exclude_none=True) for tool in body.tools] if body.tools else None
     _unicode(tools, "tools")
-    _unicode(_response_format(body), "response_format")
+    format_ = _response_format(body)
     calling = bool(tools) and choice != "none"  # the answer may be a call: content is held back until it is not
     name = await model_for(client, body.model, ("text-generation",), "/v1/chat/completions")
-    call = client.chat(messages, model=name, stream=True, response_format=_response_format(body), tools=tools,
+    call = client.chat(messages, model=name, stream=True, response_format=format_, tools=tools,
                        tool_choice=choice, **options)  # fmt: skip
     stream, first = await open_stream(call, _constraint_param)
     ident, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
@@ -320,7 +323,6 @@ async def completions(body: CompletionBody, request: Request) -> dict[str, Any] 
     check_count(request, len(prompts), "prompt")
     name = await model_for(client, body.model, ("text-generation",), "/v1/completions")
     format_ = _response_format(body)
-    _unicode(format_, "response_format")
     ident, created = f"cmpl-{uuid.uuid4().hex}", int(time.time())
     if body.stream:
         call = client.generate(str(prompts[0]), model=name, stream=True, response_format=format_, **options)

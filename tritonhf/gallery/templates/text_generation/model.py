@@ -185,10 +185,7 @@ class TritonPythonModel:
         # the first real request does not pay OpenVINO's one-off preparation of longer prefills.
         hello = self.tokenizer("Hello")["input_ids"] or [self.pad_id]
         for ids in (hello, (hello * 64)[: max(1, min(64, self.context - 2))]):
-            warm = Sequence(None, self.tokenizer, ids, 2, 0.0, 1.0, None, [])
-            self.waiting.append(warm)
-            while not warm.done:
-                self.step()
+            self.run_alone(Sequence(None, self.tokenizer, ids, 2, 0.0, 1.0, None, []))
         self.warm_grammars(hello)
         self.stopping = False
         self.thread = threading.Thread(target=self.loop, name="tritonhf-decode", daemon=True)
@@ -204,8 +201,12 @@ class TritonPythonModel:
             self.engine.prepare(warm, self.grammars)
         except runtime.BadRequest:  # no xgrammar in this Python, or an engine without grammars: refused, saying so
             return
-        self.waiting.append(warm)
-        while not warm.done:
+        self.run_alone(warm)
+
+    def run_alone(self, sequence):
+        """A warm-up sequence, stepped to its end before the decode loop starts."""
+        self.waiting.append(sequence)
+        while not sequence.done:
             self.step()
 
     def transformers_engine(self, args, params):
