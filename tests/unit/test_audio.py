@@ -171,7 +171,7 @@ def test_sampling_is_seeded_per_request_whatever_it_is_batched_with(whisper: Any
         [pb.InferenceRequest(AUDIO=_column(random_audio(rng)[0])), pb.InferenceRequest(AUDIO=_column(data), **options)],
     )
     assert _outputs(batched[1])["text"] == _outputs(alone)["text"]
-    if whisper.ct2 is None:  # PyTorch: transformers' own sampling from the same seed
+    if not hasattr(whisper.engine, "ct2"):  # PyTorch: transformers' own sampling from the same seed
         expected = AudioOracle(tiny["whisper"]).transcribe(data, language="en", temperature=0.8, seed=4)["text"]
         assert _outputs(alone)["text"] == [expected]
     else:  # CTranslate2 has its own generator: the seed decides, and only the seed
@@ -184,7 +184,7 @@ def test_sampling_is_seeded_per_request_whatever_it_is_batched_with(whisper: Any
 def streamed(whisper: Any, tiny: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Any:
     """The template added with --stream (decoupled), on the engine of ``whisper``."""
     repo = tmp_path_factory.mktemp("asr-stream") / "repo"
-    backend = "pytorch" if whisper.ct2 is None else "ctranslate2"
+    backend = "ctranslate2" if hasattr(whisper.engine, "ct2") else "pytorch"
     added = AddRequest("whisper", str(tiny["whisper"]), repo, name="asr", backend=backend,
                        options=ModelOptions(stream=True))  # fmt: skip
     folder = add_model(added)
@@ -270,7 +270,7 @@ def test_a_generation_config_the_window_loop_does_not_follow_keeps_the_whole_fil
     added = AddRequest("whisper", str(model), tmp_path / "repo", name="asr", backend="pytorch",
                        options=ModelOptions(stream=True))  # fmt: skip
     served = instantiate(add_model(added))
-    assert served.windows is False
+    assert served.engine.asked == ["condition_on_prev_tokens"]  # so no window loop for a long file
     long = encode(sound(random.Random(8), 70.0), 16000, "FLAC")
     limit = 20  # the text before a window joins its prompt: room for both in the tiny decoder's 128 positions
     request = pb.InferenceRequest(AUDIO=_column(long), LANGUAGE=_column(b"en"),
@@ -428,7 +428,7 @@ def test_ct2_int8_passes_its_gate_and_rows_equal_themselves_alone(tiny: dict[str
     kept = 'key: "tritonhf.encoder"' in config
     assert (folder / "1" / "weights" / "ct2" / "openvino_encoder.xml").is_file() == kept
     model = instantiate(folder)
-    assert (model.ct2.openvino is not None) == kept
+    assert (model.engine.ct2.openvino is not None) == kept
     rng = random.Random(13)
     files = [random_audio(rng)[0] for _ in range(4)]
     batched = answers(model, [pb.InferenceRequest(AUDIO=_column(*files), LANGUAGE=_column(*[b"en"] * 4))])

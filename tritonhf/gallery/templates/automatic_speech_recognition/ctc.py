@@ -10,36 +10,66 @@ per word, from the tokenizer's word offsets.
 """
 
 import numpy as np
+import segments
 import torch
+import tritonhf_runtime as runtime
+from transformers import AutoModelForCTC
 
 CHUNK_SECONDS = 30
 STRIDE_SECONDS = 5
 
 
-class CtcTranscriber:
-    def __init__(self, model, processor, device):
-        self.model, self.processor, self.device = model, processor, device
+class CtcEngine:
+    max_tokens = 0  # one token per frame: no limit to set
+
+    def __init__(self, args, params, processor, config, streaming):
+        self.device = runtime.device(args, params)
+        self.model = runtime.load_model(AutoModelForCTC, args, params, self.device)
+        if params.get(runtime.PARAM_QUANTIZE) == "int8":
+            self.model = runtime.int8_linear_layers(self.model)
         self.features = processor.feature_extractor
         self.tokenizer = processor.tokenizer
         self.rate = self.features.sampling_rate
-        self.ratio = model.config.inputs_to_logits_ratio  # input samples per output frame
+        self.ratio = self.model.config.inputs_to_logits_ratio  # input samples per output frame
 
     @staticmethod
-    def refused(language, task, prompt, temperature, max_tokens):
-        """The option a CTC model cannot honour, as (input, why), or None."""
-        if language:
-            return "LANGUAGE", "is given, but a CTC model has no language option (it reads one language)."
-        if task != "transcribe":
-            return "TASK", f"is {task!r}: a CTC model only transcribes."
-        if prompt:
-            return "PROMPT", "is given, but a CTC model takes no prompt."
-        if temperature > 0.0:
-            return "TEMPERATURE", "is above 0, but a CTC model does not sample."
-        if max_tokens is not None:
-            return "MAX_TOKENS", "is given, but a CTC model emits one token per frame (no limit to set)."
-        return None
+    def check(options):
+        """BadRequest for the option a CTC model cannot honour."""
+        if options["language"]:
+            raise runtime.BadRequest("is given, but a CTC model has no language option (it reads one language).",
+                                     "LANGUAGE")  # fmt: skip
+        if options["task"] != "transcribe":
+            raise runtime.BadRequest(f"is {options['task']!r}: a CTC model only transcribes.", "TASK")
+        if options["prompt"]:
+            raise runtime.BadRequest("is given, but a CTC model takes no prompt.", "PROMPT")
+        if options["temperature"] > 0.0:
+            raise runtime.BadRequest("is above 0, but a CTC model does not sample.", "TEMPERATURE")
+        if options["max_tokens"] is not None:
+            raise runtime.BadRequest(
+                "is given, but a CTC model emits one token per frame (no limit to set).", "MAX_TOKENS"
+            )
 
-    def transcribe(self, samples, timestamps):
+    def prepare(self, samples, options):
+        return {**options, "samples": samples, "duration": len(samples) / self.rate, "language": ""}
+
+    def transcribe(self, rows, parts=None):
+        """Each row alone: its text, and with timestamps one segment per word."""
+        results = {}
+        for row, item in rows.items():
+            text, words = self.read(item["samples"], item["timestamps"])
+            if words is None:
+                results[row] = segments.whole_file(item, text)
+            else:
+                found = [segments.segment(start, end, word, item["duration"]) for start, end, word in words]
+                results[row] = segments.result(item, text, found)
+            if parts is not None:
+                parts.whole(row, results[row])
+        return results
+
+    def close(self):
+        """Nothing held past the stub."""
+
+    def read(self, samples, timestamps):
         """(text, [(start, end, word)] or None) for one file."""
         tokens = np.concatenate([part for part in self._windows(samples)])
         text = self.tokenizer.decode(tokens, skip_special_tokens=False)

@@ -32,11 +32,15 @@ float32 at ``gallery add``) and CTranslate2 decodes from its states: each row is
 so its states do not depend on its batch-mates.
 """
 
+import os
 from concurrent.futures import ThreadPoolExecutor
 
 import longform
 import numpy as np
+import tritonhf_runtime as runtime
 from longform import WINDOW_FRAMES
+from transformers import GenerationConfig
+from whisper_engine import WhisperEngine
 
 WORKERS = 2  # batches CTranslate2 runs at once (inter_threads), each on the instance's threads
 
@@ -138,3 +142,60 @@ class Ct2Whisper:
             return self.generate(window[None], prompt, max_new_tokens, temperature, model=model)[0]
 
         return longform.read(features, decode, self.timestamp_begin, on_window)
+
+
+class Ct2Engine(WhisperEngine):
+    """The speech template's engine over ``Ct2Whisper``: the encoder's states of a row's first window computed once
+    for detection and decoding; timestamps, long files and sampling rows read row by row (``longform.py``)."""
+
+    def __init__(self, args, params, processor, config, streaming):
+        location = runtime.weights_location(args, params)
+        generation = GenerationConfig.from_pretrained(location)
+        super().__init__(processor, generation, config, streaming)
+        self.refuse_long_form_settings("CTranslate2")
+        converted = os.path.join(location, runtime.CT2_FOLDER)
+        encoder = None  # CTranslate2's own, or OpenVINO's where gallery add measured it faster
+        if params.get(runtime.PARAM_ENCODER) == "openvino":
+            encoder = os.path.join(converted, runtime.OPENVINO_ENCODER)
+        compute_type = params.get(runtime.PARAM_COMPUTE_TYPE, "float32")
+        threads = runtime.instance_threads(args)
+        self.ct2 = Ct2Whisper(converted, compute_type, threads, generation, self.tokenizer, encoder)
+
+    def encode(self, rows):
+        """The encoder's states of the first window of each row that needs them (its language is detected, or it
+        is decoded in a group), computed once for both, so a detected row does not pay for its encoder twice. An
+        English-only model detects nothing (its rows are English)."""
+        wanted = [row for row, item in rows.items()
+                  if (self.multilingual and item["language"] is None) or self.grouped(item)]  # fmt: skip
+        if wanted:
+            for row, states in zip(wanted, self.ct2.encode(self.stacked([rows[row] for row in wanted]))):
+                rows[row]["encoded"] = states
+
+    def detect(self, items):
+        return self.ct2.detect(self.stacked(items, "encoded"))
+
+    def decode_group(self, items, max_new_tokens):
+        prompt = self.decoder_prompt(items[0], items[0]["timestamps"])
+        return self.ct2.generate(self.stacked(items, "encoded"), prompt, max_new_tokens)
+
+    def grouped(self, item):
+        """Timestamps are read window after window even within one (transformers seeks past the last complete
+        segment), here row by row."""
+        return super().grouped(item) and not item["timestamps"]
+
+    def windowed(self, item):
+        return item["long"] is not None or item["timestamps"]
+
+    def alone(self, item, on_window=None):
+        temperature, seed = item["temperature"], item["seed"]
+        if self.windowed(item):
+            features = item["long"][0][0] if item["long"] is not None else item["features"]  # [mels, frames]
+            tokens, found = self.ct2.long_form(features, self.decoder_prompt(item, True), item["max_tokens"],
+                                               temperature, seed, on_window)  # fmt: skip
+            return self.long_reply(item, tokens, found)
+        prompt = self.decoder_prompt(item, False)  # a short row that samples, its temperature and seed its own
+        found = self.ct2.generate(item["features"][None], prompt, item["max_tokens"], temperature, seed)[0]
+        return self.reply(item, self.kept(item, found))
+
+    def close(self):
+        self.ct2.close()

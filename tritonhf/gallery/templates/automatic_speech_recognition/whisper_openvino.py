@@ -11,7 +11,54 @@ pipeline's streamer hands each piece of text to the caller as it is decoded (a s
 it on), whose answer can stop the decoding (its caller left).
 """
 
+import functools
+import os
+
 import openvino_genai
+import segments
+import tritonhf_runtime as runtime
+from transformers import GenerationConfig
+from whisper_engine import WhisperEngine
+
+
+class OpenVinoEngine(WhisperEngine):
+    """The speech template's engine over ``OpenVinoWhisper``: Whisper's options read as the other engines read them,
+    then each row alone, the pipeline computing its own features window after window."""
+
+    def __init__(self, args, params, processor, config, streaming):
+        location = runtime.weights_location(args, params)
+        super().__init__(processor, GenerationConfig.from_pretrained(location), config, streaming)
+        self.refuse_long_form_settings("OpenVINO GenAI")
+        exported = os.path.join(location, runtime.OPENVINO_WHISPER)
+        compute_type = params.get(runtime.PARAM_COMPUTE_TYPE, "float32")
+        self.ov = OpenVinoWhisper(exported, runtime.instance_threads(args), compute_type)
+
+    def prepare(self, samples, options):
+        return {**options, "duration": len(samples) / self.features.sampling_rate, "samples": samples}
+
+    def transcribe(self, rows, parts=None):
+        """Each row alone; a streamed row's text sent as the pipeline decodes it, then its segments."""
+        results = {}
+        for row, item in rows.items():
+            if parts is None:
+                results[row] = self.transcribe_one(item)
+            elif parts.cancelled(row):
+                results[row] = segments.result(item, "", [])  # its caller left: nobody reads the answer
+            else:
+                results[row] = self.transcribe_one(item, functools.partial(parts.text, row))
+                parts.send(row, "", results[row]["segments"])
+        return results
+
+    def transcribe_one(self, item, on_text=None):
+        """A row's text, language and segments; each piece of text as the pipeline decodes it goes to ``on_text``
+        (False: stop decoding)."""
+        text, language, chunks = self.ov.transcribe(item["samples"], item, on_text)
+        item["language"] = item["language"] or (language if self.multilingual else "en")
+        if not item["timestamps"]:
+            return segments.whole_file(item, text)
+        # a segment the pipeline left open (no closing timestamp: end -1) runs to the end of the file, as reply() does
+        found = [(start, end if end >= 0 else item["duration"], piece.strip()) for start, end, piece in chunks]
+        return segments.result(item, text, segments.timed(item, found))
 
 
 class OpenVinoWhisper:
