@@ -27,7 +27,8 @@ import numpy as np
 from tritonhf import Client, Server
 from tritonhf.bootstrap.installation.install import bootstrap
 from tritonhf.bootstrap.layout import Workspace
-from tritonhf.gallery.add import AddRequest, ensure_model
+from tritonhf.gallery.add import ensure_model
+from tritonhf.gallery.request import AddRequest
 
 GUIDE = Path(__file__).resolve().parent.parent / "docs" / "guide.md"
 EMBED, CHAT, RERANK = "rag-embed", "rag-chat", "rag-rerank"

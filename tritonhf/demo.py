@@ -30,7 +30,8 @@ from tritonhf.bootstrap.layout import Workspace
 from tritonhf.bootstrap.process import Server
 from tritonhf.bootstrap.stack import Gateway, Stack
 from tritonhf.errors import ModelSourceError, ServerStartError
-from tritonhf.gallery.add import AddRequest, ensure_model
+from tritonhf.gallery.add import ensure_model
+from tritonhf.gallery.request import AddRequest
 from tritonhf.sdk.client import Client
 
 SENTENCES = [

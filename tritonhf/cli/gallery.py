@@ -12,9 +12,10 @@ from rich.syntax import Syntax
 from tritonhf._wire.config import ModelConfig
 from tritonhf.bootstrap.layout import Workspace
 from tritonhf.cli._console import RichProgress, console, err_console, friendly_errors, table
-from tritonhf.gallery.add import AddRequest, add_model, parse_params, template_source
+from tritonhf.gallery.add import add_model, parse_params, template_source
 from tritonhf.gallery.config import ModelOptions, build_config, config_to_text, parse_config
 from tritonhf.gallery.listing import remove_model
+from tritonhf.gallery.request import AddRequest
 from tritonhf.gallery.validate import validate_repository
 from tritonhf.runtime.audio import DEFAULT_MAX_AUDIO_SECONDS
 from tritonhf.runtime.images import DEFAULT_MAX_IMAGE_PIXELS

@@ -1,8 +1,9 @@
 """Ready model.py + config.pbtxt templates for HuggingFace tasks, added to a model repository."""
 
-from tritonhf.gallery.add import AddRequest, add_model, ensure_model
+from tritonhf.gallery.add import add_model, ensure_model
 from tritonhf.gallery.config import ModelOptions, build_config, parse_config
 from tritonhf.gallery.listing import ModelEntry, list_models, remove_model
+from tritonhf.gallery.request import AddRequest
 from tritonhf.gallery.validate import Problem, validate_repository
 
 __all__ = [

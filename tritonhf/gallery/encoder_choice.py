@@ -1,0 +1,252 @@
+"""Which engine serves a text encoder, an image classifier or an image-text model (``gallery add``).
+
+``--backend auto`` exports the model to ONNX and keeps it where it gives PyTorch's answers within
+``onnx_export.TOLERANCE``; run inside the Python backend, OpenVINO and ONNX Runtime are then measured
+on this machine and the faster kept. ``--quantize int8`` keeps the int8 model only behind its gate.
+An image-text model's two towers are exported and chosen the same way.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from tritonhf._progress import Progress
+from tritonhf.bootstrap.layout import Workspace
+from tritonhf.errors import GalleryError, ModelSourceError
+from tritonhf.gallery import calibrate, onnx_export, tower_export
+from tritonhf.gallery.config import build_onnx_part_config, parse_config, part_config_to_text
+from tritonhf.gallery.naming import check_name
+from tritonhf.gallery.request import PARAM_CALIBRATION, PARAM_INT8_QUALITY, AddRequest, Choice
+from tritonhf.runtime.common import PARAM_ONNX_DIFF, PARAM_OPENVINO_DIFF
+from tritonhf.tasks import (
+    ONNX_PART_SUFFIX,
+    PARAM_ONNX_FILE,
+    PARAM_ONNX_INPUTS,
+    PARAM_ONNX_MODEL,
+    PARAM_ONNX_OUTPUT,
+    VENDORED_WEIGHTS_DIR,
+    Task,
+)
+
+VERSION = "1"
+
+
+def native_part(request: AddRequest, task: Task, name: str, repository: Path) -> str | None:
+    """The name of the second model (``NAME__onnx``, on Triton's onnxruntime backend) an ONNX model would run as,
+    when asked or when this workspace's server has that backend; None where it would run inside the Python
+    backend (pixels go to ONNX Runtime in the stub, not through BLS)."""
+    native = (
+        request.backend not in ("pytorch", "openvino")
+        and task.name in onnx_export.EXPORTABLE
+        and task.name not in onnx_export.IMAGE_TASKS
+        and (request.onnx_runtime == "native" or (request.onnx_runtime == "auto" and native_onnx_available(repository)))
+    )
+    return check_name(name + ONNX_PART_SUFFIX) if native else None
+
+
+def native_onnx_available(repository: Path) -> bool:
+    """Does the server installed beside ``repository`` (a tritonhf workspace) have the onnxruntime backend?"""
+    return (Workspace.at(repository.parent).backends_dir / "onnxruntime").is_dir()
+
+
+def choose(
+    task: Task,
+    request: AddRequest,
+    staging: Path,
+    name: str,
+    part_name: str | None,
+    task_params: dict[str, str],
+    progress: Progress,
+) -> Choice:
+    """An encoder's engine: ONNX (run by ONNX Runtime, natively as ``part_name`` when given, or by OpenVINO) when the
+    export gives PyTorch's answers, else PyTorch; an image-text model's towers likewise (``towers``)."""
+    version_dir = staging / name / VERSION
+    if task.name == tower_export.TASK and request.backend != "pytorch" and request.vendor:
+        return towers(request, version_dir / VENDORED_WEIGHTS_DIR, progress)
+    reason = why_not_onnx(request, task)
+    if reason is not None:
+        return Choice("pytorch", reason, part=False)  # no ONNX model, so no part for it
+    try:
+        found, calibrated = _export_onnx(task, name, part_name, version_dir, staging, request, task_params, progress)
+    except ModelSourceError as exc:
+        if request.backend in ("onnx", "openvino"):
+            raise
+        if part_name:
+            shutil.rmtree(staging / part_name, ignore_errors=True)
+        return Choice("pytorch", f"the ONNX export was not usable ({exc})", part=False)
+    if request.backend == "openvino":
+        return Choice("openvino", f"the ONNX export run by OpenVINO, within {onnx_export.TOLERANCE} of PyTorch", found)
+    if calibrated is not None:
+        return Choice(*calibrated, found)
+    return Choice("onnx", f"exported and within {onnx_export.TOLERANCE} of PyTorch", found)
+
+
+def why_not_onnx(request: AddRequest, task: Task) -> str | None:
+    """None when the ONNX path should be tried; else why the model is served with PyTorch."""
+    if request.backend == "pytorch":
+        return "--backend pytorch"
+    if task.name not in onnx_export.EXPORTABLE:
+        return f"{task.name} runs on PyTorch"
+    if not request.vendor:
+        return "--no-vendor keeps a reference, and model.onnx must be written into the repository"
+    missing = onnx_export.onnx_available()
+    if missing is not None and request.backend == "onnx":
+        raise GalleryError(f"--backend onnx needs onnx and onnxruntime: {missing}.")
+    return missing
+
+
+def _export_onnx(
+    task: Task,
+    name: str,
+    part_name: str | None,
+    version_dir: Path,
+    staging: Path,
+    request: AddRequest,
+    params: dict[str, str],
+    progress: Progress,
+) -> tuple[dict[str, str], tuple[str, str] | None]:
+    """Export model.onnx (beside the tokenizer, or into the NAME__onnx part), quantize it when asked;
+    the parameters that say so, and (``--backend auto``, measured) the engine to run it with and why.
+    PyTorch weights are removed only once the export is kept."""
+    weights_dir = version_dir / VENDORED_WEIGHTS_DIR
+    destination = staging / part_name / VERSION if part_name else weights_dir
+    destination.mkdir(parents=True, exist_ok=True)
+    exported = onnx_export.export(task.name, weights_dir, destination, progress)
+    found: dict[str, str] = {PARAM_ONNX_DIFF: f"{exported.max_abs_diff:.2e}"}
+    if request.backend == "openvino":  # the same file, run by OpenVINO: it must give PyTorch's answer too
+        progress.step(f"Checking OpenVINO's run of model.onnx against PyTorch within {onnx_export.TOLERANCE}")
+        found[PARAM_OPENVINO_DIFF] = f"{onnx_export.check_openvino(task.name, weights_dir, exported):.2e}"
+    calibrated = None
+    if _calibrates(request, task, part_name):
+        calibrated = _calibrate(task, weights_dir, exported, request, found, progress)
+    if request.quantize == "int8":
+        progress.step("Quantizing to int8 (weights per channel, activations per token), measuring it against fp32")
+        texts = request.calibration or tuple(onnx_export.CALIBRATION)
+        quantized = onnx_export.quantize(task.name, exported, weights_dir, texts, params.get("pooling", "mean"))
+        progress.step(quantized.summary)
+        if not quantized.passed and not request.force:
+            raise GalleryError(
+                f"{quantized.summary}: below the gate, so the int8 model is refused. Keep fp32 (drop --quantize), "
+                "or pass --force to serve it anyway."
+            )
+        found[PARAM_INT8_QUALITY] = quantized.summary + (" (kept with --force)" if not quantized.passed else "")
+        if part_name:  # Triton's onnxruntime backend loads model.onnx: the int8 model takes its place
+            quantized.path.replace(exported.path)
+        else:
+            exported.path.unlink()
+            found[PARAM_ONNX_FILE] = onnx_export.INT8_FILE
+    for tensor_file in weights_dir.glob("*.safetensors"):
+        tensor_file.unlink()  # served from the ONNX file; config and tokenizer stay
+    if part_name is None:
+        openvino = request.backend == "openvino" or (calibrated is not None and calibrated[0] == "openvino")
+        progress.step(
+            f"the ONNX model will run with {'OpenVINO' if openvino else 'onnxruntime'} inside the Python backend"
+        )
+        return found, calibrated
+    progress.step(f"the ONNX model will run on Triton's onnxruntime backend, as model {part_name}")
+    part = build_onnx_part_config(
+        part_name, name, exported.inputs, exported.output, exported.output_dims, request.options, exported.rank
+    )
+    text = part_config_to_text(part, name)
+    parse_config(text)
+    (staging / part_name / "config.pbtxt").write_text(text)
+    found.update(
+        {
+            PARAM_ONNX_MODEL: part_name,
+            PARAM_ONNX_INPUTS: ",".join(exported.inputs),
+            PARAM_ONNX_OUTPUT: exported.output,
+        }
+    )
+    return found, calibrated
+
+
+def _calibrates(request: AddRequest, task: Task, part_name: str | None) -> bool:
+    """``--backend auto`` on a text encoder run inside the Python backend: measure OpenVINO against ONNX Runtime."""
+    return (
+        request.backend == "auto"
+        and part_name is None
+        and not request.quantize
+        and task.name not in onnx_export.IMAGE_TASKS
+        and calibrate.openvino_available()
+    )
+
+
+def _calibrate(
+    task: Task,
+    weights: Path,
+    exported: onnx_export.Exported,
+    request: AddRequest,
+    found: dict[str, str],
+    progress: Progress,
+) -> tuple[str, str]:
+    """(backend, reason): OpenVINO when it gives PyTorch's answers and measures faster here, else ONNX Runtime.
+    Runs before the PyTorch weights are removed (OpenVINO's answers are checked against them)."""
+    exported_reason = f"exported and within {onnx_export.TOLERANCE} of PyTorch"
+    progress.step("Measuring ONNX Runtime and OpenVINO on this machine (--backend auto; a few seconds)")
+    try:
+        difference = onnx_export.check_openvino(task.name, weights, exported)
+        choice = calibrate.compare(
+            weights, exported.path.name, list(onnx_export.CALIBRATION), request.options.instances
+        )
+    except ModelSourceError as exc:
+        return "onnx", f"{exported_reason}; OpenVINO not used ({exc})"
+    found[PARAM_CALIBRATION] = choice.summary
+    progress.step(choice.summary)
+    if choice.backend == "onnx":
+        return "onnx", f"{exported_reason}; kept over OpenVINO by measuring both here"
+    found[PARAM_OPENVINO_DIFF] = f"{difference:.2e}"
+    measured = "kept over ONNX Runtime by measuring both here"
+    reason = f"the ONNX export run by OpenVINO ({measured}), within {onnx_export.TOLERANCE} of PyTorch"
+    return "openvino", reason
+
+
+def towers(request: AddRequest, weights: Path, progress: Progress) -> Choice:
+    """An image-text model's engine: both towers in ONNX when they match PyTorch, run by ONNX
+    Runtime or (``--backend openvino``, or ``auto`` where it measures faster) OpenVINO; else PyTorch."""
+    missing = onnx_export.onnx_available()
+    try:
+        if missing is not None:
+            raise ModelSourceError(missing)
+        exported = tower_export.export(weights, progress)
+    except ModelSourceError as exc:
+        if request.backend in ("onnx", "openvino"):
+            raise
+        return Choice("pytorch", f"the ONNX export was not usable ({exc})")
+    params = dict(exported.parameters)
+    backend, reason = "onnx", f"both towers exported, within {onnx_export.TOLERANCE} of PyTorch"
+    if request.backend == "openvino" or (request.backend == "auto" and calibrate.openvino_available()):
+        try:
+            difference = tower_export.check_openvino(exported)
+            if request.backend == "openvino":
+                backend, reason = "openvino", f"{reason}, run by OpenVINO"
+            else:
+                progress.step("Measuring ONNX Runtime and OpenVINO on the vision tower (--backend auto)")
+                choice = _measure_vision(weights, exported, request.options.instances)
+                params[PARAM_CALIBRATION] = choice.summary
+                progress.step(choice.summary)
+                backend = choice.backend
+                if backend == "openvino":
+                    reason += ", run by OpenVINO (kept over ONNX Runtime by measuring both here)"
+                else:
+                    reason += "; kept over OpenVINO by measuring both here"
+            if backend == "openvino":
+                params[PARAM_OPENVINO_DIFF] = f"{difference:.2e}"
+        except ModelSourceError as exc:
+            if request.backend == "openvino":
+                raise
+            reason += f"; OpenVINO not used ({exc})"
+    for tensor_file in weights.glob("*.safetensors"):
+        tensor_file.unlink()  # served from the two graphs; config, tokenizer and processor stay
+    return Choice(backend, reason, params)
+
+
+def _measure_vision(weights: Path, towers: tower_export.Towers, instances: int) -> calibrate.Choice:
+    """The vision tower (where an image-text model spends its time) on both engines: the sample images one
+    at a time and in a batch of 8, two short rounds (a ViT-B/32 batch takes about a second on 2 cores)."""
+    import torch
+
+    pixels = torch.from_numpy(towers.pixels["pixel_values"])
+    lone = [{"pixel_values": pixels[index : index + 1]} for index in range(len(pixels))]
+    full = {"pixel_values": pixels[[index % len(pixels) for index in range(8)]]}
+    return calibrate.compare_inputs(weights, tower_export.VISION, lone, full, instances, "image", (2, 3, 1))

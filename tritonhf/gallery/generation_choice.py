@@ -1,0 +1,94 @@
+"""Which engine serves a text-generation model (``gallery add``): the plan from ``--engine``, the source resolved
+for it (a GGUF file is read, not converted), and the OpenVINO engine's weights with their checks, falling back
+to transformers under ``--engine auto`` (``gallery.generation`` has the engines' own rules)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from tritonhf._progress import Progress
+from tritonhf.errors import GalleryError, ModelSourceError
+from tritonhf.gallery import generation, gguf_export, models
+from tritonhf.gallery.request import AddRequest, Choice
+from tritonhf.tasks import PARAM_ENGINE, VENDORED_WEIGHTS_DIR, Task
+
+
+def resolve(
+    request: AddRequest, task: Task, progress: Progress
+) -> tuple[generation.EnginePlan | None, models.ResolvedSource]:
+    """text-generation's engine to try (None for the other tasks, which take no --engine) and the source as a
+    folder; for the OpenVINO engine, a GGUF file is not converted (its tokenizer and config are read, and the file
+    itself is vendored), and a model the GGUF export cannot write goes to transformers under --engine auto."""
+    engine = _plan(request, task)
+    path = Path(request.source).expanduser()
+    if engine and engine.engine == "openvino" and path.suffix == ".gguf" and path.is_file():
+        return engine, models.ResolvedSource(request.source, "gguf", models.gguf_metadata(path.absolute(), progress))
+    resolved = models.resolve(request.source, request.revision, progress)
+    if engine and engine.engine == "openvino" and resolved.kind != "gguf":
+        why_not = gguf_export.supported(resolved.folder)
+        if why_not is not None:
+            if request.engine == "openvino":
+                raise GalleryError(f"--engine openvino cannot serve {request.source}: {why_not}.")
+            engine = generation.EnginePlan("transformers", f"the OpenVINO engine needs a GGUF export, and {why_not}")
+    return engine, resolved
+
+
+def vendor(
+    request: AddRequest,
+    engine: generation.EnginePlan | None,
+    resolved: models.ResolvedSource,
+    version_dir: Path,
+    progress: Progress,
+) -> tuple[Choice | None, models.ResolvedSource]:
+    """The weights copied into ``version_dir``: for the OpenVINO engine model.gguf and its checks (falling back to
+    transformers with --engine auto); text-generation's choice (None for the other tasks) and the source as
+    served."""
+    found: dict[str, str] = {}
+    if engine and engine.engine == "openvino":
+        engine, found, resolved = _openvino_weights(request, resolved, version_dir, progress)
+    if not found:
+        models.vendor(resolved.folder, version_dir / VENDORED_WEIGHTS_DIR, request.allow_pickle)
+    return choice(request, engine, found), resolved
+
+
+def choice(request: AddRequest, engine: generation.EnginePlan | None, found: dict[str, str]) -> Choice | None:
+    """OpenVINO's continuous batching when its weights were written (``found``: its checks), else transformers
+    and why; None for a task that is not text generation."""
+    if engine is None:
+        return None
+    if found:
+        return Choice("openvino", "continuous batching on model.gguf; " + found.pop(generation.PARAM_ENGINE_CHECK),
+                      found)  # fmt: skip
+    why = "--backend pytorch" if request.backend == "pytorch" else "text-generation runs on PyTorch"
+    return Choice("pytorch", why, {generation.PARAM_ENGINE_REASON: engine.reason, PARAM_ENGINE: "transformers"})
+
+
+def _plan(request: AddRequest, task: Task) -> generation.EnginePlan | None:
+    """text-generation's engine to try; None for the other tasks (which take no --engine)."""
+    if task.name != "text-generation":
+        if request.engine != "auto":
+            raise GalleryError(f"--engine chooses text-generation's engine; {task.name} takes --backend.")
+        return None
+    generation.check_weight_format(request.weight_format)
+    return generation.plan(request.engine, request.options.device, request.vendor)
+
+
+def _openvino_weights(
+    request: AddRequest, resolved: models.ResolvedSource, version_dir: Path, progress: Progress
+) -> tuple[generation.EnginePlan, dict[str, str], models.ResolvedSource]:
+    """model.gguf and its checks; with --engine auto, a failed export or load falls back to transformers
+    (a GGUF source is then converted as transformers needs it)."""
+    weights_dir = version_dir / VENDORED_WEIGHTS_DIR
+    try:
+        settings = generation.settings_for(request.params, request.options.instances)
+        found = generation.add_openvino_weights(resolved, weights_dir, request.weight_format, progress, settings)
+        return generation.EnginePlan("openvino", ""), found, resolved
+    except ModelSourceError as exc:
+        if request.engine == "openvino":
+            raise
+        progress.step(f"The OpenVINO engine is not usable ({exc}); serving with transformers")
+        shutil.rmtree(weights_dir, ignore_errors=True)
+        if resolved.kind == "gguf":
+            resolved = models.resolve(request.source, request.revision, progress)
+        return generation.EnginePlan("transformers", f"the OpenVINO engine was not usable ({exc})"), {}, resolved

@@ -1,0 +1,125 @@
+"""What ``gallery add`` is asked (``AddRequest``, checked once) and what each family's choice returns (``Choice``).
+
+The choice of engine is one function per model family, each returning a ``Choice``: text encoders and
+image classifiers (``encoder_choice``), image-text towers (``encoder_choice.towers``), speech
+(``speech_choice``) and text generation (``generation_choice``). ``add.py`` only stages the model, asks
+the family's function and writes what it returned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tritonhf._progress import Progress
+from tritonhf.errors import GalleryError
+from tritonhf.gallery import onnx_export, speech, tower_export
+from tritonhf.gallery.config import ModelOptions
+from tritonhf.tasks import Task
+
+BACKENDS = ("auto", "pytorch", "onnx", "openvino", "ctranslate2")
+QUANTIZATIONS = ("int8",)
+PARAM_BACKEND_REASON = "tritonhf.backend_reason"
+PARAM_CALIBRATION = (
+    "tritonhf.engine_calibration"  # --backend auto: both engines' figures on the machine it was added on
+)
+PARAM_INT8_QUALITY = "tritonhf.int8_quality"  # an int8 model's gate: its measured quality against fp32
+PARAM_ENCODER_CHECK = "tritonhf.encoder_check"  # Whisper on CTranslate2: its encoder on OpenVINO, measured
+ONNX_RUNTIMES = ("auto", "native", "python")
+ENGINE_NAMES = {"onnx": "ONNX Runtime", "pytorch": "PyTorch", "openvino": "OpenVINO", "ctranslate2": "CTranslate2"}
+
+
+@dataclass(frozen=True)
+class AddRequest:
+    """Everything ``gallery add`` needs; the CLI builds one from its options."""
+
+    task: str
+    source: str
+    repository: Path
+    name: str | None = None
+    revision: str | None = None
+    vendor: bool = True
+    allow_pickle: bool = False
+    trust_remote_code: bool = False
+    backend: str = "auto"  # auto | pytorch | onnx (exported once, served with onnxruntime)
+    onnx_runtime: str = "auto"  # with backend onnx: one of ONNX_RUNTIMES
+    quantize: str | None = None  # "int8": int8 weights and per-token activations, behind a quality gate
+    calibration: tuple[str, ...] = ()  # texts for the int8 gate (default: onnx_export.CALIBRATION)
+    force: bool = False  # keep an int8 model that fails its gate
+    engine: str = "auto"  # text-generation: auto | openvino | transformers (gallery.generation)
+    weight_format: str = "int8"  # text-generation on OpenVINO, exported from a folder: int8 | int4 | fp16
+    labels: tuple[str, ...] = ()
+    options: ModelOptions = field(default_factory=ModelOptions)
+    params: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A family's answer: the backend that serves the model, why (said in the config and while adding), and the
+    parameters it writes (its measured figures among them). ``part`` is False when no ``NAME__onnx`` part is
+    written."""
+
+    backend: str
+    reason: str
+    params: Mapping[str, str] = field(default_factory=dict)
+    part: bool = True
+
+
+def check(request: AddRequest, task: Task) -> None:
+    """The options that cannot go together, refused before anything is read or written."""
+    if request.backend not in BACKENDS:
+        raise GalleryError(f"--backend must be one of {', '.join(BACKENDS)}, not {request.backend!r}.")
+    if request.onnx_runtime not in ONNX_RUNTIMES:
+        raise GalleryError(f"--onnx-runtime must be one of {', '.join(ONNX_RUNTIMES)}, not {request.onnx_runtime!r}.")
+    if request.quantize is not None and request.quantize not in QUANTIZATIONS:
+        raise GalleryError(f"--quantize must be one of {', '.join(QUANTIZATIONS)}, not {request.quantize!r}.")
+    if request.onnx_runtime == "native" and (task.name in onnx_export.IMAGE_TASKS or task.name == tower_export.TASK):
+        raise GalleryError(f"{task.name} runs its ONNX graphs inside the Python backend: drop --onnx-runtime native.")
+    if task.takes_audio:  # PyTorch (int8: per-token Linear layers), CTranslate2 or OpenVINO GenAI (Whisper), no ONNX
+        if request.backend == "onnx":
+            raise GalleryError(
+                f"{task.name} is served with PyTorch, CTranslate2 or OpenVINO GenAI: "
+                "--backend auto, pytorch, ctranslate2 or openvino."
+            )
+        if request.backend in ("ctranslate2", "openvino") and not request.vendor:
+            raise GalleryError(
+                f"--backend {request.backend} writes the converted model into the repository: no --no-vendor."
+            )
+        return
+    if request.backend == "ctranslate2":
+        raise GalleryError(f"--backend ctranslate2 is for Whisper (automatic-speech-recognition), not {task.name}.")
+    if request.quantize and (task.name in onnx_export.IMAGE_TASKS or task.name == tower_export.TASK):
+        raise GalleryError(f"--quantize int8 is for text encoders; {task.name} is served in fp32 (drop --quantize).")
+    if request.backend == "openvino" and request.quantize:
+        raise GalleryError("--quantize int8 makes an ONNX Runtime model: use it with --backend onnx (or auto).")
+    if request.backend == "openvino" and request.onnx_runtime == "native":
+        raise GalleryError("--backend openvino runs model.onnx with OpenVINO inside the Python backend, not natively.")
+    if request.backend in ("onnx", "openvino") or request.quantize:
+        if task.name != tower_export.TASK:  # image-text models: two graphs (gallery/tower_export.py)
+            onnx_export.check_exportable(task.name)
+        if request.backend == "pytorch":
+            raise GalleryError("--quantize int8 quantizes the ONNX model: use --backend onnx (or auto).")
+        if not request.vendor:
+            raise GalleryError(
+                f"--backend {request.backend} writes model.onnx into the repository; "
+                "it cannot be used with --no-vendor."
+            )
+
+
+def int8_gate(request: AddRequest, found: speech.Int8Check, progress: Progress) -> dict[str, str]:
+    """The int8 gate's verdict: its summary for the config, or a refusal (unless --force)."""
+    progress.step(found.summary)
+    verdict = int8_verdict(request, found)
+    if verdict is None:
+        raise GalleryError(
+            f"{found.summary}: below the gate, so int8 is refused. Keep fp32 (drop --quantize), or pass --force."
+        )
+    return {PARAM_INT8_QUALITY: verdict}
+
+
+def int8_verdict(request: AddRequest, found: speech.Int8Check) -> str | None:
+    """The int8 gate's summary for the config (said when --force keeps a model below it); None when refused."""
+    if not found.passed and not request.force:
+        return None
+    return found.summary + (" (kept with --force)" if not found.passed else "")
