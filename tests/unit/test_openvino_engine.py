@@ -231,7 +231,8 @@ def test_batch_invariant_settings_by_default_and_the_way_out_is_stated(
 ) -> None:
     """Invariant by default (one thread, f32 activations and key/value cache); batch_invariant=false runs on the
     instance's cores with an f16 cache, and the config, the SDK's ModelInfo (so /v1/models) and the template
-    say it. A bad value, or threads above one without the way out, is refused at add and at load."""
+    say it. threads above one stays invariant with the dynamic quantization off. A bad value is refused at add
+    and at load."""
     from google.protobuf import json_format
 
     from tritonhf._wire.config import ModelConfig
@@ -247,7 +248,11 @@ def test_batch_invariant_settings_by_default_and_the_way_out_is_stated(
         engine_settings({"batch_invariant": "false", "kv_cache_precision": "u8"}, 4).properties["KV_CACHE_PRECISION"]
         == "u8"
     )
-    for bad, match in (({"batch_invariant": "maybe"}, "true or false"), ({"threads": "2"}, "batch_invariant=false")):
+    two = engine_settings({"threads": "2"}, cores=2)
+    assert two.invariant and two.threads == 2 and two.properties["DYNAMIC_QUANTIZATION_GROUP_SIZE"] == "0"
+    assert two.properties["KV_CACHE_PRECISION"] == "f32" and "batch-invariant" in two.describe()
+    assert "DYNAMIC_QUANTIZATION_GROUP_SIZE" not in engine_settings({"batch_invariant": "false"}, 2).properties
+    for bad, match in (({"batch_invariant": "maybe"}, "true or false"), ({"threads": "two"}, "whole number")):
         with pytest.raises(ValueError, match=match):
             engine_settings(bad, cores=2)
         with pytest.raises(GalleryError, match=match):

@@ -120,6 +120,7 @@ from .loading import (
 )
 from .openvino_settings import EngineSettings, batch_invariant, engine_settings
 from .pipeline import (
+    DecoupledModel,
     Pipeline,
     PipelinedModel,
     Work,
@@ -189,6 +190,7 @@ __all__ = [
     "VENDORED_WEIGHTS_DIR",
     "BadRequest",
     "Batch",
+    "DecoupledModel",
     "Encoded",
     "EngineSettings",
     "Grammars",

@@ -15,6 +15,12 @@ prompt's answer alone, on two CPUs (docs/performance.md, "Batch invariance"):
   4/8 even on one thread, and an f16 key/value cache changed answers on an AMD Zen 4 CPU (7/8 against 8/8
   with f32 there). So the defaults are f32 activations and an f32 cache, whatever the CPU reports.
 
+``threads=N`` (N > 1) keeps invariance on N threads by turning the dynamic quantization off: each step's
+products then run in f32 whatever the batch, split between threads by output column, never by the sum.
+Measured 8/8 at once and 8/8 staggered on both CPUs with an f32 cache (on the AMD CPU an f16 cache gave
+7/8), so the cache stays f32 there too. One stream runs faster than on one thread, eight slower (the
+weights are expanded to f32 for every step): docs/performance.md has both, from one run.
+
 ``batch_invariant=false`` (``gallery add --param``) is the way out, never taken silently: the instance's
 share of the cores (two threads here), an f16 key/value cache; each answer may then change with its
 batch-mates, and the config, ``gallery show`` and the gateway's ``/v1/models`` say so. The
@@ -41,7 +47,8 @@ class EngineSettings:
         shown = ", ".join(f"{key}={value}" for key, value in self.properties.items())
         if self.invariant:
             return (
-                f"batch-invariant: each answer equals its answer alone ({self.threads} thread, {shown}; "
+                f"batch-invariant: each answer equals its answer alone ({self.threads} thread"
+                f"{'s' if self.threads > 1 else ''}, {shown}; "
                 "--param batch_invariant=false trades that for batched throughput)"
             )
         return (
@@ -59,16 +66,18 @@ def batch_invariant(params: Mapping[str, str]) -> bool:
 
 
 def engine_settings(params: Mapping[str, str], cores: int) -> EngineSettings:
-    """The settings for a model with ``params``, on an instance whose share of the cores is ``cores`` (the
-    ``threads`` parameter when given, which only ``batch_invariant=false`` can raise above one)."""
+    """The settings for a model with ``params``, on an instance whose share of the cores is ``cores``: batch-invariant
+    on one thread, or on the ``threads`` parameter's count with the dynamic quantization off; with
+    ``batch_invariant=false`` on the instance's cores (or ``threads``) with OpenVINO's fast kernels."""
     invariant = batch_invariant(params)
-    if invariant and str(params.get("threads", "1")).strip() not in ("", "1"):
-        raise ValueError(
-            f"parameter threads={params['threads']} needs batch_invariant=false: on more than one thread an "
-            "answer of the OpenVINO engine can change with its batch-mates"
-        )
+    given = str(params.get("threads", "")).strip()
+    if given and (not given.isdigit() or int(given) < 1):
+        raise ValueError(f"parameter threads must be a whole number of threads, 1 or more, not {given!r}")
+    threads = int(given) if given else (1 if invariant else max(1, cores))
     properties = {
         "KV_CACHE_PRECISION": params.get("kv_cache_precision", "f32" if invariant else "f16"),
         "INFERENCE_PRECISION_HINT": params.get("inference_precision", "f32"),
     }
-    return EngineSettings(invariant, 1 if invariant else max(1, cores), properties)
+    if invariant and threads > 1:  # the quantizing kernels split a step's sums by its shape: off
+        properties["DYNAMIC_QUANTIZATION_GROUP_SIZE"] = "0"
+    return EngineSettings(invariant, threads, properties)

@@ -32,8 +32,8 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .common import pb_utils
-from .replies import error_response
+from .common import BadRequest, pb_utils
+from .replies import busy_response, error_response
 
 # The work of one batch, run on the worker: one response per request, in order.
 Work = Callable[[], Sequence[Any]]
@@ -107,3 +107,42 @@ class PipelinedModel:
 
     def finalize(self) -> None:
         self.pipeline.close()
+
+
+class DecoupledModel:
+    """A decoupled template whose loop thread runs sequences: ``execute`` turns each request into one
+    (``self.sequence(request)``, a ``BadRequest`` answered at once) and queues it in ``self.waiting`` for the loop
+    (woken by ``self.wake``), refusing one past ``self.max_waiting`` at once (busy: the client, or the gateway's
+    429, comes back later) rather than queueing without end; ``finalize`` stops the loop (``self.thread``)."""
+
+    waiting: Any
+    lock: threading.Lock
+    wake: threading.Event
+    max_waiting: int
+    stopping: bool
+    thread: threading.Thread
+
+    def sequence(self, request: Any) -> Any:
+        raise NotImplementedError
+
+    def execute(self, requests: Sequence[Any]) -> None:
+        final = pb_utils().TRITONSERVER_RESPONSE_COMPLETE_FINAL
+        for request in requests:
+            try:
+                sequence = self.sequence(request)
+            except BadRequest as error:
+                request.get_response_sender().send(error_response(str(error)), flags=final)
+                continue
+            with self.lock:
+                full = len(self.waiting) >= self.max_waiting
+                if not full:
+                    self.waiting.append(sequence)
+            if full:
+                request.get_response_sender().send(busy_response(self.max_waiting), flags=final)
+        self.wake.set()
+        return None  # decoupled: every answer goes through a response sender
+
+    def finalize(self) -> None:
+        self.stopping = True
+        self.wake.set()
+        self.thread.join(timeout=10)

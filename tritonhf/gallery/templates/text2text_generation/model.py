@@ -27,11 +27,8 @@ import collections
 import threading
 
 import torch
-import triton_python_backend_utils as pb_utils
 import tritonhf_runtime as runtime
 from transformers import AutoModelForSeq2SeqLM
-
-FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
 
 
 class Sequence:
@@ -46,7 +43,7 @@ class Sequence:
         return self.request is not None and self.request.is_cancelled()
 
 
-class TritonPythonModel:
+class TritonPythonModel(runtime.DecoupledModel):
     def initialize(self, args):
         params, self.device, self.tokenizer, self.model = runtime.start(args, AutoModelForSeq2SeqLM)
         self.prefix = params.get("prefix", "")
@@ -69,27 +66,6 @@ class TritonPythonModel:
         self.run([Sequence(None, self.tokenizer, self.tokenizer("Hello")["input_ids"], 2, 0.0, 1.0, None, [])])
         self.thread = threading.Thread(target=self.loop, name="tritonhf-text2text", daemon=True)
         self.thread.start()
-
-    def finalize(self):
-        self.stopping = True
-        self.wake.set()
-        self.thread.join(timeout=10)
-
-    def execute(self, requests):
-        for request in requests:
-            try:
-                sequence = self.sequence(request)
-            except runtime.BadRequest as error:
-                request.get_response_sender().send(runtime.error_response(str(error)), flags=FINAL)
-                continue
-            with self.lock:
-                full = len(self.waiting) >= self.max_waiting
-                if not full:
-                    self.waiting.append(sequence)
-            if full:  # refused at once, so the client (or the gateway's 429) can come back later
-                request.get_response_sender().send(runtime.busy_response(self.max_waiting), flags=FINAL)
-        self.wake.set()
-        return None
 
     def sequence(self, request):
         texts = runtime.decode_texts(runtime.input_array(request, "text_input"), "text_input")

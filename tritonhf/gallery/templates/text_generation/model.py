@@ -155,7 +155,7 @@ class Metrics:
         )
 
 
-class TritonPythonModel:
+class TritonPythonModel(runtime.DecoupledModel):
     def initialize(self, args):
         params = runtime.parameters(args)
         runtime.limit_threads(args)
@@ -243,28 +243,7 @@ class TritonPythonModel:
             finish=self.finish,
         )
 
-    def finalize(self):
-        self.stopping = True
-        self.wake.set()
-        self.thread.join(timeout=10)
-
     # ------------------------------------------------------------------ requests -> sequences
-
-    def execute(self, requests):
-        for request in requests:
-            try:
-                sequence = self.sequence(request)
-            except runtime.BadRequest as error:
-                request.get_response_sender().send(runtime.error_response(str(error)), flags=FINAL)
-                continue
-            with self.lock:
-                full = len(self.waiting) >= self.max_waiting
-                if not full:
-                    self.waiting.append(sequence)
-            if full:  # refused at once, so the client (or the gateway's 429) can come back later
-                request.get_response_sender().send(runtime.busy_response(self.max_waiting), flags=FINAL)
-        self.wake.set()
-        return None  # decoupled: every answer goes through a response sender
 
     def sequence(self, request):
         prompts = runtime.decode_texts(runtime.input_array(request, "text_input"), "text_input")
