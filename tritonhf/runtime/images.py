@@ -102,6 +102,14 @@ def load_image_processor(location: str, trust_remote_code: bool = False) -> Any:
     return auto.from_pretrained(location, backend=IMAGE_BACKEND, trust_remote_code=trust_remote_code)
 
 
+def blank_pixels(processor: Any) -> Any:
+    """``pixel_values`` of one black image as the processor makes them: a template's warm-up input, so that the
+    first real request is not the slow one."""
+    import numpy as np
+
+    return processor(images=[np.zeros((8, 8, 3), dtype=np.uint8)], return_tensors="np")["pixel_values"]
+
+
 def pixel_rows(batch: Any, processor: Any, max_pixels: int, name: str = "IMAGE") -> dict[int, Any]:
     """Each live row's image decoded and run through the processor: ``{row: pixel_values [3, H, W]}``.
 

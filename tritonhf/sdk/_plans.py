@@ -156,13 +156,7 @@ def classify_images(
     _check_model(model)
     _check_top_k(top_k)
 
-    def build(config: ModelConfig, rows: slice) -> Tensors:
-        chunk = items[rows]
-        inputs = {"IMAGE": _file_column(chunk)}
-        if top_k is not None:
-            inputs["TOP_K"] = codecs.column(top_k, "INT32", len(chunk))
-        return inputs
-
+    build = _images_with(items, "TOP_K", top_k, "INT32")
     return Plan(
         ("image-classification",),
         model,
@@ -300,6 +294,21 @@ def _file_column(items: Sequence[bytes]) -> Array:
     return np.array(list(items), dtype=np.object_).reshape(len(items), 1)
 
 
+def _images_with(
+    items: Sequence[bytes], option: str, value: int | bool | None, datatype: str
+) -> Callable[[ModelConfig, slice], Tensors]:
+    """A plan's builder for encoded images, with ``option`` on every row when ``value`` is given."""
+
+    def build(config: ModelConfig, rows: slice) -> Tensors:
+        chunk = items[rows]
+        inputs = {"IMAGE": _file_column(chunk)}
+        if value is not None:
+            inputs[option] = codecs.column(value, datatype, len(chunk))
+        return inputs
+
+    return build
+
+
 IMAGE_TEXT_TASKS = ("zero-shot-image-classification",)
 
 
@@ -338,13 +347,7 @@ def embed_images(
     _check_model(model)
     _check_normalize(normalize)
 
-    def build(config: ModelConfig, rows: slice) -> Tensors:
-        chunk = items[rows]
-        inputs = {"IMAGE": _file_column(chunk)}
-        if normalize is not None:
-            inputs["NORMALIZE"] = codecs.column(normalize, "BOOL", len(chunk))
-        return inputs
-
+    build = _images_with(items, "NORMALIZE", normalize, "BOOL")
     return _vectors_plan(IMAGE_TEXT_TASKS, model, len(items), build)
 
 

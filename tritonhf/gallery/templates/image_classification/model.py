@@ -42,8 +42,7 @@ class TritonPythonModel:
         )
         self.dtype = getattr(self.model, "dtype", torch.float32)
         if runtime.forward_is_local(self.model):
-            blank = self.processor(images=[np.zeros((8, 8, 3), dtype=np.uint8)], return_tensors="np")
-            self.probabilities(blank["pixel_values"])  # warm-up so that the first real request is not slow
+            self.probabilities(runtime.blank_pixels(self.processor))  # warm-up: the first real request is not slow
         self.pipeline = runtime.Pipeline()
 
     def probabilities(self, pixel_values):

@@ -64,8 +64,7 @@ class TritonPythonModel:
             params, runtime.PARAM_MAX_IMAGE_PIXELS, runtime.DEFAULT_MAX_IMAGE_PIXELS
         )
         self.label_vectors = {}  # prompt -> unit vector, each computed alone (used on the worker only)
-        blank = self.processor(images=[np.zeros((8, 8, 3), dtype=np.uint8)], return_tensors="np")
-        self.image_vectors(blank["pixel_values"])  # warm-up so that the first real request is not slow
+        self.image_vectors(runtime.blank_pixels(self.processor))  # warm-up: the first real request is not slow
         self.pipeline = runtime.Pipeline()
 
     # ------------------------------------------------------------------ the two towers
