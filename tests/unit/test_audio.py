@@ -714,3 +714,61 @@ def test_ctc_int8_passes_its_gate_and_answers(tiny: dict[str, Path], tmp_path: P
     assert "within cosine" in (folder / "config.pbtxt").read_text()
     (found,) = answers(instantiate(folder), [pb.InferenceRequest(AUDIO=_column(random_audio(random.Random(17))[0]))])
     assert _outputs(found)["text"][0]
+
+
+TOY_SPEECH_ENGINE = '''
+import segments
+import tritonhf_runtime as runtime
+
+
+class ToyEngine:
+    """Says how many samples a file has; takes no prompt."""
+
+    max_tokens = 8
+
+    def __init__(self, args, params, processor, config, streaming):
+        self.rate = processor.feature_extractor.sampling_rate
+
+    def check(self, options):
+        if options["prompt"]:
+            raise runtime.BadRequest("is given, but the toy engine takes no prompt.", "PROMPT")
+
+    def prepare(self, samples, options):
+        return {**options, "samples": samples, "duration": len(samples) / self.rate, "language": "en"}
+
+    def transcribe(self, rows, parts=None):
+        return {row: segments.whole_file(item, f"{len(item['samples'])} samples") for row, item in rows.items()}
+
+    def close(self):
+        pass
+'''
+
+
+def test_a_new_speech_engine_is_one_module_and_one_line(tiny: dict[str, Path], tmp_path: Path) -> None:
+    """Issue 47's proof for speech, as docs/guide.md ("How to add an engine") tells it: a module beside model.py
+    and one line in ENGINES; the template's decoding, limits, per-row refusals and answers work unchanged."""
+    from template_harness import load_template_module, triton_args
+
+    folder = add_model(AddRequest("whisper", str(tiny["whisper"]), tmp_path / "repo", name="asr", backend="pytorch"))
+    (folder / "1" / "toy_engine.py").write_text(TOY_SPEECH_ENGINE)  # the one module
+    module = load_template_module(folder)
+    module.ENGINES["toy"] = ("toy_engine", "ToyEngine")  # the one line
+    args = triton_args(folder)
+    config = json.loads(args["model_config"])
+    config["parameters"]["tritonhf.backend"] = {"string_value": "toy"}
+    args["model_config"] = json.dumps(config)
+    model = module.TritonPythonModel()
+    model.initialize(args)
+    try:
+        data = encode(sound(random.Random(3), 2.0), 16000, "WAV")
+        plain, prompted, too_many = (
+            pb.InferenceRequest(AUDIO=_column(data)),
+            pb.InferenceRequest(AUDIO=_column(data), PROMPT=_column(b"before")),
+            pb.InferenceRequest(AUDIO=_column(data), MAX_TOKENS=_column(9, dtype=np.int32)),
+        )
+        got = answers(model, [plain, prompted, too_many])
+        assert _outputs(got[0])["text"] == ["32000 samples"] and _outputs(got[0])["duration"] == [2.0]
+        assert "input 'PROMPT' is given, but the toy engine takes no prompt" in got[1].error().message()
+        assert "input 'MAX_TOKENS' is 9; it must be between 1 and 8" in got[2].error().message()
+    finally:
+        model.finalize()
