@@ -112,6 +112,9 @@ def make_cases(task: str, model: str, seed: int, count: int, limit_words: int) -
         if task == "feature-extraction" and rng.random() < 0.6:
             for row in rows:
                 row.options["NORMALIZE"] = rng.random() < 0.5
+        if task == "feature-extraction" and rng.random() < 0.35:  # TEI's /embed_all: every token's vector
+            for row in rows:
+                row.options["ALL_TOKENS"] = rng.random() < 0.7
         if task == "zero-shot-classification" and rng.random() < 0.7:
             for row in rows:
                 row.options["CANDIDATE_LABELS"] = rng.sample(LABEL_POOL, rng.randint(1, 4))
@@ -295,7 +298,8 @@ class Wire:
             tensor = module.InferInput(name, list(array.shape), "BYTES" if array.dtype == object else _dtype(array))
             tensor.set_data_from_numpy(array)
             inputs.append(tensor)
-        outputs = [module.InferRequestedOutput(name) for name in OUTPUTS[case.task]]
+        names = [*OUTPUTS[case.task], *_token_outputs(case)]
+        outputs = [module.InferRequestedOutput(name) for name in names]
         try:
             if self.streamed:
                 result = self._stream(case, inputs)
@@ -303,10 +307,16 @@ class Wire:
                 result = self._client().infer(case.model, inputs, outputs=outputs)
         except InferenceServerException as exc:
             return f"{exc.status()}: {exc.message()}"
-        return [
+        found = [
             decode_row(case.task, {name: result.as_numpy(name)[index] for name in OUTPUTS[case.task]})
             for index in range(len(case.rows))
         ]
+        if names != OUTPUTS[case.task]:  # a row that asked: its own first TOKENS rows of the padded matrix
+            counts, matrix = result.as_numpy("TOKENS").reshape(-1), result.as_numpy("TOKEN_EMBEDDINGS")
+            for index, row in enumerate(case.rows):
+                if row.options.get("ALL_TOKENS"):
+                    found[index]["tokens"] = np.asarray(matrix[index][: int(counts[index])], dtype=np.float32)
+        return found
 
     def _stream(self, case: Case, inputs: list[Any]) -> Any:
         """The last (whole) response of a streamed request, once its parts are checked to add up to it: each
@@ -338,6 +348,11 @@ class Wire:
             sent = [segment for part in parts for segment in part[row]]
             assert sent == json.loads(whole), f"row {row}'s parts do not add up to its answer <- {case.describe()}"
         return last
+
+
+def _token_outputs(case: Case) -> list[str]:
+    """The outputs of TEI's /embed_all when a row of ``case`` asks for every token's vector (ALL_TOKENS)."""
+    return ["TOKENS", "TOKEN_EMBEDDINGS"] if any(row.options.get("ALL_TOKENS") for row in case.rows) else []
 
 
 def _dtype(array: np.ndarray) -> str:
@@ -468,7 +483,12 @@ class Oracle:
         if self.task == "feature-extraction":
             if row.options.get("NORMALIZE", self.params.get("normalize", "true") == "true"):
                 vector = vector / max(np.linalg.norm(vector), 1e-12)
-            return {"vector": vector, "truncated": truncated}
+            found = {"vector": vector, "truncated": truncated}
+            if row.options.get("ALL_TOKENS"):  # the last hidden state of each token, not normalised
+                encoded, _ = self._tokens(row.text)
+                with torch.inference_mode():
+                    found["tokens"] = self.model(**encoded).last_hidden_state[0].numpy()
+            return found
         labels = row.options.get("CANDIDATE_LABELS") or self.params["labels"].split(",")
         template = self.params.get("hypothesis_template", "This example is {}.")
         sentences = np.stack([self._label_vector(template.format(label)) for label in labels])
@@ -624,6 +644,14 @@ def compare(
         if worst > tolerance:
             return f"image vector differs by {worst:.2e}"
     if task == "feature-extraction":
+        if ("tokens" in got) != ("tokens" in expected):
+            return f"token vectors {'sent' if 'tokens' in got else 'missing'}, expected the other"
+        if "tokens" in expected:
+            if np.shape(got["tokens"]) != np.shape(expected["tokens"]):
+                return f"token vectors of shape {np.shape(got['tokens'])}, expected {np.shape(expected['tokens'])}"
+            worst = float(np.abs(got["tokens"] - expected["tokens"]).max(initial=0.0))
+            if worst > tolerance:
+                return f"token vectors differ by {worst:.2e}"
         worst = float(np.abs(np.asarray(got["vector"]) - np.asarray(expected["vector"])).max())
         return None if worst <= tolerance else f"vector differs by {worst:.2e}"
     if len(got["scores"]) != len(expected["scores"]):

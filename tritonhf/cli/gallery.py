@@ -19,7 +19,7 @@ from tritonhf.gallery.request import AddRequest
 from tritonhf.gallery.validate import validate_repository
 from tritonhf.runtime.audio import DEFAULT_MAX_AUDIO_SECONDS
 from tritonhf.runtime.images import DEFAULT_MAX_IMAGE_PIXELS
-from tritonhf.tasks import ALIASES, ONNX_PART_SUFFIX, TASKS, TensorSpec, get_task
+from tritonhf.tasks import ALIASES, ONNX_PART_SUFFIX, PARAM_TASK, TASKS, TensorSpec, get_task
 
 app = typer.Typer(help="Ready model.py + config.pbtxt templates for HuggingFace tasks.", no_args_is_help=True)
 
@@ -60,7 +60,7 @@ def show_command(
         _show_model(folder)
         return
     spec = get_task(task)
-    config = build_config(spec, "MODEL_NAME", ModelOptions(parameters={"tritonhf.task": spec.name}))
+    config = build_config(spec, "MODEL_NAME", ModelOptions(parameters={PARAM_TASK: spec.name}))
     console.rule(f"{spec.name}: config.pbtxt")
     console.print(Syntax(config_to_text(config, spec), "text", theme="ansi_dark"))
     console.rule(f"{spec.name}: 1/model.py")

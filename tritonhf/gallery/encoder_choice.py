@@ -118,8 +118,8 @@ def _export_onnx(
         progress.step(f"Checking OpenVINO's run of model.onnx against PyTorch within {onnx_export.TOLERANCE}")
         found[PARAM_OPENVINO_DIFF] = f"{onnx_export.check_openvino(task.name, weights_dir, exported):.2e}"
     calibrated = None
-    if _calibrates(request, task, part_name):
-        calibrated = _calibrate(task, weights_dir, exported, request, found, progress)
+    if _measures_openvino(request, task, part_name):
+        calibrated = _openvino_or_onnx(task, weights_dir, exported, request, found, progress)
     if request.quantize == "int8":
         progress.step("Quantizing to int8 (weights per channel, activations per token), measuring it against fp32")
         texts = request.calibration or tuple(onnx_export.CALIBRATION)
@@ -161,7 +161,7 @@ def _export_onnx(
     return found, calibrated
 
 
-def _calibrates(request: AddRequest, task: Task, part_name: str | None) -> bool:
+def _measures_openvino(request: AddRequest, task: Task, part_name: str | None) -> bool:
     """``--backend auto`` on a text encoder run inside the Python backend: measure OpenVINO against ONNX Runtime."""
     return (
         request.backend == "auto"
@@ -172,7 +172,7 @@ def _calibrates(request: AddRequest, task: Task, part_name: str | None) -> bool:
     )
 
 
-def _calibrate(
+def _openvino_or_onnx(
     task: Task,
     weights: Path,
     exported: onnx_export.Exported,

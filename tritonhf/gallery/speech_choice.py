@@ -46,7 +46,7 @@ def choose(request: AddRequest, vendored: Path, source: Path, progress: Progress
         return _served_by_openvino(request, vendored, params, "--backend openvino", gate)
     converted = vendored / CT2_FOLDER
     encoder_kept: bool | None = None  # CTranslate2's encoder on OpenVINO (--quantize int8): not yet measured
-    why_not = _ct2_or_why_not(request, folder, converted, progress)
+    why_not = _convert_for_ct2(request, folder, converted, progress)
     backend, reason = ("pytorch", why_not) if why_not is not None else ("ctranslate2", "--backend ctranslate2")
     if backend == "ctranslate2" and request.backend == "auto":
         exported, gate = _openvino_for_auto(request, folder, vendored / OPENVINO_WHISPER, progress)
@@ -152,17 +152,21 @@ def _openvino_for_auto(
     return out, {PARAM_INT8_QUALITY: verdict}
 
 
-def _ct2_or_why_not(request: AddRequest, folder: Path, converted: Path, progress: Progress) -> str | None:
-    """None once the model is converted for CTranslate2 into ``converted``; else why it is served with PyTorch
-    (a GalleryError instead when --backend ctranslate2 asked for it)."""
+def _why_not_ct2(request: AddRequest, folder: Path) -> str | None:
+    """Why CTranslate2 cannot serve the model (it is then served with PyTorch); None when it can."""
     if request.backend == "pytorch":
         return "--backend pytorch"
     if not speech_engines.is_whisper(folder):
-        why_not: str | None = "CTranslate2 runs Whisper models only"
-    elif not request.vendor:
-        why_not = "--no-vendor keeps a reference, and the converted model must be written into the repository"
-    else:
-        why_not = speech_engines.ct2_available() or speech_engines.ct2_leaves_out(folder)
+        return "CTranslate2 runs Whisper models only"
+    if not request.vendor:
+        return "--no-vendor keeps a reference, and the converted model must be written into the repository"
+    return speech_engines.ct2_available() or speech_engines.ct2_leaves_out(folder)
+
+
+def _convert_for_ct2(request: AddRequest, folder: Path, converted: Path, progress: Progress) -> str | None:
+    """The model converted for CTranslate2 into ``converted``: None when it was, else why not (a GalleryError
+    instead when --backend ctranslate2 asked for it)."""
+    why_not = _why_not_ct2(request, folder)
     if why_not is None:
         progress.step("Converting the model for CTranslate2")
         try:
