@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from importlib import metadata
 from pathlib import Path
 
 import pytest
 from xdist.remote import Producer
 from xdist.scheduler import LoadScopeScheduling
 
-from harness import tiny_models  # the repository root is on pytest's pythonpath (pyproject.toml)
 from tritonhf.bootstrap import Workspace, bootstrap
 
 
@@ -32,9 +38,52 @@ def workspace(installed_server: Workspace, tmp_path: Path) -> Workspace:
 
 
 @pytest.fixture(scope="session")
-def tiny(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Tiny local models, built once per session: classifier, multilabel, ner, encoder, generator."""
-    root = tmp_path_factory.mktemp("tiny-models")
+def tiny() -> dict[str, Path]:
+    """Tiny local models: classifier, multilabel, ner, encoder, generator ... (``tiny_models``)."""
+    return tiny_models_cached()
+
+
+def tiny_models_cached() -> dict[str, Path]:
+    """The tiny models, built once per machine into ``~/.cache/tritonhf/tiny-models/KEY`` (``TRITONHF_TEST_CACHE``
+    elsewhere) rather than once per pytest process (each xdist worker, each phase of ``make test``). KEY hashes
+    harness/tiny_models.py and the versions of torch, transformers and tokenizers, which decide what is built; a
+    manifest of every file's hash is checked on each use, so a model a test changed in place is built again, and
+    a file lock lets one process build while the others wait."""
+    root = Path(__file__).resolve().parent.parent
+    source = (root / "harness" / "tiny_models.py").read_bytes()
+    versions = ",".join(f"{name}={metadata.version(name)}" for name in ("torch", "transformers", "tokenizers"))
+    key = hashlib.sha256(source + versions.encode()).hexdigest()[:16]
+    base = Path(os.environ.get("TRITONHF_TEST_CACHE", Path.home() / ".cache" / "tritonhf")) / "tiny-models"
+    base.mkdir(parents=True, exist_ok=True)
+    cache = base / key
+    with open(base / f"{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        paths = cache / "paths.json"
+        manifest = cache / "manifest.json"
+        if not (paths.is_file() and manifest.is_file() and json.loads(manifest.read_text()) == _hashes(cache)):
+            shutil.rmtree(cache, ignore_errors=True)
+            staging = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=base))
+            built = {name: str(path.relative_to(staging)) for name, path in _build_tiny(staging).items()}
+            (staging / "paths.json").write_text(json.dumps(built))
+            (staging / "manifest.json").write_text(json.dumps(_hashes(staging)))
+            staging.rename(cache)
+        return {name: cache / relative for name, relative in json.loads(paths.read_text()).items()}
+
+
+def _hashes(folder: Path) -> dict[str, str]:
+    """Every file below ``folder`` (its manifest aside) -> its sha256."""
+    return {
+        str(path.relative_to(folder)): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(folder.rglob("*"))
+        if path.is_file() and path.name != "manifest.json"
+    }
+
+
+def _build_tiny(root: Path) -> dict[str, Path]:
+    # Imported here, not at the top: torch and transformers' model classes take seconds to import, which every
+    # pytest process (xdist's controller among them, which runs no test) would pay before its first test.
+    from harness import tiny_models  # the repository root is on pytest's pythonpath (pyproject.toml)
+
     builders = {
         "classifier": tiny_models.build_classifier,
         "multilabel": lambda folder: tiny_models.build_classifier(folder, multi_label=True),

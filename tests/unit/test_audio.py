@@ -134,6 +134,7 @@ def test_each_row_equals_transformers_alone_and_bad_files_fail_alone(whisper: An
     assert "input 'TASK' is 'summarise'; it must be transcribe or translate" in got[8].error().message()
 
 
+@pytest.mark.slow  # seconds of CPU: `make test` runs it, `make test-fast` leaves it out
 def test_timestamped_rows_equal_transformers_which_reads_even_a_short_file_window_after_window(
     whisper: Any, tiny: dict[str, Path]
 ) -> None:
@@ -213,6 +214,7 @@ def _part(response: Any) -> dict[str, Any]:
     }
 
 
+@pytest.mark.slow  # seconds of CPU: `make test` runs it, `make test-fast` leaves it out
 def test_a_streamed_model_sends_parts_as_windows_end_then_the_whole_answer(
     streamed: Any, whisper: Any, tiny: dict[str, Path]
 ) -> None:
@@ -374,6 +376,7 @@ def test_auto_measures_both_engines_and_ct2_keeps_no_pytorch_weights(
         assert not (weights / "ct2").exists() and list(weights.glob("*.safetensors"))
 
 
+@pytest.mark.slow  # seconds of CPU: `make test` runs it, `make test-fast` leaves it out
 def test_auto_with_int8_times_ct2_with_the_encoder_it_would_serve_with(
     tiny: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -414,6 +417,7 @@ def test_int8_rows_are_batched_and_equal_themselves_alone(tiny: dict[str, Path],
     assert _outputs(alone)["text"][0] == _outputs(batched[0])["text"][1]
 
 
+@pytest.mark.slow  # seconds of CPU: `make test` runs it, `make test-fast` leaves it out
 def test_ct2_int8_passes_its_gate_and_rows_equal_themselves_alone(tiny: dict[str, Path], tmp_path: Path) -> None:
     """--backend ctranslate2 --quantize int8: CTranslate2's int8 against its own float32 (the gate's figures in the
     config), and the encoder on OpenVINO measured against CTranslate2's (gated against float32, kept where faster,

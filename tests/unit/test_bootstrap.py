@@ -83,23 +83,36 @@ def test_doctor_reads_the_architecture_of_a_binary() -> None:
     assert elf_machine(Path(__file__)) is None
 
 
+@pytest.mark.slow  # seconds of CPU: `make test` runs it, `make test-fast` leaves it out
 def test_templates_import_nothing_of_tritonclient_grpc_or_protobuf(tmp_path: Path, tiny: dict[str, Path]) -> None:
     """What the stub imports for a template: model.py and the tritonhf_runtime package (python -X importtime)."""
     from tritonhf.gallery import AddRequest, add_model
 
     fake = Path(__file__).parent.parent  # fake_pb_utils lives in tests/
-    for task, source in (("text-classification", "classifier"), ("text-generation", "generator"), ("ner", "ner")):
-        folder = add_model(AddRequest(task, str(tiny[source]), tmp_path / "repo", name=task))
-        code = (
-            "import sys, fake_pb_utils; sys.modules['triton_python_backend_utils'] = fake_pb_utils; import model; "
-            "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('tritonclient', 'grpc', 'tritonhf') "
-            "or m.startswith('google.protobuf')); print('BAD', bad)"
-        )
-        env = {**os.environ, "PYTHONPATH": f"{folder / '1'}:{fake}"}
-        result = subprocess.run(
-            [sys.executable, "-X", "importtime", "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path
-        )
-        assert result.returncode == 0, result.stderr[-2000:]
-        assert "BAD []" in result.stdout, (task, result.stdout)
-        imported = {line.split("|")[-1].strip() for line in result.stderr.splitlines() if "|" in line}
-        assert "tritonhf_runtime" in imported and not any(name.startswith("tritonclient") for name in imported)
+    folders = [
+        add_model(AddRequest(task, str(tiny[source]), tmp_path / "repo", name=task)) / "1"
+        for task, source in (("text-classification", "classifier"), ("text-generation", "generator"), ("ner", "ner"))
+    ]
+    # one interpreter imports the three (torch and transformers once), each model.py under its own name
+    code = (
+        "import sys, importlib.util, fake_pb_utils; sys.modules['triton_python_backend_utils'] = fake_pb_utils\n"
+        "for index, folder in enumerate(sys.argv[1:]):\n"
+        "    spec = importlib.util.spec_from_file_location(f'model{index}', folder + '/model.py')\n"
+        "    spec.loader.exec_module(importlib.util.module_from_spec(spec))\n"
+        "print('LOADED', index + 1)\n"
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('tritonclient', 'grpc', 'tritonhf') "
+        "or m.startswith('google.protobuf')); print('BAD', bad)"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([*map(str, folders), str(fake)])}
+    result = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", code, *map(str, folders)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "BAD []" in result.stdout, result.stdout
+    imported = {line.split("|")[-1].strip() for line in result.stderr.splitlines() if "|" in line}
+    assert "tritonhf_runtime" in imported and not any(name.startswith("tritonclient") for name in imported)
+    assert "LOADED 3" in result.stdout and "transformers_engine" in imported  # all three templates were imported

@@ -57,6 +57,7 @@ def test_image_models_need_pillow_and_text_models_do_not(tmp_path: Path, tiny: d
     assert not {"soundfile", "soxr"} & set(needed_packages(text))
 
 
+@pytest.mark.slow  # seconds of CPU: `make test` runs it, `make test-fast` leaves it out
 def test_speech_models_need_libsndfile_and_soxr(tmp_path: Path, tiny: dict[str, Path]) -> None:
     add_model(AddRequest("whisper", str(tiny["whisper"]), tmp_path / "speech", name="asr", backend="pytorch"))
     needed = needed_packages(tmp_path / "speech")
