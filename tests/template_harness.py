@@ -29,10 +29,13 @@ def load_template_module(model_dir: Path) -> ModuleType:
     return module
 
 
-def triton_args(model_dir: Path) -> dict[str, str]:
-    """The ``args`` Triton passes to ``initialize``: the config as JSON, paths, instance kind."""
+def triton_args(model_dir: Path, parameters: dict[str, str] | None = None) -> dict[str, str]:
+    """The ``args`` Triton passes to ``initialize``: the config as JSON (with ``parameters`` set over its own),
+    paths, instance kind."""
     config = parse_config((model_dir / "config.pbtxt").read_text())
     as_json = json_format.MessageToDict(config, preserving_proto_field_name=True)
+    for key, value in (parameters or {}).items():
+        as_json.setdefault("parameters", {})[key] = {"string_value": value}
     return {
         "model_config": json.dumps(as_json),
         "model_repository": str(model_dir),

@@ -757,10 +757,7 @@ def test_a_new_speech_engine_is_one_module_and_one_line(tiny: dict[str, Path], t
     (folder / "1" / "toy_engine.py").write_text(TOY_SPEECH_ENGINE)  # the one module
     module = load_template_module(folder)
     module.ENGINES["toy"] = ("toy_engine", "ToyEngine")  # the one line
-    args = triton_args(folder)
-    config = json.loads(args["model_config"])
-    config["parameters"]["tritonhf.backend"] = {"string_value": "toy"}
-    args["model_config"] = json.dumps(config)
+    args = triton_args(folder, {"tritonhf.backend": "toy"})
     model = module.TritonPythonModel()
     model.initialize(args)
     try:

@@ -301,10 +301,7 @@ def test_a_new_engine_is_one_module_and_one_line(tmp_path: Path, tiny: dict[str,
     folder = add_model(AddRequest("text-generation", str(tiny["generator"]), tmp_path / "repo", name="toy"))
     module = load_template_module(folder)
     module.ENGINES["toy"] = ToyEngine  # the one line
-    args = triton_args(folder)
-    config = json.loads(args["model_config"])
-    config["parameters"]["tritonhf.engine"] = {"string_value": "toy"}
-    args["model_config"] = json.dumps(config)
+    args = triton_args(folder, {"tritonhf.engine": "toy"})
     model = module.TritonPythonModel()
     model.initialize(args)
     model.finalize()  # the tests step the loop themselves
