@@ -100,6 +100,7 @@ demo: setup
 bench: setup
 	$(BIN)/python bench/run.py
 	$(BIN)/python bench/openvino_invariance.py
+	$(BIN)/python bench/openvino_ir.py
 	$(BIN)/python bench/generation.py
 	$(BIN)/python bench/structured.py
 	$(BIN)/python bench/sdk_vs_tritonclient.py

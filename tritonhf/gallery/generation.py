@@ -20,9 +20,9 @@ from pathlib import Path
 
 from tritonhf._progress import Progress
 from tritonhf.errors import GalleryError, ModelSourceError
-from tritonhf.gallery import gguf_export, models
+from tritonhf.gallery import gguf_export, ir_export, models
 from tritonhf.runtime.openvino_settings import EngineSettings, engine_settings
-from tritonhf.tasks import PARAM_ENGINE, PARAM_GGUF_FILE
+from tritonhf.tasks import PARAM_ENGINE, PARAM_GGUF_FILE, PARAM_OPENVINO_MODEL
 
 ENGINES = ("auto", "openvino", "transformers")
 # --weight-format names -> GGUF tensor types of the export (a GGUF source keeps its own).
@@ -82,8 +82,12 @@ def _cuda_available() -> bool:
 
 
 def check_weight_format(weight_format: str) -> str:
+    """The GGUF tensor type of a --weight-format, or the format itself for an IR export (``ir_export``)."""
+    if weight_format in ir_export.IR_FORMATS:
+        return weight_format
     if weight_format not in WEIGHT_FORMATS:
-        raise GalleryError(f"--weight-format must be one of {', '.join(WEIGHT_FORMATS)}, not {weight_format!r}.")
+        known = ", ".join([*WEIGHT_FORMATS, *ir_export.IR_FORMATS])
+        raise GalleryError(f"--weight-format must be one of {known}, not {weight_format!r}.")
     return WEIGHT_FORMATS[weight_format]
 
 
@@ -103,10 +107,12 @@ def add_openvino_weights(
     progress: Progress,
     settings: EngineSettings,
 ) -> dict[str, str]:
-    """``weights_dir`` gets model.gguf with the tokenizer and config; the parameters that say how it was
-    made and checked, on the ``settings`` it will be served with. Raises ModelSourceError when the export
-    or the load fails."""
+    """``weights_dir`` gets model.gguf (or with an IR format, the IR export in ``openvino/``) with the tokenizer
+    and config; the parameters that say how it was made and checked, on the ``settings`` it will be served with.
+    Raises ModelSourceError when the export or the load fails."""
     gguf_file = weights_dir / gguf_export.GGUF_FILE
+    if weight_format in ir_export.IR_FORMATS:
+        return _add_ir_weights(resolved, weights_dir, weight_format, progress, settings)
     if resolved.kind == "gguf":
         models.vendor_metadata(resolved.folder, weights_dir)
         progress.step(f"Copying {Path(resolved.given).name} into the repository as {gguf_file.name}")
@@ -125,6 +131,35 @@ def add_openvino_weights(
     return {
         PARAM_ENGINE: "openvino",
         PARAM_GGUF_FILE: gguf_file.name,
+        PARAM_ENGINE_CHECK: summary,
+        PARAM_ENGINE_SETTINGS: settings.describe(),
+    }
+
+
+def _add_ir_weights(
+    resolved: models.ResolvedSource,
+    weights_dir: Path,
+    weight_format: str,
+    progress: Progress,
+    settings: EngineSettings,
+) -> dict[str, str]:
+    """The IR export in ``weights_dir/openvino`` (from a GGUF source: from its dequantized weights), checked against
+    transformers on the weights it was exported from, which are then removed."""
+    source = resolved.folder
+    if resolved.kind == "gguf":
+        source = models.convert_gguf(Path(resolved.given).expanduser(), progress)
+    models.vendor(source, weights_dir)
+    progress.step(f"Exporting to OpenVINO IR ({weight_format}) with optimum-intel")
+    ir_export.export(weights_dir, weights_dir / ir_export.IR_FOLDER, weight_format)
+    progress.step("Comparing its greedy tokens with transformers")
+    summary = f"OpenVINO IR, {weight_format.removesuffix('-ir')} weights; "
+    summary += _check_agreement(weights_dir / ir_export.IR_FOLDER, weights_dir, settings)
+    for tensor_file in weights_dir.glob("*.safetensors"):
+        tensor_file.unlink()  # served from openvino/; config and tokenizer stay
+    progress.step(summary)
+    return {
+        PARAM_ENGINE: "openvino",
+        PARAM_OPENVINO_MODEL: ir_export.IR_FOLDER,
         PARAM_ENGINE_CHECK: summary,
         PARAM_ENGINE_SETTINGS: settings.describe(),
     }

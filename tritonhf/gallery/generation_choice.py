@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tritonhf._progress import Progress
 from tritonhf.errors import GalleryError, ModelSourceError
-from tritonhf.gallery import generation, gguf_export, models
+from tritonhf.gallery import generation, gguf_export, ir_export, models
 from tritonhf.gallery.request import AddRequest, Choice
 from tritonhf.tasks import PARAM_ENGINE, VENDORED_WEIGHTS_DIR, Task
 
@@ -25,7 +25,8 @@ def resolve(
     if engine and engine.engine == "openvino" and path.suffix == ".gguf" and path.is_file():
         return engine, models.ResolvedSource(request.source, "gguf", models.gguf_metadata(path.absolute(), progress))
     resolved = models.resolve(request.source, request.revision, progress)
-    if engine and engine.engine == "openvino" and resolved.kind != "gguf":
+    exported_to_gguf = request.weight_format not in ir_export.IR_FORMATS  # optimum-intel exports what GGUF cannot
+    if engine and engine.engine == "openvino" and resolved.kind != "gguf" and exported_to_gguf:
         why_not = gguf_export.supported(resolved.folder)
         if why_not is not None:
             if request.engine == "openvino":

@@ -48,7 +48,7 @@ class AddRequest:
     calibration: tuple[str, ...] = ()  # texts for the int8 gate (default: onnx_export.CALIBRATION)
     force: bool = False  # keep an int8 model that fails its gate
     engine: str = "auto"  # text-generation: auto | openvino | transformers (gallery.generation)
-    weight_format: str = "int8"  # text-generation on OpenVINO, exported from a folder: int8 | int4 | fp16
+    weight_format: str = "int8"  # text-generation on OpenVINO: GGUF int8 | int4 | fp16 (a folder), or int4-ir | int8-ir
     labels: tuple[str, ...] = ()
     options: ModelOptions = field(default_factory=ModelOptions)
     params: Mapping[str, str] = field(default_factory=dict)

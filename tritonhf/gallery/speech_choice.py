@@ -13,7 +13,7 @@ from pathlib import Path
 
 from tritonhf._progress import Progress
 from tritonhf.errors import GalleryError
-from tritonhf.gallery import calibrate, speech, speech_encoder, speech_engines, whisper_openvino
+from tritonhf.gallery import calibrate, openvino_exporter, speech, speech_encoder, speech_engines, whisper_openvino
 from tritonhf.gallery.request import (
     PARAM_CALIBRATION,
     PARAM_ENCODER_CHECK,
@@ -120,8 +120,8 @@ def _drop_pytorch_weights(vendored: Path) -> None:
 def _export_for_openvino(request: AddRequest, folder: Path, out: Path, progress: Progress) -> None:
     """The Whisper exported for OpenVINO GenAI's WhisperPipeline (gallery.whisper_openvino), int8 weights with
     --quantize int8."""
-    if not whisper_openvino.exporter_ready():
-        progress.step(f"Making the OpenVINO exporter's venv, once ({whisper_openvino.venv_dir()})")
+    if not openvino_exporter.exporter_ready():
+        progress.step(f"Making the OpenVINO exporter's venv, once ({openvino_exporter.venv_dir()})")
     progress.step("Exporting the model for OpenVINO GenAI (optimum-intel)")
     whisper_openvino.export(folder, out, "int8" if request.quantize else "fp32")
 
@@ -131,7 +131,7 @@ def _openvino_for_auto(
 ) -> tuple[Path | str, dict[str, str]]:
     """--backend auto: the folder exported for OpenVINO GenAI, to be measured with the others (with --quantize
     int8, once its int8 passed the gate: the verdict for the config); or why it is not."""
-    if not whisper_openvino.exporter_ready():
+    if not openvino_exporter.exporter_ready():
         return "its exporter's venv is not made here (--backend openvino makes it once)", {}
     why_not = whisper_openvino.why_not(folder)
     if why_not is not None:

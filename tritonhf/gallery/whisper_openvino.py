@@ -20,34 +20,23 @@ PyTorch and CTranslate2 once the exporter's venv is made (``--backend openvino``
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import importlib.metadata
 import os
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from tritonhf.bootstrap.installation.sources import cache_dir
 from tritonhf.errors import GalleryError
 from tritonhf.gallery.generation import openvino_missing
+from tritonhf.gallery.openvino_exporter import exporter_python
 from tritonhf.gallery.speech import CALIBRATION_SECONDS, GATE_TOKENS, Int8Check, agreement, calibration_audio, cosine
 from tritonhf.gallery.speech_engines import ct2_leaves_out
 
-__all__ = ["EXPORTER_PACKAGES", "check_int8", "export", "exporter_python", "exporter_ready", "why_not"]
+__all__ = ["check_int8", "export", "why_not"]
 
-# optimum-intel's release whose exporter WhisperPipeline 2026.4 reads; the rest pinned to what is installed here
-EXPORTER_PACKAGES = ("optimum-intel==2.2.0",)
-_MATCHED = ("torch", "openvino", "openvino-tokenizers")  # the same versions as the serving side (local labels dropped)
 # What WhisperPipeline opens in the exported folder.
 EXPORTED_FILES = ("openvino_encoder_model.xml", "openvino_decoder_model.xml", "openvino_tokenizer.xml",
                   "openvino_detokenizer.xml", "generation_config.json", "preprocessor_config.json")  # fmt: skip
-
-
-def venv_dir() -> Path:
-    return cache_dir() / "openvino-export-venv"
 
 
 def why_not(folder: Path) -> str | None:
@@ -59,48 +48,6 @@ def why_not(folder: Path) -> str | None:
         return found
     leaves_out = ct2_leaves_out(folder)
     return None if leaves_out is None else leaves_out.replace("CTranslate2", "OpenVINO GenAI")
-
-
-def exporter_ready() -> bool:
-    """Is the exporter's venv made (so ``--backend auto`` can measure this engine without downloading)?"""
-    return (venv_dir() / ".installed").is_file()
-
-
-def _pins() -> list[str]:
-    pins = list(EXPORTER_PACKAGES)
-    for name in _MATCHED:  # one not installed here: the exporter's own resolution decides
-        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
-            pins.append(f"{name}=={importlib.metadata.version(name).split('+')[0]}")
-    return pins
-
-
-def exporter_python() -> Path:
-    """The exporter venv's Python, made on first use (a lock keeps two ``gallery add`` from making it at once)."""
-    venv = venv_dir()
-    python = venv / "bin" / "python"
-    venv.parent.mkdir(parents=True, exist_ok=True)
-    with open(venv.parent / "openvino-export-venv.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if (venv / ".installed").is_file():
-            return python
-        pip = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
-        # torchvision (which optimum may pull) fails to import beside a torch of another build: not needed here
-        steps = ([_base_python(), "-m", "venv", "--clear", str(venv)], [*pip, *_pins()],
-                 [str(python), "-m", "pip", "uninstall", "--yes", "--quiet", "torchvision"])  # fmt: skip
-        for step in steps:
-            done = subprocess.run(step, capture_output=True, text=True)
-            if done.returncode != 0:
-                raise GalleryError(
-                    f"Could not make the OpenVINO exporter's venv in {venv} ({' '.join(step[:5])}: "
-                    f"{done.stderr.strip()[-400:]}). It needs the package index (optimum-intel and its dependencies)."
-                )
-        (venv / ".installed").touch()
-    return python
-
-
-def _base_python() -> str:
-    """The interpreter this venv's is made from (``python -m venv`` from inside a venv would nest its site)."""
-    return getattr(sys, "_base_executable", None) or sys.executable
 
 
 def export(folder: Path, out: Path, weight_format: str = "fp32") -> None:

@@ -215,7 +215,8 @@ class TritonPythonModel(runtime.DecoupledModel):
         )
 
     def openvino_engine(self, args, params):
-        """The OpenVINO GenAI engine over the vendored GGUF file; context and end-of-text ids from its config."""
+        """The OpenVINO GenAI engine over the vendored GGUF file (or IR export); context and end-of-text ids from its
+        config."""
         from openvino_engine import OpenVinoEngine
         from transformers import AutoConfig, GenerationConfig
 
@@ -230,7 +231,10 @@ class TritonPythonModel(runtime.DecoupledModel):
         settings = runtime.engine_settings(params, runtime.instance_threads(args))  # ValueError: Triton says why
         print(f"tritonhf: {args.get('model_name', 'model')} on OpenVINO, {settings.describe()}", flush=True)
         return OpenVinoEngine(
-            path=str(Path(folder) / params.get(runtime.PARAM_GGUF_FILE, "model.gguf")),
+            path=str(
+                Path(folder)
+                / (params.get(runtime.PARAM_OPENVINO_MODEL) or params.get(runtime.PARAM_GGUF_FILE, "model.gguf"))
+            ),
             settings=settings,
             max_running=self.max_running,
             max_batched_tokens=self.max_prefill_tokens,

@@ -1,0 +1,72 @@
+"""The venv optimum-intel exports from, made once in the cache (``$XDG_CACHE_HOME/tritonhf/openvino-export-venv``).
+
+optimum-intel is the exporter OpenVINO GenAI's documentation uses, but it pins transformers below the version
+tritonhf serves with, so it runs in a venv of its own: optimum-intel, with torch, OpenVINO and
+openvino-tokenizers at the versions installed here. Whisper's export (``whisper_openvino``) and a causal LM's IR
+export (``ir_export``) both run in it. Making it needs the package index; a file lock keeps two ``gallery add``
+from making it at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import importlib.metadata
+import subprocess
+import sys
+from pathlib import Path
+
+from tritonhf.bootstrap.installation.sources import cache_dir
+from tritonhf.errors import GalleryError
+
+__all__ = ["EXPORTER_PACKAGES", "exporter_python", "exporter_ready", "venv_dir"]
+
+# optimum-intel's release whose exporter WhisperPipeline 2026.4 reads; the rest pinned to what is installed here
+EXPORTER_PACKAGES = ("optimum-intel==2.2.0",)
+_MATCHED = ("torch", "openvino", "openvino-tokenizers")  # the same versions as the serving side (local labels dropped)
+
+
+def venv_dir() -> Path:
+    return cache_dir() / "openvino-export-venv"
+
+
+def exporter_ready() -> bool:
+    """Is the exporter's venv made (so ``--backend auto`` can measure this engine without downloading)?"""
+    return (venv_dir() / ".installed").is_file()
+
+
+def _pins() -> list[str]:
+    pins = list(EXPORTER_PACKAGES)
+    for name in _MATCHED:  # one not installed here: the exporter's own resolution decides
+        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+            pins.append(f"{name}=={importlib.metadata.version(name).split('+')[0]}")
+    return pins
+
+
+def exporter_python() -> Path:
+    """The exporter venv's Python, made on first use (a lock keeps two ``gallery add`` from making it at once)."""
+    venv = venv_dir()
+    python = venv / "bin" / "python"
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    with open(venv.parent / "openvino-export-venv.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (venv / ".installed").is_file():
+            return python
+        pip = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+        # torchvision (which optimum may pull) fails to import beside a torch of another build: not needed here
+        steps = ([_base_python(), "-m", "venv", "--clear", str(venv)], [*pip, *_pins()],
+                 [str(python), "-m", "pip", "uninstall", "--yes", "--quiet", "torchvision"])  # fmt: skip
+        for step in steps:
+            done = subprocess.run(step, capture_output=True, text=True)
+            if done.returncode != 0:
+                raise GalleryError(
+                    f"Could not make the OpenVINO exporter's venv in {venv} ({' '.join(step[:5])}: "
+                    f"{done.stderr.strip()[-400:]}). It needs the package index (optimum-intel and its dependencies)."
+                )
+        (venv / ".installed").touch()
+    return python
+
+
+def _base_python() -> str:
+    """The interpreter this venv's is made from (``python -m venv`` from inside a venv would nest its site)."""
+    return getattr(sys, "_base_executable", None) or sys.executable
