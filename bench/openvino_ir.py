@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -26,8 +25,8 @@ from run import package_folder
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: the shared harness package
 from harness.invariance import QUESTIONS
 from tritonhf._progress import SilentProgress
+from tritonhf.gallery import openvino_exporter
 from tritonhf.gallery.models import convert_gguf
-from tritonhf.gallery.openvino_exporter import exporter_python
 
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "2"))
 # (label, optimum-cli's weight options); SmolLM2-135M's 576-wide layers take groups of 64, not the default 128
@@ -37,12 +36,9 @@ EXPORTS = [("IR, int4 weights (groups of 64, all layers)", ["--weight-format", "
 
 
 def export(folder: Path, out: Path, options: list[str]) -> Path:
-    command = [str(exporter_python()), "-m", "optimum.commands.optimum_cli", "export", "openvino", "--model",
-               str(folder), "--task", "text-generation-with-past", *options, str(out)]  # fmt: skip
-    environment = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": ""}
-    done = subprocess.run(command, capture_output=True, text=True, env=environment, cwd=out.parent)
-    if done.returncode != 0:
-        raise SystemExit(f"export failed: {done.stderr.strip()[-800:]}")
+    why = openvino_exporter.export(folder, out, "text-generation-with-past", options, ("openvino_model.xml",))
+    if why is not None:
+        raise SystemExit(f"export failed: {why}")
     return out
 
 

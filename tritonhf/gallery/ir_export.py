@@ -12,13 +12,10 @@ GGUF's weights a second time; ``gallery add`` measures the greedy agreement with
 
 from __future__ import annotations
 
-import os
-import subprocess
-import tempfile
 from pathlib import Path
 
 from tritonhf.errors import ModelSourceError
-from tritonhf.gallery.openvino_exporter import exporter_python
+from tritonhf.gallery import openvino_exporter
 
 IR_FOLDER = "openvino"
 # --weight-format -> optimum-cli's options: int4 in groups of 64 (a group adjusted where a layer is narrower), every
@@ -33,12 +30,6 @@ EXPORTED_FILES = ("openvino_model.xml", "openvino_tokenizer.xml", "openvino_deto
 def export(folder: Path, out: Path, weight_format: str) -> None:
     """The causal LM in ``folder`` (safetensors, config, tokenizer) as an OpenVINO IR in ``out``; a
     ModelSourceError says why it could not be (``--engine auto`` then serves with transformers)."""
-    command = [str(exporter_python()), "-m", "optimum.commands.optimum_cli", "export", "openvino", "--model",
-               str(folder), "--task", "text-generation-with-past", *IR_FORMATS[weight_format], str(out)]  # fmt: skip
-    environment = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": ""}  # a local folder; this venv's packages only
-    with tempfile.TemporaryDirectory(prefix="tritonhf-ir-export-") as scratch:  # whatever it writes beside itself
-        done = subprocess.run(command, capture_output=True, text=True, cwd=scratch, env=environment)
-    absent = [name for name in EXPORTED_FILES if not (out / name).is_file()]
-    if done.returncode != 0 or absent:
-        why = done.stderr.strip()[-400:] if done.returncode != 0 else f"it wrote no {', '.join(absent)}"
+    why = openvino_exporter.export(folder, out, "text-generation-with-past", IR_FORMATS[weight_format], EXPORTED_FILES)
+    if why is not None:
         raise ModelSourceError(f"optimum-intel could not export {folder.name} to OpenVINO IR ({why})")

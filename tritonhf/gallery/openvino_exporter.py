@@ -12,14 +12,16 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import importlib.metadata
+import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from tritonhf.bootstrap.installation.sources import cache_dir
 from tritonhf.errors import GalleryError
 
-__all__ = ["EXPORTER_PACKAGES", "exporter_python", "exporter_ready", "venv_dir"]
+__all__ = ["EXPORTER_PACKAGES", "export", "exporter_python", "exporter_ready", "venv_dir"]
 
 # optimum-intel's release whose exporter WhisperPipeline 2026.4 reads; the rest pinned to what is installed here
 EXPORTER_PACKAGES = ("optimum-intel==2.2.0",)
@@ -70,3 +72,17 @@ def exporter_python() -> Path:
 def _base_python() -> str:
     """The interpreter this venv's is made from (``python -m venv`` from inside a venv would nest its site)."""
     return getattr(sys, "_base_executable", None) or sys.executable
+
+
+def export(folder: Path, out: Path, task: str, options: list[str], expected: tuple[str, ...]) -> str | None:
+    """``optimum-cli export openvino`` of the model in ``folder`` (a local folder, this venv's packages only) for
+    ``task`` into ``out``: None once it wrote every file of ``expected``, else why not."""
+    command = [str(exporter_python()), "-m", "optimum.commands.optimum_cli", "export", "openvino", "--model",
+               str(folder), "--task", task, *options, str(out)]  # fmt: skip
+    environment = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": ""}
+    with tempfile.TemporaryDirectory(prefix="tritonhf-ov-export-") as scratch:  # whatever it writes beside itself
+        done = subprocess.run(command, capture_output=True, text=True, cwd=scratch, env=environment)
+    if done.returncode != 0:
+        return done.stderr.strip()[-400:]
+    absent = [name for name in expected if not (out / name).is_file()]
+    return f"it wrote no {', '.join(absent)}" if absent else None

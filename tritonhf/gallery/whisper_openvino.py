@@ -20,15 +20,12 @@ PyTorch and CTranslate2 once the exporter's venv is made (``--backend openvino``
 
 from __future__ import annotations
 
-import os
-import subprocess
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from tritonhf.errors import GalleryError
+from tritonhf.gallery import openvino_exporter
 from tritonhf.gallery.generation import openvino_missing
-from tritonhf.gallery.openvino_exporter import exporter_python
 from tritonhf.gallery.speech import CALIBRATION_SECONDS, GATE_TOKENS, Int8Check, agreement, calibration_audio, cosine
 from tritonhf.gallery.speech_engines import ct2_leaves_out
 
@@ -53,16 +50,9 @@ def why_not(folder: Path) -> str | None:
 def export(folder: Path, out: Path, weight_format: str = "fp32") -> None:
     """The Whisper in ``folder`` exported for ``WhisperPipeline`` into ``out``: float32 weights, or ``int8`` (with
     --quantize int8, as OpenVINO's own Whisper examples ship it)."""
-    python = exporter_python()
-    command = [str(python), "-m", "optimum.commands.optimum_cli", "export", "openvino", "--model", str(folder),
-               "--task", "automatic-speech-recognition-with-past", "--weight-format", weight_format,
-               str(out)]  # fmt: skip
-    environment = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": ""}  # a local folder; this venv's packages only
-    with tempfile.TemporaryDirectory(prefix="tritonhf-ov-export-") as scratch:  # whatever it writes beside itself
-        done = subprocess.run(command, capture_output=True, text=True, cwd=scratch, env=environment)
-    absent = [name for name in EXPORTED_FILES if not (out / name).is_file()]
-    if done.returncode != 0 or absent:
-        why = done.stderr.strip()[-400:] if done.returncode != 0 else f"it wrote no {', '.join(absent)}"
+    options = ["--weight-format", weight_format]
+    why = openvino_exporter.export(folder, out, "automatic-speech-recognition-with-past", options, EXPORTED_FILES)
+    if why is not None:
         raise GalleryError(f"optimum-intel could not export the Whisper in {folder} for OpenVINO GenAI ({why}).")
 
 
