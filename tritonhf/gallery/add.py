@@ -232,7 +232,8 @@ def _notes(params: Mapping[str, str]) -> list[str]:
         notes.append(
             "Engine: OpenVINO GenAI's ContinuousBatchingPipeline on the GGUF file (openvino_engine.py); "
             "parameters max_running (sequences), max_prefill_tokens (tokens per step), kv_cache_gb, "
-            "prefix_caching (true: a prompt that repeats an earlier one's start reuses its cached keys and values)."
+            "prefix_caching (true: a prompt that repeats an earlier one's start reuses its cached keys and values; "
+            "off by default on the batch-invariant settings, since a cached prefix can change a near-tie)."
         )
         notes.append(f"Engine settings: {params[generation.PARAM_ENGINE_SETTINGS]}.")
     if params.get(PARAM_BACKEND) == "onnx":

@@ -239,7 +239,9 @@ class TritonPythonModel(runtime.DecoupledModel):
             max_running=self.max_running,
             max_batched_tokens=self.max_prefill_tokens,
             cache_gb=runtime.int_parameter(params, "kv_cache_gb", 1),
-            prefix_caching=params.get("prefix_caching", "true").strip().lower() != "false",
+            # off on the invariant settings unless asked: a cached prefix can turn a near-tie (openvino_engine.py)
+            prefix_caching=params.get("prefix_caching", "false" if settings.invariant else "true").strip().lower()
+            == "true",
             eos_ids=set(eos if isinstance(eos, list) else [eos]) - {None},
             context=runtime.max_length(self.tokenizer, config, default=2048),
             vocab_size=len(self.tokenizer),  # the schema's compile here; OpenVINO masks with its own copy

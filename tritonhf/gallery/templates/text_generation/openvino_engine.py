@@ -62,9 +62,11 @@ class OpenVinoEngine:
         scheduler.max_num_seqs = max_running
         scheduler.max_num_batched_tokens = max_batched_tokens
         scheduler.dynamic_split_fuse = True  # long prompts are prefilled over several steps
-        # A prompt that starts as an earlier one did (a chat's history, resent every turn) reuses that prefix's
-        # cached keys and values instead of computing them again; on the invariant settings a cached prefix gives
-        # the same answer as a cold one (the batch-invariance seeds send each prompt twice).
+        # With prefix_caching, a prompt that starts as an earlier one did (a chat's history, resent every turn)
+        # reuses that prefix's cached keys and values. Off on the invariant settings unless asked: the tokens after
+        # a cached prefix are then computed in a pass of their own, whose sums can differ in the last bits from a
+        # cold prefill's, and the real-model seed found a near-tie that turned (an 8,160-token prompt on the int4
+        # IR export: its first token alone after a batched run, from the cache, was not the batched run's).
         scheduler.enable_prefix_caching = prefix_caching
         properties = {"INFERENCE_NUM_THREADS": settings.threads, **settings.properties}
         self.build = lambda: openvino_genai.ContinuousBatchingPipeline(path, scheduler, "CPU", properties)
