@@ -109,57 +109,37 @@ def add_openvino_weights(
 ) -> dict[str, str]:
     """``weights_dir`` gets model.gguf (or with an IR format, the IR export in ``openvino/``) with the tokenizer
     and config; the parameters that say how it was made and checked, on the ``settings`` it will be served with.
-    Raises ModelSourceError when the export or the load fails."""
-    gguf_file = weights_dir / gguf_export.GGUF_FILE
-    if weight_format in ir_export.IR_FORMATS:
-        return _add_ir_weights(resolved, weights_dir, weight_format, progress, settings)
-    if resolved.kind == "gguf":
+    Raises ModelSourceError when the export or the load fails. An export is compared with transformers on the
+    weights it was made from (a GGUF source's dequantized ones for an IR), which are then removed."""
+    ir = weight_format in ir_export.IR_FORMATS
+    served = weights_dir / (ir_export.IR_FOLDER if ir else gguf_export.GGUF_FILE)
+    if resolved.kind == "gguf" and not ir:
         models.vendor_metadata(resolved.folder, weights_dir)
-        progress.step(f"Copying {Path(resolved.given).name} into the repository as {gguf_file.name}")
-        shutil.copy2(Path(resolved.given).expanduser(), gguf_file)
-        summary = _check_loads(gguf_file, weights_dir, settings) + "; the GGUF file's own weights (no export)"
+        progress.step(f"Copying {Path(resolved.given).name} into the repository as {served.name}")
+        shutil.copy2(Path(resolved.given).expanduser(), served)
+        summary = _check_loads(served, weights_dir, settings) + "; the GGUF file's own weights (no export)"
     else:
-        models.vendor(resolved.folder, weights_dir)
-        tensor_type = check_weight_format(weight_format)
-        progress.step(f"Exporting to GGUF ({tensor_type} weights) for OpenVINO GenAI")
-        gguf_export.export(weights_dir, gguf_file, tensor_type)
+        source = resolved.folder
+        if resolved.kind == "gguf":
+            source = models.convert_gguf(Path(resolved.given).expanduser(), progress)
+        models.vendor(source, weights_dir)
+        if ir:
+            progress.step(f"Exporting to OpenVINO IR ({weight_format}) with optimum-intel")
+            ir_export.export(weights_dir, served, weight_format)
+            made = f"OpenVINO IR, {weight_format.removesuffix('-ir')} weights"
+        else:
+            tensor_type = check_weight_format(weight_format)
+            progress.step(f"Exporting to GGUF ({tensor_type} weights) for OpenVINO GenAI")
+            gguf_export.export(weights_dir, served, tensor_type)
+            made = f"{tensor_type} weights"
         progress.step("Comparing its greedy tokens with transformers")
-        summary = f"{tensor_type} weights; " + _check_agreement(gguf_file, weights_dir, settings)
+        summary = f"{made}; " + _check_agreement(served, weights_dir, settings)
         for tensor_file in weights_dir.glob("*.safetensors"):
-            tensor_file.unlink()  # served from model.gguf; config and tokenizer stay
+            tensor_file.unlink()  # served from model.gguf or openvino/; config and tokenizer stay
     progress.step(summary)
     return {
         PARAM_ENGINE: "openvino",
-        PARAM_GGUF_FILE: gguf_file.name,
-        PARAM_ENGINE_CHECK: summary,
-        PARAM_ENGINE_SETTINGS: settings.describe(),
-    }
-
-
-def _add_ir_weights(
-    resolved: models.ResolvedSource,
-    weights_dir: Path,
-    weight_format: str,
-    progress: Progress,
-    settings: EngineSettings,
-) -> dict[str, str]:
-    """The IR export in ``weights_dir/openvino`` (from a GGUF source: from its dequantized weights), checked against
-    transformers on the weights it was exported from, which are then removed."""
-    source = resolved.folder
-    if resolved.kind == "gguf":
-        source = models.convert_gguf(Path(resolved.given).expanduser(), progress)
-    models.vendor(source, weights_dir)
-    progress.step(f"Exporting to OpenVINO IR ({weight_format}) with optimum-intel")
-    ir_export.export(weights_dir, weights_dir / ir_export.IR_FOLDER, weight_format)
-    progress.step("Comparing its greedy tokens with transformers")
-    summary = f"OpenVINO IR, {weight_format.removesuffix('-ir')} weights; "
-    summary += _check_agreement(weights_dir / ir_export.IR_FOLDER, weights_dir, settings)
-    for tensor_file in weights_dir.glob("*.safetensors"):
-        tensor_file.unlink()  # served from openvino/; config and tokenizer stay
-    progress.step(summary)
-    return {
-        PARAM_ENGINE: "openvino",
-        PARAM_OPENVINO_MODEL: ir_export.IR_FOLDER,
+        (PARAM_OPENVINO_MODEL if ir else PARAM_GGUF_FILE): served.name,
         PARAM_ENGINE_CHECK: summary,
         PARAM_ENGINE_SETTINGS: settings.describe(),
     }

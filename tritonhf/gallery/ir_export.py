@@ -1,8 +1,8 @@
 """A causal LM exported to OpenVINO IR for the OpenVINO engine (``--weight-format int4-ir`` or ``int8-ir``).
 
-OpenVINO GenAI reads a GGUF file directly, and that is the default; its IR export with int4 weights ran
-faster on the same pipeline and settings (``bench/openvino_ir.py``: SmolLM2-135M, one thread, batch-invariant,
-1.14x for one stream and 1.44x for 8, every answer equal to its answer alone). optimum-intel exports it (the
+OpenVINO GenAI reads a GGUF file directly, and that is the default; its IR export with int4 weights runs
+faster on the same pipeline and batch-invariant settings (``bench/openvino_ir.py`` measures both; the figures
+are in docs/performance.md). optimum-intel exports it (the
 exporter OpenVINO GenAI's documentation uses), in the venv of its own that ``gallery add`` makes once for
 Whisper (``openvino_exporter.exporter_python``: optimum-intel pins an older transformers); the export writes
 the model and its tokenizer and detokenizer as OpenVINO models into ``weights/openvino``. From a GGUF source the
