@@ -172,9 +172,12 @@ def build_encoder(folder: Path, pooling: str = "mean", normalize: bool = True, p
         "pooling_mode_mean_tokens": pooling == "mean",
     }
     (folder / "1_Pooling" / "config.json").write_text(json.dumps(pooling_config))
-    modules = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"}]
+    modules = [
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+    ]
     if normalize:
-        modules.append({"idx": 1, "name": "1", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"})
+        modules.append({"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"})
     (folder / "modules.json").write_text(json.dumps(modules))
     return folder
 

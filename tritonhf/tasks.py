@@ -207,11 +207,12 @@ TASKS: dict[str, Task] = {
         ),
         Task(
             name="feature-extraction",
-            summary="One pooled embedding vector per text (mean or CLS, optionally L2-normalised).",
+            summary="One vector per text, as sentence-transformers' encode gives it (pooling, Dense, prompts).",
             template="feature_extraction",
             inputs=(
                 _TEXT,
                 TensorSpec("NORMALIZE", "TYPE_BOOL", (1,), optional=True, doc="L2-normalise"),
+                TensorSpec("PROMPT_NAME", "TYPE_STRING", (1,), optional=True, doc="the model's prompt to put first"),
                 _TRUNCATE,
                 TensorSpec("ALL_TOKENS", "TYPE_BOOL", (1,), optional=True, doc="also every token's vector"),
             ),
@@ -230,13 +231,14 @@ TASKS: dict[str, Task] = {
         ),
         Task(
             name="zero-shot-classification",
-            summary="Score texts against candidate labels by embedding similarity; scores sum to 1.",
+            summary="Score texts against candidate labels: by entailment (an NLI model) or embedding similarity.",
             template="zero_shot_classification",
             inputs=(
                 _TEXT,
                 TensorSpec(
                     "CANDIDATE_LABELS", "TYPE_STRING", (-1,), optional=True, doc="labels per row (pad with empty)"
                 ),
+                TensorSpec("MULTI_LABEL", "TYPE_BOOL", (1,), optional=True, doc="score each label on its own"),
                 _TRUNCATE,
             ),
             outputs=(_LABEL, _SCORE, _LABELS, _SCORES, _TRUNCATED),

@@ -119,6 +119,13 @@ def add_command(
         bool, typer.Option(help="Copy weights into the repository (--no-vendor keeps a reference).")
     ] = True,
     labels: Annotated[str | None, typer.Option(help="Zero-shot candidate labels, comma-separated.")] = None,
+    default_prompt_name: Annotated[
+        str | None,
+        typer.Option(
+            help="feature-extraction: the model's prompt put before every text that names none (TEI's "
+            "--default-prompt-name; default: the model's own default_prompt_name)."
+        ),
+    ] = None,
     allow_pickle: Annotated[bool, typer.Option(help="Allow pickled (.bin) weights; they can run code.")] = False,
     trust_remote_code: Annotated[bool, typer.Option(help="Let the model run code it ships (off by default).")] = False,
     backend: Annotated[
@@ -183,6 +190,7 @@ def add_command(
         engine=engine,
         weight_format=weight_format,
         labels=tuple(labels.split(",")) if labels else (),
+        default_prompt_name=default_prompt_name,
         options=ModelOptions(
             max_batch_size=max_batch_size,
             instances=instances,

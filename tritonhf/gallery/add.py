@@ -30,7 +30,15 @@ from pathlib import Path
 from tritonhf._progress import Progress, SilentProgress
 from tritonhf._version import __version__
 from tritonhf.errors import GalleryError, InvalidNameError, ModelExistsError
-from tritonhf.gallery import encoder_choice, generation, generation_choice, models, speech_choice
+from tritonhf.gallery import (
+    encoder_choice,
+    generation,
+    generation_choice,
+    models,
+    reference,
+    sentence,
+    speech_choice,
+)
 from tritonhf.gallery.config import build_config, config_to_text, parse_config
 from tritonhf.gallery.listing import parameters_of_folder, remove_model
 from tritonhf.gallery.naming import check_name, default_name
@@ -44,6 +52,7 @@ from tritonhf.gallery.request import (
     check,
 )
 from tritonhf.runtime.audio import PARAM_MAX_AUDIO_SECONDS
+from tritonhf.runtime.common import PARAM_ENTAILMENT_ID, PARAM_ZERO_SHOT_METHOD
 from tritonhf.runtime.images import IMAGE_BACKEND, PARAM_IMAGE_BACKEND, PARAM_MAX_IMAGE_PIXELS
 from tritonhf.tasks import (
     PARAM_BACKEND,
@@ -111,8 +120,17 @@ def write_template(task: Task, version_dir: Path) -> None:
 def _task_parameters(task: Task, folder: Path, request: AddRequest) -> dict[str, str]:
     """Task-specific defaults read from the model, then the user's --labels and --param."""
     params: dict[str, str] = {}
-    if task.name in ("feature-extraction", "zero-shot-classification"):
-        params.update(models.sentence_transformers_options(folder))
+    if request.default_prompt_name is not None and task.name != "feature-extraction":
+        raise GalleryError(f"--default-prompt-name is for feature-extraction models, not {task.name}.")
+    if task.name == "feature-extraction":
+        params.update(sentence.options(folder, request.default_prompt_name))
+    if task.name == "zero-shot-classification":
+        entailment = entailment_id(folder)
+        if entailment is None:
+            params.update(sentence.options(folder))
+            params[PARAM_ZERO_SHOT_METHOD] = "embeddings"
+        else:
+            params.update({PARAM_ZERO_SHOT_METHOD: "entailment", PARAM_ENTAILMENT_ID: str(entailment)})
     if task.name in ("zero-shot-classification", "zero-shot-image-classification"):
         if request.labels and any("," in label or not label.strip() for label in request.labels):
             raise GalleryError("--labels must be non-empty labels separated by commas.")
@@ -133,11 +151,36 @@ def _task_parameters(task: Task, folder: Path, request: AddRequest) -> dict[str,
     return params
 
 
+def entailment_id(folder: Path) -> int | None:
+    """The entailment label's id of a natural-language-inference classifier, found as transformers' zero-shot
+    pipeline finds it (the first label starting with "entail"); None for any other model (an embedding model)."""
+    config = models.model_config(folder)
+    architectures = config.get("architectures") or []
+    if not any(str(name).endswith("ForSequenceClassification") for name in architectures):
+        return None
+    label2id = config.get("label2id") or {}
+    found = [int(index) for label, index in label2id.items() if str(label).lower().startswith("entail")]
+    return found[0] if found else None
+
+
+def _library_answers(
+    task: Task, request: AddRequest, staged: Path, source: Path, params: dict[str, str], progress: Progress
+) -> reference.Expected | str | None:
+    """What the model's own library answers (``reference``), asked before the engine is chosen and the source
+    weights dropped; None for a task it does not cover."""
+    if task.name not in reference.TASKS:
+        return None
+    if request.quantize:
+        return "int8: its quality gate against fp32 is the check"
+    progress.step("Asking the model's own library for its answers, to compare the served ones with")
+    return reference.expected(task.name, staged if request.vendor else source, params)
+
+
 def _output_dims(task: Task, folder: Path) -> dict[str, tuple[int, ...]]:
     """Output dims known only from the model: the embedding size, the number of labels."""
     config = models.model_config(folder)
     if task.name == "feature-extraction" and isinstance(config.get("hidden_size"), int):
-        return {"EMBEDDING": (int(config["hidden_size"]),)}
+        return {"EMBEDDING": (sentence.embedding_dimension(folder, int(config["hidden_size"])),)}
     if task.name == "zero-shot-image-classification" and isinstance(config.get("projection_dim"), int):
         return {"EMBEDDING": (int(config["projection_dim"]),)}  # CLIP's shared space
     if task.name == "zero-shot-image-classification":  # SigLIP: the towers' hidden size is the space
@@ -184,6 +227,7 @@ def add_model(request: AddRequest, progress: Progress | None = None) -> Path:
             chosen = generation_choice.choice(request, engine, {})
             weights = str(resolved.folder) if resolved.kind != "hub" else request.source
         params = _task_parameters(task, resolved.folder, request)
+        library = _library_answers(task, request, version_dir / VENDORED_WEIGHTS_DIR, resolved.folder, params, progress)
         if chosen is None and task.takes_audio:
             chosen = speech_choice.choose(request, version_dir / VENDORED_WEIGHTS_DIR, resolved.folder, progress)
         elif chosen is None:
@@ -210,6 +254,13 @@ def add_model(request: AddRequest, progress: Progress | None = None) -> Path:
         text = config_to_text(build_config(task, name, options), task, _notes(params))
         parse_config(text)  # what we write must read back as Triton's ModelConfig
         (staging / name / "config.pbtxt").write_text(text)
+        if library is not None:  # the template run here, as written, against the library's answers
+            progress.step(f"Comparing {name}'s answers with the model's own library")
+            params[reference.PARAM_REFERENCE_CHECK] = reference.check(library, staging / name)
+            progress.step(params[reference.PARAM_REFERENCE_CHECK])
+            options = dataclasses.replace(options, parameters=params)
+            text = config_to_text(build_config(task, name, options), task, _notes(params))
+            (staging / name / "config.pbtxt").write_text(text)
         if part_target:
             (staging / part_target.name).replace(part_target)  # the part first: NAME calls it
         try:
@@ -245,6 +296,8 @@ def _notes(params: Mapping[str, str]) -> list[str]:
         notes.append(f"Engine measured at gallery add: {params[PARAM_CALIBRATION]}.")
     if PARAM_INT8_QUALITY in params:
         notes.append(params[PARAM_INT8_QUALITY] + ".")
+    if reference.PARAM_REFERENCE_CHECK in params:
+        notes.append(f"Checked at gallery add: {params[reference.PARAM_REFERENCE_CHECK]}.")
     return notes
 
 

@@ -18,7 +18,7 @@ from tritonhf.gallery import calibrate, onnx_export, tower_export
 from tritonhf.gallery.config import build_onnx_part_config, parse_config, part_config_to_text
 from tritonhf.gallery.naming import check_name
 from tritonhf.gallery.request import PARAM_CALIBRATION, PARAM_INT8_QUALITY, AddRequest, Choice
-from tritonhf.runtime.common import PARAM_ONNX_DIFF, PARAM_OPENVINO_DIFF
+from tritonhf.runtime.common import PARAM_ONNX_DIFF, PARAM_OPENVINO_DIFF, PARAM_POOLING
 from tritonhf.tasks import (
     ONNX_PART_SUFFIX,
     PARAM_ONNX_FILE,
@@ -112,18 +112,19 @@ def _export_onnx(
     weights_dir = version_dir / VENDORED_WEIGHTS_DIR
     destination = staging / part_name / VERSION if part_name else weights_dir
     destination.mkdir(parents=True, exist_ok=True)
-    exported = onnx_export.export(task.name, weights_dir, destination, progress)
+    graph = onnx_export.graph_task(task.name, params)
+    exported = onnx_export.export(graph, weights_dir, destination, progress)
     found: dict[str, str] = {PARAM_ONNX_DIFF: f"{exported.max_abs_diff:.2e}"}
     if request.backend == "openvino":  # the same file, run by OpenVINO: it must give PyTorch's answer too
         progress.step(f"Checking OpenVINO's run of model.onnx against PyTorch within {onnx_export.TOLERANCE}")
-        found[PARAM_OPENVINO_DIFF] = f"{onnx_export.check_openvino(task.name, weights_dir, exported):.2e}"
+        found[PARAM_OPENVINO_DIFF] = f"{onnx_export.check_openvino(graph, weights_dir, exported):.2e}"
     calibrated = None
     if _measures_openvino(request, task, part_name):
-        calibrated = _openvino_or_onnx(task, weights_dir, exported, request, found, progress)
+        calibrated = _openvino_or_onnx(graph, weights_dir, exported, request, found, progress)
     if request.quantize == "int8":
         progress.step("Quantizing to int8 (weights per channel, activations per token), measuring it against fp32")
         texts = request.calibration or tuple(onnx_export.CALIBRATION)
-        quantized = onnx_export.quantize(task.name, exported, weights_dir, texts, params.get("pooling", "mean"))
+        quantized = onnx_export.quantize(graph, exported, weights_dir, texts, params.get(PARAM_POOLING, "mean"))
         progress.step(quantized.summary)
         if not quantized.passed and not request.force:
             raise GalleryError(
@@ -173,7 +174,7 @@ def _measures_openvino(request: AddRequest, task: Task, part_name: str | None) -
 
 
 def _openvino_or_onnx(
-    task: Task,
+    graph: str,
     weights: Path,
     exported: onnx_export.Exported,
     request: AddRequest,
@@ -185,7 +186,7 @@ def _openvino_or_onnx(
     exported_reason = f"exported and within {onnx_export.TOLERANCE} of PyTorch"
     progress.step("Measuring ONNX Runtime and OpenVINO on this machine (--backend auto; a few seconds)")
     try:
-        difference = onnx_export.check_openvino(task.name, weights, exported)
+        difference = onnx_export.check_openvino(graph, weights, exported)
         choice = calibrate.compare(
             weights, exported.path.name, list(onnx_export.CALIBRATION), request.options.instances
         )

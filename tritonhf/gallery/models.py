@@ -20,13 +20,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tritonhf._files import read_json, read_json_object
+from tritonhf._files import read_json_object
 from tritonhf._progress import Progress
 from tritonhf.bootstrap.installation.sources import cache_dir
 from tritonhf.errors import ModelSourceError
 
 HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*(/[A-Za-z0-9][A-Za-z0-9_.-]*)?$")
-# Files a served model needs besides weights: configs, tokenizers, sentence-transformers pooling.
+# Files a served model needs besides weights: configs (a sentence-transformers model's modules' among them), tokenizers.
 _KEEP = re.compile(
     r"^(.*\.json|.*\.jinja|.*\.txt|.*\.model|.*\.tiktoken|merges\.txt|vocab\..*|tokenizer\..*|1_Pooling/config\.json)$"
 )
@@ -75,7 +75,8 @@ def download(repo_id: str, revision: str | None, progress: Progress) -> Path:
     from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError, RepositoryNotFoundError
 
     progress.step(f"Downloading {repo_id} from the HuggingFace hub")
-    patterns = ["*.json", "*.txt", "*.model", "*.safetensors", "tokenizer*", "vocab*", "merges.txt", "1_Pooling/*"]
+    # *.json and *.safetensors match in sub-folders too: a sentence-transformers model's 1_Pooling/, 2_Dense/ ...
+    patterns = ["*.json", "*.txt", "*.model", "*.safetensors", "tokenizer*", "vocab*", "merges.txt"]
     try:
         return Path(snapshot_download(repo_id, revision=revision, allow_patterns=patterns))
     except RepositoryNotFoundError as exc:
@@ -200,22 +201,6 @@ def vendor(source: Path, destination: Path, allow_pickle: bool = False) -> list[
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(source / name, target)
     return keep
-
-
-def sentence_transformers_options(folder: Path) -> dict[str, str]:
-    """Pooling and normalisation as a sentence-transformers model declares them, if it does."""
-    options: dict[str, str] = {}
-    pooling = read_json_object(folder / "1_Pooling" / "config.json")
-    if pooling.get("pooling_mode_cls_token"):
-        options["pooling"] = "cls"
-    elif pooling.get("pooling_mode_mean_tokens"):
-        options["pooling"] = "mean"
-    raw_modules = read_json(folder / "modules.json")  # a list, unlike the other files
-    if isinstance(raw_modules, list) and raw_modules:
-        # A sentence-transformers model normalises exactly when its module list says so.
-        normalizes = any("Normalize" in str(m.get("type", "")) for m in raw_modules if isinstance(m, dict))
-        options["normalize"] = "true" if normalizes else "false"
-    return options
 
 
 def model_config(folder: Path) -> dict[str, Any]:

@@ -24,14 +24,16 @@ figures go into the config.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tritonhf._progress import Progress
 from tritonhf.errors import GalleryError, ModelSourceError
+from tritonhf.runtime.common import PARAM_ZERO_SHOT_METHOD
 from tritonhf.runtime.images import load_image_processor
+from tritonhf.runtime.sentence import pool
 
 TOLERANCE = 1e-3
 BATCH_DRIFT = 1e-4  # int8: largest difference allowed between a text alone and in a padded batch
@@ -122,7 +124,38 @@ def samples(task: str, folder: Path) -> dict[str, Any]:
         return {"pixel_values": load_image_processor(str(folder))(images=images, return_tensors="np")["pixel_values"]}
     tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
     encoded = tokenizer(SAMPLES, padding=True, return_tensors="np")
-    return {name: encoded[name] for name in ("input_ids", "attention_mask", "token_type_ids") if name in encoded}
+    taken = forward_inputs(task, folder)
+    return {
+        name: encoded[name]
+        for name in ("input_ids", "attention_mask", "token_type_ids")
+        if name in taken and name in encoded
+    }
+
+
+def forward_inputs(task: str, folder: Path) -> set[str]:
+    """The inputs the model's forward takes, whatever its tokenizer emits (a BERT tokenizer's token_type_ids
+    in front of DistilBERT): read from the class the task's auto class picks, without loading weights."""
+    import inspect
+
+    import transformers
+
+    config = transformers.AutoConfig.from_pretrained(folder)
+    auto_class = getattr(transformers, EXPORTABLE[task][0])
+    try:
+        model_class = auto_class._model_mapping[type(config)]
+    except (KeyError, AttributeError) as exc:
+        raise ModelSourceError(
+            f"{folder}: {auto_class.__name__} has no model class for {type(config).__name__}"
+        ) from exc
+    return set(inspect.signature(model_class.forward).parameters)
+
+
+def graph_task(task: str, params: Mapping[str, str]) -> str:
+    """The task whose graph serves ``task``: a zero-shot model that is an NLI classifier is exported as a text
+    classifier (its logits), an embedding model as an encoder (its token vectors)."""
+    if task == "zero-shot-classification" and params.get(PARAM_ZERO_SHOT_METHOD) == "entailment":
+        return "text-classification"
+    return task
 
 
 def _feeds(sample: dict[str, Any]) -> dict[str, Any]:
@@ -248,6 +281,7 @@ def quantize(
 ) -> Quantized:
     """``exported`` in int8 (``int8_per_token``), measured against fp32 and alone vs batched on ``texts``."""
     import numpy as np
+    import torch
     import transformers
 
     if len(texts) < 4:
@@ -270,11 +304,7 @@ def quantize(
     if exported.output == "last_hidden_state":
         vectors = []
         for hidden in (fp32, int8):
-            if pooling == "cls":
-                pooled = hidden[:, 0]
-            else:
-                weights = mask[..., None].astype(np.float32)
-                pooled = (hidden * weights).sum(1) / np.maximum(weights.sum(1), 1e-9)
+            pooled = pool(torch.from_numpy(hidden), torch.from_numpy(mask), pooling).numpy()
             vectors.append(pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12))
         cosine = (vectors[0] * vectors[1]).sum(1)
         figures = {"cosine_mean": float(cosine.mean()), "cosine_min": float(cosine.min())}

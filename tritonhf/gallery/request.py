@@ -50,6 +50,7 @@ class AddRequest:
     engine: str = "auto"  # text-generation: auto | openvino | transformers (gallery.generation)
     weight_format: str = "int8"  # text-generation on OpenVINO: GGUF int8 | int4 | fp16 (a folder), or int4-ir | int8-ir
     labels: tuple[str, ...] = ()
+    default_prompt_name: str | None = None  # feature-extraction: the prompt put before every text unless one is named
     options: ModelOptions = field(default_factory=ModelOptions)
     params: Mapping[str, str] = field(default_factory=dict)
 

@@ -29,7 +29,8 @@ What a template finds here:
 
 One module per concern: ``common`` (parameter names, the single place that knows them;
 ``tritonhf.tasks`` imports them from there), ``loading``, ``batching``, ``windows``, ``images``, ``audio``,
-``replies``, ``pipeline``, ``int8``, ``openvino_settings``, ``ranges``, ``grammars`` and ``tools``
+``replies``, ``pipeline``, ``int8``, ``sentence`` (what a sentence-transformers model runs after its
+transformer), ``openvino_settings``, ``ranges``, ``grammars`` and ``tools``
 (constrained answers and tool calls of the generation template)
 (every numeric option's range, which the SDK and the gateway read too).
 Templates use the names re-exported here (``runtime.Batch``).
@@ -64,6 +65,7 @@ from .common import (
     PARAM_BATCH_INVARIANT,
     PARAM_DEVICE,
     PARAM_ENGINE,
+    PARAM_ENTAILMENT_ID,
     PARAM_GGUF_FILE,
     PARAM_LOGIT_BIAS,
     PARAM_LOGIT_SCALE,
@@ -82,6 +84,7 @@ from .common import (
     PARAM_TRUST_REMOTE_CODE,
     PARAM_VERSION,
     PARAM_WEIGHTS,
+    PARAM_ZERO_SHOT_METHOD,
     PASS_COST_TOKENS,
     RUNTIME_DIR,
     VENDORED_WEIGHTS_DIR,
@@ -140,6 +143,7 @@ from .replies import (
     string_matrix,
     string_tensor,
 )
+from .sentence import SentenceHead, pool
 from .windows import (
     Encoded,
     budget_groups,
@@ -147,7 +151,6 @@ from .windows import (
     encode_rows,
     model_inputs,
     pad,
-    pool,
     too_long_message,
 )
 
@@ -165,6 +168,7 @@ __all__ = [
     "PARAM_DEVICE",
     "PARAM_ENCODER",
     "PARAM_ENGINE",
+    "PARAM_ENTAILMENT_ID",
     "PARAM_GGUF_FILE",
     "PARAM_IMAGE_BACKEND",
     "PARAM_LOGIT_BIAS",
@@ -187,6 +191,7 @@ __all__ = [
     "PARAM_TRUST_REMOTE_CODE",
     "PARAM_VERSION",
     "PARAM_WEIGHTS",
+    "PARAM_ZERO_SHOT_METHOD",
     "PASS_COST_TOKENS",
     "RUNTIME_DIR",
     "TOP_LOGPROBS_MAX",
@@ -200,6 +205,7 @@ __all__ = [
     "OnnxModel",
     "Pipeline",
     "PipelinedModel",
+    "SentenceHead",
     "TextReply",
     "TritonOnnxModel",
     "Work",

@@ -26,6 +26,17 @@ PARAM_BATCH_INVARIANT = "batch_invariant"
 # feature-extraction: "true" where the model was trained so that its first N components are an embedding of their
 # own (Matryoshka); only then does the gateway's /v1/embeddings take OpenAI's ``dimensions``.
 PARAM_MATRYOSHKA = "matryoshka"
+# feature-extraction (and zero-shot by embeddings): what a sentence-transformers folder declares (runtime.sentence)
+PARAM_POOLING = "pooling"  # comma-separated modes, in POOLING_MODES' order
+PARAM_INCLUDE_PROMPT = "include_prompt"
+PARAM_DENSE = "dense"  # comma-separated folders of Dense modules, in the order they run
+PARAM_NORMALIZE = "normalize"
+PARAM_PROMPTS = "prompts"  # a JSON object: prompt name -> the text put before each input
+PARAM_DEFAULT_PROMPT = "default_prompt_name"
+PARAM_MAX_SEQ_LENGTH = "max_seq_length"
+# zero-shot-classification: "entailment" (an NLI classifier, as transformers' pipeline) or "embeddings"
+PARAM_ZERO_SHOT_METHOD = "zero_shot_method"
+PARAM_ENTAILMENT_ID = "entailment_id"  # with "entailment": the entailment label's index
 # With --backend onnx on a server that has Triton's onnxruntime backend, the forward pass is
 # a second model (the "ONNX part"): the template calls it by name (BLS) with these tensors.
 PARAM_ONNX_MODEL = "tritonhf.onnx_model"  # the part's model name

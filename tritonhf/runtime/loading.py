@@ -15,6 +15,7 @@ import numpy as np
 from .common import (
     PARAM_BACKEND,
     PARAM_DEVICE,
+    PARAM_MAX_SEQ_LENGTH,
     PARAM_ONNX_FILE,
     PARAM_ONNX_INPUTS,
     PARAM_ONNX_MODEL,
@@ -302,11 +303,14 @@ def limit_threads(args: dict[str, str]) -> None:
     torch.set_num_threads(torch_threads(args))
 
 
-def max_length(tokenizer: Any, config: Any, default: int = 512) -> int:
-    """The longest input the model takes, in tokens (special tokens included)."""
+def max_length(tokenizer: Any, config: Any, default: int = 512, params: dict[str, str] | None = None) -> int:
+    """The longest input the model takes, in tokens (special tokens included). A sentence-transformers model's
+    ``max_seq_length`` (parameter) replaces the tokenizer's limit, as its library cuts there."""
+    declared = int_parameter(params or {}, PARAM_MAX_SEQ_LENGTH, 0, minimum=0)
+    tokenizer_limit = declared or getattr(tokenizer, "model_max_length", None)
     limits = [
         value
-        for value in (getattr(tokenizer, "model_max_length", None), getattr(config, "max_position_embeddings", None))
+        for value in (tokenizer_limit, getattr(config, "max_position_embeddings", None))
         if isinstance(value, int) and 0 < value < 1_000_000
     ]
     return min(limits) if limits else default

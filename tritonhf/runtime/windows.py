@@ -1,10 +1,11 @@
 """Long inputs and token budgets: ``encode`` tokenizes each row once (windows when asked)
 and truncates, saying so, or refuses; ``budget_groups`` splits rows where padding would
-cost more than another forward pass; ``pad``, ``model_inputs``, ``pool``.
+cost more than another forward pass; ``pad``, ``model_inputs``.
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -41,6 +42,7 @@ def encode(
     truncate: Callable[[Any], bool] | None = None,
     windows: bool = False,
     stride: int = 0,
+    cut_first: bool = False,
     **extra: Any,
 ) -> Encoded:
     """Tokenize ``items`` (key, text, optional second text of a pair) once, each to at most ``limit`` tokens.
@@ -50,10 +52,13 @@ def encode(
       overlapping windows of ``limit`` tokens that overlap by ``stride``; nothing is dropped.
     * otherwise the item is cut to ``limit`` tokens and ``truncated[key]`` says so; where
       ``truncate(key)`` is False it is listed in ``too_long`` instead, for the template to refuse.
-    A pair's second text (a document, a context) is cut before the first (the query).
+    A pair's second text (a document, a context) is cut before the first (the query); with ``cut_first`` the
+    first (an NLI premise before its hypothesis, as transformers' zero-shot pipeline cuts) and never the second.
     """
     encoded = Encoded()
-    if items and items[0][2] is not None:
+    if cut_first:
+        extra = {**extra, "truncation": "only_first"}
+    elif items and items[0][2] is not None:
         # A pair whose first text (a query, a question) leaves no room for its second cannot be cut.
         room = {key: limit - len(tokenizer(text)["input_ids"]) - 2 for key, text, _ in items}
         encoded.first_too_long = [key for key, _, _ in items if room[key] < 2]
@@ -86,12 +91,13 @@ def _tokenize(
     texts = [text for _, text, _ in items]
     second = [pair or "" for _, _, pair in items] if items[0][2] is not None else None
     options: dict[str, Any] = dict(extra)
+    truncation = options.pop("truncation", "only_second" if second is not None else True)
     if tokenizer.is_fast:
         options.update(return_overflowing_tokens=True, stride=stride if windows else 0)
     result = tokenizer(
         texts,
         second,
-        truncation="only_second" if second is not None else True,
+        truncation=truncation,
         max_length=limit,
         padding=False,
         **options,
@@ -205,15 +211,11 @@ def budget_groups(lengths: Mapping[K, int], budget: int, max_rows: int = 0) -> l
     return groups[::-1]
 
 
-def model_inputs(tokenizer: Any, batch: dict[str, Any]) -> dict[str, Any]:
-    """Only the tensors the model takes (input_ids, attention_mask, token_type_ids ...)."""
-    names = set(getattr(tokenizer, "model_input_names", ["input_ids", "attention_mask"]))
+def model_inputs(model: Any, batch: dict[str, Any]) -> dict[str, Any]:
+    """Only the tensors the model takes, whatever the tokenizer emitted (a BERT tokenizer's token_type_ids in
+    front of DistilBERT): the graph's inputs (ONNX Runtime, OpenVINO, the ONNX part), else the names of the
+    PyTorch forward's parameters."""
+    names = getattr(model, "inputs", None)
+    if names is None:
+        names = inspect.signature(model.forward).parameters
     return {key: value for key, value in batch.items() if key in names}
-
-
-def pool(last_hidden_state: Any, attention_mask: Any, pooling: str) -> Any:
-    """One vector per text: the first token (``cls``) or the mean of the real tokens (``mean``)."""
-    if pooling == "cls":
-        return last_hidden_state[:, 0]
-    mask = attention_mask.unsqueeze(-1).to(last_hidden_state.dtype)
-    return (last_hidden_state * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1e-9)

@@ -31,7 +31,7 @@ class TritonPythonModel(runtime.PipelinedModel):
         """The vocabulary's probabilities at each window's mask token, from one forward pass."""
         batch = runtime.pad(self.tokenizer, windows, self.device)
         with torch.inference_mode():
-            logits = self.model(**runtime.model_inputs(self.tokenizer, batch)).logits.float()
+            logits = self.model(**runtime.model_inputs(self.model, batch)).logits.float()
         positions = [window["input_ids"].index(self.mask_id) for window in windows]
         picked = logits[torch.arange(len(windows)), torch.tensor(positions)]
         return torch.softmax(picked, dim=-1).cpu().numpy()

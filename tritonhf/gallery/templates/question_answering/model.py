@@ -36,7 +36,7 @@ class TritonPythonModel(runtime.PipelinedModel):
         """(start, end) logits of each window, without its padding, from one forward pass."""
         batch = runtime.pad(self.tokenizer, windows, self.device)
         with torch.inference_mode():
-            output = self.model(**runtime.model_inputs(self.tokenizer, batch))
+            output = self.model(**runtime.model_inputs(self.model, batch))
         starts, ends = output.start_logits.float().cpu().numpy(), output.end_logits.float().cpu().numpy()
         return [(starts[i, : len(w["input_ids"])], ends[i, : len(w["input_ids"])]) for i, w in enumerate(windows)]
 

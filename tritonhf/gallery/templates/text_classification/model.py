@@ -13,7 +13,9 @@ Inputs:  TEXT [n, 1] BYTES, optional TOP_K [n, 1] INT32 (labels to return, defau
          second text read with the first, as NLI and cross-encoder models take; "" for none).
 Outputs: LABEL, SCORE (the best label per text), LABELS, SCORES (best first),
          TRUNCATED (the text was cut to the model's limit).
-Labels come from the model's ``id2label``; multi-label models use a sigmoid per label.
+Labels come from the model's ``id2label``. Scores are what transformers' text-classification pipeline gives:
+a sigmoid per label for a multi-label model and for a single output (a score head), the raw value for a
+regression model, a softmax over the labels otherwise.
 """
 
 import numpy as np
@@ -30,7 +32,12 @@ class TritonPythonModel(runtime.PipelinedModel):
         params, self.device, self.tokenizer, self.model = runtime.start(args, AutoModelForSequenceClassification)
         config = self.model.config
         self.labels = [config.id2label[index] for index in range(config.num_labels)]
-        self.multi_label = config.problem_type == "multi_label_classification"
+        if config.problem_type == "regression":
+            self.scores = lambda logits: logits
+        elif config.problem_type == "multi_label_classification" or config.num_labels == 1:
+            self.scores = torch.sigmoid
+        else:
+            self.scores = lambda logits: torch.softmax(logits, dim=-1)
         self.max_length = runtime.max_length(self.tokenizer, config)
         self.budget = runtime.int_parameter(params, runtime.PARAM_MAX_BATCH_TOKENS, runtime.DEFAULT_MAX_BATCH_TOKENS)
         if runtime.forward_is_local(self.model):  # not when the forward pass is another model (native ONNX)
@@ -39,12 +46,11 @@ class TritonPythonModel(runtime.PipelinedModel):
         self.pipeline = runtime.Pipeline()
 
     def probabilities(self, windows):
-        """Probabilities [len(windows), num_labels] from one forward pass."""
+        """Scores [len(windows), num_labels] from one forward pass."""
         batch = runtime.pad(self.tokenizer, windows, self.device)
         with torch.inference_mode():
-            logits = self.model(**runtime.model_inputs(self.tokenizer, batch)).logits.float()
-        probabilities = torch.sigmoid(logits) if self.multi_label else torch.softmax(logits, dim=-1)
-        return probabilities.cpu().numpy()
+            logits = self.model(**runtime.model_inputs(self.model, batch)).logits.float()
+        return self.scores(logits).cpu().numpy()
 
     def answer_batch(self, requests):
         batch = runtime.Batch(requests, "TEXT")

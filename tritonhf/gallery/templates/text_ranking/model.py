@@ -35,7 +35,7 @@ class TritonPythonModel(runtime.PipelinedModel):
         """One relevance score per (query, document) pair, from one forward pass."""
         batch = runtime.pad(self.tokenizer, windows, self.device)
         with torch.inference_mode():
-            logits = self.model(**runtime.model_inputs(self.tokenizer, batch)).logits.float()
+            logits = self.model(**runtime.model_inputs(self.model, batch)).logits.float()
         scores = torch.sigmoid(logits[:, 0]) if self.labels == 1 else torch.softmax(logits, dim=-1)[:, 1]
         return scores.cpu().numpy()
 

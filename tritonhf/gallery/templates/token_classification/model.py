@@ -44,7 +44,7 @@ class TritonPythonModel(runtime.PipelinedModel):
         """Token logits of each window (without its padding), from one forward pass."""
         batch = runtime.pad(self.tokenizer, windows, self.device)
         with torch.inference_mode():
-            logits = self.model(**runtime.model_inputs(self.tokenizer, batch)).logits.float().cpu()
+            logits = self.model(**runtime.model_inputs(self.model, batch)).logits.float().cpu()
         return [logits[index, : len(window["input_ids"])] for index, window in enumerate(windows)]
 
     def entities(self, text, windows, window_logits, strategy):

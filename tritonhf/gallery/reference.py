@@ -1,0 +1,220 @@
+"""``gallery add``'s last check: the model as it will be served against the model's own library.
+
+Before the engine is chosen (the source weights are still there), the library answers sample inputs:
+sentence-transformers' ``encode`` for a sentence-transformers folder (each of its prompts too), transformers'
+``pipeline`` for text classification and for zero-shot classification by entailment. Once the repository folder
+is written, its template runs in this process (``inprocess``, on the engine chosen) on the same inputs, and the
+two must agree: cosine >= ``COSINE`` at the same dimension, scores within ``SCORE_TOLERANCE``. A model that does
+not is refused with both figures, never served different. The comparison is written into the config.
+
+What has no library answer to compare with is said so in the summary (an embedding model without a
+sentence-transformers folder: the template's default pooling; zero-shot by embeddings: tritonhf's own method).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import json
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tritonhf.errors import GalleryError
+from tritonhf.gallery import inprocess, sentence, stub
+from tritonhf.gallery.listing import parameters_of_folder
+from tritonhf.runtime.common import (
+    PARAM_ONNX_FILE,
+    PARAM_ONNX_MODEL,
+    PARAM_ONNX_OUTPUT,
+    PARAM_PROMPTS,
+    PARAM_ZERO_SHOT_METHOD,
+)
+
+COSINE = 0.9999
+SCORE_TOLERANCE = 1e-4
+PARAM_REFERENCE_CHECK = "tritonhf.reference_check"
+TEXTS = (
+    "This movie is absolutely wonderful",
+    "short",
+    "Alice met Bob in Paris to talk about the new office.",
+    "The train from Berlin to Munich was delayed by an hour, and nobody told the passengers why.",
+)
+LABELS = ("sports", "politics", "technology")
+
+
+TASKS = ("feature-extraction", "text-classification", "zero-shot-classification")
+# The library's answers, held by a function that asks the served model the same and compares: its summary, or a
+# GalleryError naming both figures.
+Expected = Callable[[Path], str]
+
+
+def expected(task: str, folder: Path, params: Mapping[str, str]) -> Expected | str:
+    """The library's answers for ``task`` (one of ``TASKS``) on ``folder`` (the source weights), or why there are
+    none (a line)."""
+    if task == "feature-extraction":
+        if not sentence.is_sentence_transformers(folder):
+            return "no sentence-transformers folder: mean pooling, normalised (the template's default)"
+        if importlib.util.find_spec("sentence_transformers") is None:
+            return "sentence-transformers is not installed, so its encode was not compared (pip install it)"
+        return _embeddings(folder, params)
+    if task == "text-classification":
+        return _classification(folder)
+    if task == "zero-shot-classification":
+        if params.get(PARAM_ZERO_SHOT_METHOD) != "entailment":
+            return "zero-shot by embedding similarity: tritonhf's method, with no library answer to compare"
+        return _zero_shot(folder, params)
+    return "no library comparison for this task yet"
+
+
+def check(found: Expected | str, model_dir: Path) -> str:
+    """Run the repository folder's template here on the reference's inputs; the comparison's summary."""
+    return found if isinstance(found, str) else found(model_dir)
+
+
+def _embeddings(folder: Path, params: Mapping[str, str]) -> Expected:
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer(str(folder), device="cpu", local_files_only=True)
+    names = ["", *json.loads(params.get(PARAM_PROMPTS) or "{}")]
+    # Each text alone: the answer a text has whatever it is batched with (the template's promise).
+    wanted = {name: np.stack([model.encode([text], prompt_name=name or None)[0] for text in TEXTS]) for name in names}
+
+    def compare(model_dir: Path) -> str:
+        worst, dims = 1.0, set()
+        with _served(model_dir) as served:
+            for name, vectors in wanted.items():
+                request = {"TEXT": stub.texts(*TEXTS)}
+                if name:
+                    request["PROMPT_NAME"] = stub.texts(*[name] * len(TEXTS))
+                got = _answer(served, request).output("EMBEDDING")
+                if got.shape != vectors.shape:
+                    raise GalleryError(
+                        f"the served vectors have {got.shape[-1]} dimensions; sentence-transformers' encode gives "
+                        f"{vectors.shape[-1]}: not served."
+                    )
+                cosine = (got * vectors).sum(1) / np.maximum(
+                    np.linalg.norm(got, axis=1) * np.linalg.norm(vectors, axis=1), 1e-12
+                )
+                scale = np.linalg.norm(got, axis=1) / np.maximum(np.linalg.norm(vectors, axis=1), 1e-12)
+                worst = min(worst, float(cosine.min()), float(1 - np.abs(scale - 1).max()))
+                dims.add(got.shape[-1])
+        prompts = f", {len(wanted) - 1} prompt(s)" if len(wanted) > 1 else ""
+        summary = (
+            f"served vectors against sentence-transformers' encode on {len(TEXTS)} texts{prompts}: "
+            f"cosine (and length ratio) >= {worst:.6f}, {dims.pop()} dimensions"
+        )
+        if worst < COSINE:
+            raise GalleryError(f"{summary}, below {COSINE}: not served, since its vectors would not be the model's.")
+        return summary
+
+    return compare
+
+
+def _classification(folder: Path) -> Expected:
+    from transformers import pipeline
+
+    classifier = pipeline("text-classification", model=str(folder), top_k=None, device="cpu")
+    wanted = [{item["label"]: float(item["score"]) for item in classifier(text)} for text in TEXTS]
+
+    def compare(model_dir: Path) -> str:
+        with _served(model_dir) as served:
+            answer = _answer(served, {"TEXT": stub.texts(*TEXTS)})
+        got = [
+            {label.decode() if isinstance(label, bytes) else str(label): float(score) for label, score in zip(*row)}
+            for row in zip(answer.output("LABELS"), answer.output("SCORES"))
+        ]
+        return _scores_agree("transformers' text-classification pipeline", wanted, got)
+
+    return compare
+
+
+def _zero_shot(folder: Path, params: Mapping[str, str]) -> Expected:
+    from transformers import pipeline
+
+    classify = pipeline("zero-shot-classification", model=str(folder), device="cpu")
+    template = params.get("hypothesis_template", "This example is {}.")
+    wanted = {
+        multi: [
+            dict(zip(found["labels"], map(float, found["scores"])))
+            for found in (
+                classify(text, candidate_labels=list(LABELS), hypothesis_template=template, multi_label=multi)
+                for text in TEXTS
+            )
+        ]
+        for multi in (False, True)
+    }
+
+    def compare(model_dir: Path) -> str:
+        summaries = []
+        with _served(model_dir) as served:
+            for multi, expected_scores in wanted.items():
+                request = {
+                    "TEXT": stub.texts(*TEXTS),
+                    "CANDIDATE_LABELS": np.array([[label.encode() for label in LABELS]] * len(TEXTS), dtype=object),
+                    "MULTI_LABEL": np.array([[multi]] * len(TEXTS)),
+                }
+                answer = _answer(served, request)
+                got = [
+                    {label.decode() if isinstance(label, bytes) else str(label): float(score)
+                     for label, score in zip(*row) if label}
+                    for row in zip(answer.output("LABELS"), answer.output("SCORES"))
+                ]  # fmt: skip
+                summaries.append(_scores_agree(f"the zero-shot pipeline (multi_label={multi})", expected_scores, got))
+        return "; ".join(summaries)
+
+    return compare
+
+
+def _scores_agree(library: str, wanted: list[dict[str, float]], got: list[dict[str, float]]) -> str:
+    difference = 0.0
+    for expected_row, got_row in zip(wanted, got):
+        if set(expected_row) != set(got_row):
+            raise GalleryError(f"the served labels {sorted(got_row)} are not {library}'s {sorted(expected_row)}.")
+        difference = max(difference, *(abs(expected_row[k] - got_row[k]) for k in expected_row))
+    summary = f"served scores against {library} on {len(wanted)} texts: largest difference {difference:.1e}"
+    if difference > SCORE_TOLERANCE:
+        raise GalleryError(
+            f"{summary}, above {SCORE_TOLERANCE}: not served, since its scores would not be the model's."
+        )
+    return summary
+
+
+@contextlib.contextmanager
+def _served(model_dir: Path) -> Iterator[Any]:
+    """The repository folder's template, initialised here as Triton would; an ONNX part (a second model the
+    template calls) is answered by ONNX Runtime on its model.onnx. Finalised afterwards."""
+    params = parameters_of_folder(model_dir)
+    part = params.get(PARAM_ONNX_MODEL)
+    if part:
+        stub.bls_models[part] = _onnx_part(model_dir.parent / part / "1" / params.get(PARAM_ONNX_FILE, "model.onnx"),
+                                           params.get(PARAM_ONNX_OUTPUT, "logits"))  # fmt: skip
+    model = inprocess.instantiate(model_dir)
+    try:
+        yield model
+    finally:
+        if hasattr(model, "finalize"):
+            model.finalize()
+        if part:
+            stub.bls_models.pop(part, None)
+
+
+def _onnx_part(path: Path, output: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    import onnxruntime
+
+    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+
+    def run(feeds: dict[str, Any]) -> dict[str, Any]:
+        (result,) = session.run([output], {name: np.asarray(value) for name, value in feeds.items()})
+        return {output: result}
+
+    return run
+
+
+def _answer(model: Any, inputs: dict[str, Any]) -> Any:
+    (response,) = inprocess.answers(model, [stub.InferenceRequest(**inputs)])
+    if response.has_error():
+        raise GalleryError(f"the served model refused the reference check's request: {response.error().message()}")
+    return response
