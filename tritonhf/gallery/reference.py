@@ -26,6 +26,7 @@ from tritonhf.errors import GalleryError
 from tritonhf.gallery import inprocess, sentence, stub
 from tritonhf.gallery.listing import parameters_of_folder
 from tritonhf.runtime.common import (
+    PARAM_DEFAULT_PROMPT,
     PARAM_ONNX_FILE,
     PARAM_ONNX_MODEL,
     PARAM_ONNX_OUTPUT,
@@ -79,8 +80,11 @@ def _embeddings(folder: Path, params: Mapping[str, str]) -> Expected:
 
     model = SentenceTransformer(str(folder), device="cpu", local_files_only=True)
     names = ["", *json.loads(params.get(PARAM_PROMPTS) or "{}")]
+    default = params.get(PARAM_DEFAULT_PROMPT) or None  # the model's, or the one chosen at add
     # Each text alone: the answer a text has whatever it is batched with (the template's promise).
-    wanted = {name: np.stack([model.encode([text], prompt_name=name or None)[0] for text in TEXTS]) for name in names}
+    wanted = {
+        name: np.stack([model.encode([text], prompt_name=name or default)[0] for text in TEXTS]) for name in names
+    }
 
     def compare(model_dir: Path) -> str:
         worst, dims = 1.0, set()
@@ -117,7 +121,7 @@ def _classification(folder: Path) -> Expected:
     from transformers import pipeline
 
     classifier = pipeline("text-classification", model=str(folder), top_k=None, device="cpu")
-    wanted = [{item["label"]: float(item["score"]) for item in classifier(text)} for text in TEXTS]
+    wanted = [{item["label"]: float(item["score"]) for item in found} for found in classifier(list(TEXTS))]
 
     def compare(model_dir: Path) -> str:
         with _served(model_dir) as served:
