@@ -136,7 +136,7 @@ def test_a_request_whose_client_left_is_not_sent_and_an_abandoned_call_is_cancel
             for task in waiting:
                 task.cancel()  # ... and both leave: their call is cancelled
             await asyncio.sleep(0.01)
-            assert coalescer._lanes[("emb", None, False)].running == 0
+            assert coalescer._lanes[("emb", None, False, None)].running == 0
             assert ("emb", 2) not in server.calls, "the abandoned call never reached the model"
 
     asyncio.run(main())
@@ -161,6 +161,6 @@ def test_by_default_a_lane_takes_the_models_shape_one_call_per_instance_of_one_b
             server.models["emb"].config["instance_group"] = [{"count": 1, "kind": "KIND_CPU"}]
             client._directory.ttl = 0  # the SDK trusts its model list for a few seconds; no waiting here
             await coalescer.embeddings(["again"], model="emb", normalize=None, truncate=False)
-            assert coalescer._lanes[("emb", None, False)].calls == 1
+            assert coalescer._lanes[("emb", None, False, None)].calls == 1
 
     asyncio.run(main())

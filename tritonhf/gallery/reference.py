@@ -120,7 +120,7 @@ def _embeddings(folder: Path, params: Mapping[str, str]) -> Expected:
 def _classification(folder: Path) -> Expected:
     from transformers import pipeline
 
-    classifier = pipeline("text-classification", model=str(folder), top_k=None, device="cpu")
+    classifier: Any = pipeline("text-classification", model=str(folder), top_k=None, device="cpu")
     wanted = [{item["label"]: float(item["score"]) for item in found} for found in classifier(list(TEXTS))]
 
     def compare(model_dir: Path) -> str:
@@ -138,7 +138,7 @@ def _classification(folder: Path) -> Expected:
 def _zero_shot(folder: Path, params: Mapping[str, str]) -> Expected:
     from transformers import pipeline
 
-    classify = pipeline("zero-shot-classification", model=str(folder), device="cpu")
+    classify: Any = pipeline("zero-shot-classification", model=str(folder), device="cpu")
     template = params.get("hypothesis_template", "This example is {}.")
     wanted = {
         multi: [

@@ -216,12 +216,18 @@ def classify_pairs(
 
 
 def zero_shot(
-    texts: str | Sequence[str], labels: Sequence[str] | None, model: str | None, truncate: bool
+    texts: str | Sequence[str],
+    labels: Sequence[str] | None,
+    model: str | None,
+    truncate: bool,
+    multi_label: bool = False,
 ) -> Plan[ZeroShotClassification | list[ZeroShotClassification]]:
-    """``Client.zero_shot``: each text's candidate labels ranked (``labels`` for every text, or the model's)."""
+    """``Client.zero_shot``: each text's candidate labels ranked (``labels`` for every text, or the model's);
+    ``multi_label`` scores each label on its own (an entailment model)."""
     items, single = codecs.text_list(texts)
     _check_model(model)
     _check_flag("truncate", truncate)
+    _check_flag("multi_label", multi_label)
     candidates = _candidates(labels)
 
     def build(config: ModelConfig, rows: slice) -> Tensors:
@@ -229,6 +235,12 @@ def zero_shot(
         inputs = {"TEXT": codecs.bytes_column(items[rows]), **_truncate_inputs(config, truncate, count)}
         if candidates is not None:
             inputs["CANDIDATE_LABELS"] = codecs.bytes_matrix([candidates] * count)
+        if multi_label:
+            if "MULTI_LABEL" not in config.inputs:
+                raise InvalidInputError(
+                    f"model {config.name!r} takes no multi_label: re-add it with `tritonhf gallery add`."
+                )
+            inputs["MULTI_LABEL"] = codecs.column(True, "BOOL", count)
         return inputs
 
     def decode(config: ModelConfig, result: Tensors) -> ZeroShotClassification | list[ZeroShotClassification]:
@@ -377,29 +389,48 @@ def ner(
 
 
 def embed(
-    texts: str | Sequence[str], model: str | None, normalize: bool | None, truncate: bool
+    texts: str | Sequence[str],
+    model: str | None,
+    normalize: bool | None,
+    truncate: bool,
+    prompt_name: str | None = None,
 ) -> Plan[np.ndarray[Any, np.dtype[np.float32]]]:
-    """``Client.embed``: one float32 vector per text, shape (n, dim)."""
+    """``Client.embed``: one float32 vector per text, shape (n, dim); ``prompt_name`` one of the model's prompts."""
     items, _ = codecs.text_list(texts)
     _check_model(model)
     _check_flag("truncate", truncate)
     _check_normalize(normalize)
+    if prompt_name is not None and (not isinstance(prompt_name, str) or not prompt_name):
+        raise InvalidInputError(
+            f"prompt_name must be a non-empty string (one of the model's prompts), not {prompt_name!r}."
+        )
 
     def build(config: ModelConfig, rows: slice) -> Tensors:
         count = rows.stop - rows.start
         inputs = {"TEXT": codecs.bytes_column(items[rows]), **_truncate_inputs(config, truncate, count)}
         if normalize is not None:
             inputs["NORMALIZE"] = codecs.column(normalize, "BOOL", count)
+        if prompt_name is not None:
+            if "PROMPT_NAME" not in config.inputs:
+                raise InvalidInputError(
+                    f"model {config.name!r} takes no prompt_name: it was added before prompts were served, or is not "
+                    "a text-embedding model; re-add it with `tritonhf gallery add`."
+                )
+            inputs["PROMPT_NAME"] = codecs.bytes_column([prompt_name] * count)
         return inputs
 
     return _vectors_plan(("feature-extraction",), model, len(items), build)
 
 
 def embeddings(
-    texts: str | Sequence[str], model: str | None, normalize: bool | None, truncate: bool
+    texts: str | Sequence[str],
+    model: str | None,
+    normalize: bool | None,
+    truncate: bool,
+    prompt_name: str | None = None,
 ) -> Plan[Embeddings]:
     """``Client.embeddings``: ``embed`` with token counts and truncation flags (for usage figures)."""
-    plain = embed(texts, model, normalize, truncate)
+    plain = embed(texts, model, normalize, truncate, prompt_name)
 
     def outputs(config: ModelConfig) -> list[str]:
         return [name for name in ("EMBEDDING", "TRUNCATED", "TOKENS") if name in config.outputs]

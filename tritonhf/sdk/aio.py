@@ -491,6 +491,7 @@ class AsyncClient:
         labels: Sequence[str] | None = None,
         model: str | None = None,
         truncate: bool = True,
+        multi_label: bool = False,
         timeout: float | None = None,
     ) -> ZeroShotClassification: ...
     @overload
@@ -501,6 +502,7 @@ class AsyncClient:
         labels: Sequence[str] | None = None,
         model: str | None = None,
         truncate: bool = True,
+        multi_label: bool = False,
         timeout: float | None = None,
     ) -> list[ZeroShotClassification]: ...
 
@@ -511,10 +513,12 @@ class AsyncClient:
         labels: Sequence[str] | None = None,
         model: str | None = None,
         truncate: bool = True,
+        multi_label: bool = False,
         timeout: float | None = None,
     ) -> ZeroShotClassification | list[ZeroShotClassification]:
-        """Candidate labels ranked per text; ``labels`` overrides the model's default labels."""
-        return await self._run(plans.zero_shot(texts, labels, model, truncate), timeout)
+        """Candidate labels ranked per text; ``labels`` overrides the model's default labels. ``multi_label``
+        (an entailment model) scores each label on its own, as transformers' zero-shot pipeline does."""
+        return await self._run(plans.zero_shot(texts, labels, model, truncate, multi_label), timeout)
 
     @overload
     async def ner(  # type: ignore[overload-overlap]  # a str is also a Sequence[str]
@@ -548,14 +552,17 @@ class AsyncClient:
         model: str | None = None,
         normalize: bool | None = None,
         truncate: bool = True,
+        prompt_name: str | None = None,
         timeout: float | None = None,
     ) -> np.ndarray[Any, np.dtype[np.float32]]:
-        """One float32 vector per text: an array of shape (n, dim) (n = 1 for a single str).
+        """One float32 vector per text: an array of shape (n, dim) (n = 1 for a single str), as the model's
+        sentence-transformers ``encode`` gives it; ``prompt_name`` puts one of the model's prompts first
+        (default: the model's default prompt, if it has one).
 
         With an image-text model (``model=`` a CLIP or SigLIP model) the vectors are in the space of its
         images (``embed_images``), so texts and images compare by cosine.
         """
-        return await self._run(plans.embed(texts, model, normalize, truncate), timeout)
+        return await self._run(plans.embed(texts, model, normalize, truncate, prompt_name), timeout)
 
     @overload
     async def transcribe(  # type: ignore[overload-overlap]  # a str (a path) is also a Sequence[str]
@@ -834,10 +841,11 @@ class AsyncClient:
         model: str | None = None,
         normalize: bool | None = None,
         truncate: bool = True,
+        prompt_name: str | None = None,
         timeout: float | None = None,
     ) -> Embeddings:
         """Like ``embed``, with how many tokens each text took and which were cut (OpenAI-style usage)."""
-        return await self._run(plans.embeddings(texts, model, normalize, truncate), timeout)
+        return await self._run(plans.embeddings(texts, model, normalize, truncate, prompt_name), timeout)
 
     async def embed_tokens(
         self,

@@ -59,20 +59,28 @@ class Coalescer:
 
     def __init__(self, client: AsyncClient, calls: int | None = None, max_texts: int | None = None) -> None:
         self.client, self.calls, self.max_texts = client, calls, max_texts
-        self._lanes: dict[tuple[str, bool | None, bool], _Lane] = {}
+        self._lanes: dict[tuple[str, bool | None, bool, str | None], _Lane] = {}
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def embeddings(
-        self, texts: Sequence[str], *, model: str, normalize: bool | None, truncate: bool
+        self,
+        texts: Sequence[str],
+        *,
+        model: str,
+        normalize: bool | None,
+        truncate: bool,
+        prompt_name: str | None = None,
     ) -> Embeddings:
-        key = (model, normalize, truncate)
+        key = (model, normalize, truncate, prompt_name)
         lane = self._lanes.get(key)
         if lane is None or (lane.running == 0 and not lane.waiting):
             lane = await self._lane(key)  # an idle lane reads the model's shape again: it may have been re-added
         if lane.running < lane.calls and not lane.waiting:
             lane.running += 1
             try:  # nobody waits: sent at once, from the caller's own task (its cancellation cancels the call)
-                return await self.client.embeddings(texts, model=model, normalize=normalize, truncate=truncate)
+                return await self.client.embeddings(
+                    texts, model=model, normalize=normalize, truncate=truncate, prompt_name=prompt_name
+                )
             finally:
                 lane.running -= 1
                 self._drain(key, lane)
@@ -83,7 +91,7 @@ class Coalescer:
         finally:
             waiting.answer.cancel()  # no-op once answered; a caller that left is skipped when its call is made
 
-    async def _lane(self, key: tuple[str, bool | None, bool]) -> _Lane:
+    async def _lane(self, key: tuple[str, bool | None, bool, str | None]) -> _Lane:
         instances, batch = 1, 0
         with contextlib.suppress(ClientError):  # the model's shape when known (cached by the SDK)
             info = {found.name: found for found in await self.client.models()}.get(key[0])
@@ -95,7 +103,7 @@ class Coalescer:
         lane.calls, lane.max_texts = calls, texts
         return lane
 
-    def _drain(self, key: tuple[str, bool | None, bool], lane: _Lane) -> None:
+    def _drain(self, key: tuple[str, bool | None, bool, str | None], lane: _Lane) -> None:
         """Send what waits, as one call per free slot."""
         while lane.running < lane.calls and lane.waiting:
             group: list[_Waiting] = []
@@ -112,10 +120,12 @@ class Coalescer:
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
-    async def _send(self, key: tuple[str, bool | None, bool], lane: _Lane, group: list[_Waiting]) -> None:
-        model, normalize, truncate = key
+    async def _send(self, key: tuple[str, bool | None, bool, str | None], lane: _Lane, group: list[_Waiting]) -> None:
+        model, normalize, truncate, prompt_name = key
         texts = [text for waiting in group for text in waiting.texts]
-        call = asyncio.ensure_future(self.client.embeddings(texts, model=model, normalize=normalize, truncate=truncate))
+        call = asyncio.ensure_future(
+            self.client.embeddings(texts, model=model, normalize=normalize, truncate=truncate, prompt_name=prompt_name)
+        )
         try:
             while not call.done():  # cancel the call once every request in it is gone
                 await asyncio.wait([call, *(w.answer for w in group)], return_when=asyncio.FIRST_COMPLETED)
@@ -150,13 +160,15 @@ class Coalescer:
             lane.running -= 1
             self._drain(key, lane)
 
-    async def _alone(self, key: tuple[str, bool | None, bool], waiting: _Waiting) -> None:
+    async def _alone(self, key: tuple[str, bool | None, bool, str | None], waiting: _Waiting) -> None:
         """One request of a failed call, sent by itself: its own answer or its own error."""
         if waiting.answer.done():
             return
-        model, normalize, truncate = key
+        model, normalize, truncate, prompt_name = key
         try:
-            result = await self.client.embeddings(waiting.texts, model=model, normalize=normalize, truncate=truncate)
+            result = await self.client.embeddings(
+                waiting.texts, model=model, normalize=normalize, truncate=truncate, prompt_name=prompt_name
+            )
         except Exception as error:
             _settle(waiting, error=error)
         else:

@@ -138,8 +138,6 @@ async def _embeddings(call: Call) -> Any:
     fields = {key: value for key, value in call.body.items() if key not in ("inputs", "parameters")}
     given = _take({**call.parameters, **fields}, ("normalize", "truncate", "truncation_direction", "prompt_name"),
                   "feature-extraction")  # fmt: skip
-    if given.pop("prompt_name", None) is not None:
-        raise refused("prompt_name", "is not taken: this model has no named prompts; prefix the text yourself.")
     body = tei._parsed(TeiEmbedBody, {**given, "inputs": call.inputs, "model": call.name})
     return await tei.embed(body, call.request)
 
@@ -204,10 +202,11 @@ async def _text2text(call: Call) -> Any:
 
 async def _zero_shot(call: Call) -> Any:
     options = _take(call.parameters, ("candidate_labels", "multi_label"), "zero-shot-classification")
-    if options.get("multi_label"):
-        raise refused("parameters.multi_label", "is not served: the labels' scores sum to 1 (multi_label false).")
+    multi_label = options.get("multi_label", False)
+    if not isinstance(multi_label, bool):
+        raise refused("parameters.multi_label", "must be true or false.")
     text = _text(call.inputs, "zero-shot-classification")
-    found = await call.client.zero_shot(text, model=call.name, labels=_labels(options))
+    found = await call.client.zero_shot(text, model=call.name, labels=_labels(options), multi_label=multi_label)
     return [{"label": label, "score": score} for label, score in zip(found.labels, found.scores)]
 
 

@@ -417,7 +417,10 @@ async def embeddings(body: EmbeddingBody, request: Request) -> FastJSONResponse:
     await check_tokens(request, name, texts, truncate=body.truncate)
     try:  # as OpenAI: a text past the model's window is a 400 (context_length_exceeded), unless truncate
         result = await unless_disconnected(
-            request, coalescer_of(request).embeddings(texts, model=name, normalize=True, truncate=body.truncate)
+            request,
+            coalescer_of(request).embeddings(
+                texts, model=name, normalize=True, truncate=body.truncate, prompt_name=body.prompt_name
+            ),
         )
     except ClientError as error:
         raise GatewayError.of(error, "input") from error

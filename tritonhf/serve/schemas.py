@@ -177,6 +177,11 @@ class EmbeddingBody(_Body):
     truncate: bool = False  # not OpenAI's (which refuses a too-long input): cut it, and say so per item
     # Infinity's: "image" makes every input an image (a data: URI or base64) for an image-text model (CLIP).
     modality: Literal["text", "image"] = "text"
+    prompt_name: str | None = Field(
+        default=None,
+        min_length=1,
+        description="Not OpenAI's (TEI's): one of the model's prompts, put before each input.",
+    )
 
 
 class TeiEmbedBody(_Body):
@@ -185,6 +190,9 @@ class TeiEmbedBody(_Body):
     truncate: bool = False  # TEI's default: a too-long input is a 413, never cut unasked
     truncation_direction: Literal["Left", "Right", "left", "right"] = Field(
         default="Right", description="Only Right: a text past the window keeps its start."
+    )
+    prompt_name: str | None = Field(
+        default=None, min_length=1, description="One of the model's prompts, put before each input (default: its own)."
     )
     model: str | None = None
 

@@ -89,7 +89,7 @@ async def embed(body: TeiEmbedBody, request: Request) -> JSONResponse:
     texts, name = await _embedding_request(body, request, "/embed")
     try:
         embedding = coalescer_of(request).embeddings(
-            texts, model=name, normalize=body.normalize, truncate=body.truncate
+            texts, model=name, normalize=body.normalize, truncate=body.truncate, prompt_name=body.prompt_name
         )
         result = await unless_disconnected(request, embedding)
     except ClientError as error:
