@@ -130,7 +130,7 @@ class TritonPythonModel(runtime.PipelinedModel):
         for row, _ in encoded.too_long:
             batch.fail_row(row, runtime.too_long_message(self.max_length))
         keys = [key for key in encoded.features if key[0] in set(batch.live_rows())]
-        logits = {}
+        logits: dict = {}
         for group in runtime.budget_groups({key: encoded.length(key) for key in keys}, self.budget):
             output, _ = self.forward([encoded.features[key][0] for key in group])
             logits.update(zip(group, output.logits.float().cpu().numpy(), strict=True))
