@@ -216,3 +216,38 @@ def builders() -> dict[str, Callable[[Path], Path]]:
     for name, options in SENTENCE_VARIANTS.items():
         found[f"st/{name}"] = lambda f, o=options: build_sentence_transformer(f, **o)
     return found
+
+
+# causal LM family -> (config class, model class, its extra config fields)
+CAUSAL_LMS: dict[str, tuple[str, str, dict[str, Any]]] = {
+    "llama": ("LlamaConfig", "LlamaForCausalLM", {}),
+    "mistral": ("MistralConfig", "MistralForCausalLM", {"sliding_window": None}),
+    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", {}),
+    "qwen3": ("Qwen3Config", "Qwen3ForCausalLM", {"head_dim": 16}),
+    "gemma3": ("Gemma3TextConfig", "Gemma3ForCausalLM", {"head_dim": 16, "sliding_window": 64}),
+    "phi3": ("Phi3Config", "Phi3ForCausalLM", {"pad_token_id": 0}),
+    "olmo2": ("Olmo2Config", "Olmo2ForCausalLM", {"pad_token_id": 0}),
+    "granite": ("GraniteConfig", "GraniteForCausalLM", {}),
+}
+
+
+def build_causal_lm(folder: Path, family: str) -> Path:
+    """A tiny causal LM of ``family`` with the tiny GPT-2's BPE tokenizer and chat template; wide weights (std 0.2)
+    so that its greedy tokens depend on the prompt."""
+    from harness.tiny_models import build_generator
+
+    build_generator(folder)  # the tokenizer (and a GPT-2, replaced below)
+    for stale in folder.glob("*.safetensors"):
+        stale.unlink()
+    tokenizer = transformers.PreTrainedTokenizerFast.from_pretrained(folder)
+    config_class, model_class, extra = CAUSAL_LMS[family]
+    torch.manual_seed(13)
+    fields = {
+        "vocab_size": len(tokenizer), "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 128,
+        "tie_word_embeddings": True, "initializer_range": 0.2, "eos_token_id": tokenizer.eos_token_id,
+        "bos_token_id": tokenizer.eos_token_id, **extra,
+    }  # fmt: skip
+    config = getattr(transformers, config_class)(**fields)
+    getattr(transformers, model_class)(config).eval().save_pretrained(folder)
+    return folder

@@ -58,7 +58,7 @@ def served_stack(make_workspace: Callable[[str], Workspace], tiny: dict[str, Pat
         # int8 kept whatever the random tiny model scores on the quality gate: the harness checks it
         ("feature-extraction", tiny["encoder"], "embed-int8", {"quantize": "int8", "force": True}),
         ("zero-shot", tiny["encoder"], "zeroshot", {"labels": ("positive", "negative")}),
-        ("text-generation", tiny["generator"], "writer", {}),
+        ("text-generation", tiny["generator"], "writer", {"engine": "transformers"}),  # the transformers engine
         ("rerank", tiny["cross-encoder"], "reranker", {"options": small}),
         ("question-answering", tiny["qa"], "reader", {}),
         ("fill-mask", tiny["masked-lm"], "filler", {}),

@@ -60,7 +60,9 @@ def test_a_notebook_environment_keeps_numpy_2(tmp_path: Path, tiny: dict[str, Pa
         ("feature-extraction", "encoder", "emb"),
         ("text-generation", "generator", "gen"),
     ):
-        _run([*cli, "gallery", "add", task, "--model", str(tiny[source]), "--name", name], env)
+        # the tiny GPT-2 on the transformers engine (auto would export it to OpenVINO IR: test_openvino_engine's)
+        engine = ["--engine", "transformers"] if task == "text-generation" else []
+        _run([*cli, "gallery", "add", task, "--model", str(tiny[source]), "--name", name, *engine], env)
     # three models load beside make test's other worker: more than up's default 60 s on 2 busy cores
     _run([*cli, "up", "--http-port", "auto", "--grpc-port", "auto", "--metrics-port", "auto", "--timeout", "300"], env)
     try:

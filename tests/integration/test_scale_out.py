@@ -238,7 +238,11 @@ def test_the_pod_probe_passes_on_a_healthy_server_and_fails_on_a_dead_stub(
 ) -> None:
     workspace = make_workspace("probed")
     add_model(AddRequest("text-classification", str(tiny["classifier"]), workspace.model_repository, name="clf"))
-    add_model(AddRequest("text-generation", str(tiny["generator"]), workspace.model_repository, name="gen"))
+    add_model(
+        AddRequest(
+            "text-generation", str(tiny["generator"]), workspace.model_repository, name="gen", engine="transformers"
+        )
+    )
     with Server(workspace, http_port="auto", grpc_port="auto", metrics_port="auto") as server:
         assert probe.main(["probe", server.http_url]) == 0, "every model answers one row"
         assert server.is_ready()
@@ -256,7 +260,7 @@ def test_a_fresh_venv_with_only_the_serving_requirements_serves_the_repository(
     workspace = make_workspace("self-contained")
     repo = workspace.model_repository
     add_model(AddRequest("text-classification", str(tiny["classifier"]), repo, name="clf"))
-    add_model(AddRequest("text-generation", str(tiny["generator"]), repo, name="gen"))
+    add_model(AddRequest("text-generation", str(tiny["generator"]), repo, name="gen", engine="transformers"))
     requirements = serving_requirements(repo, StubEnvironment.for_workspace(installed_server))
     venv = tmp_path / "serving"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)

@@ -214,3 +214,38 @@ def test_the_matrix_also_holds_on_the_engine_auto_chooses(tmp_path: Path, models
         "cosine (and length ratio) >= 0.9999" in params[PARAM_REFERENCE_CHECK]
         or "1.000000" in params[PARAM_REFERENCE_CHECK]
     )
+
+
+@pytest.fixture(scope="module")
+def causal_lms(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("causal-lms")
+    built = {}
+    for family in conformance.CAUSAL_LMS:
+        (root / family).mkdir()
+        built[family] = conformance.build_causal_lm(root / family, family)
+    return built
+
+
+@pytest.mark.parametrize("family", list(conformance.CAUSAL_LMS))
+def test_every_causal_lm_family_reaches_the_openvino_engine_greedy_equal(
+    tmp_path: Path, causal_lms: dict[str, Path], family: str
+) -> None:
+    # fp16 weights (not quantized): the greedy tokens of the served pipeline, on the settings it is served with,
+    # equal transformers' fp32 ones; the GGUF writer's families through model.gguf, the others through the IR
+    folder = _add(tmp_path, "text-generation", causal_lms[family], backend="auto", weight_format="fp16")
+    params = parameters_of_folder(folder)
+    assert params["tritonhf.engine"] == "openvino", params.get("tritonhf.engine_reason")
+    check = params["tritonhf.backend_reason"]
+    agreed, total = map(int, check.split("greedy agreement with transformers fp32: ")[1].split(" tokens")[0].split("/"))
+    assert agreed == total, check
+    served = params.get("tritonhf.openvino_model") or params.get("tritonhf.gguf_file")
+    assert f"continuous batching on {served}" in check
+
+
+def test_gpt2_goes_to_the_ir_export_and_says_why(tmp_path: Path, tiny: dict[str, Path]) -> None:
+    folder = _add(tmp_path, "text-generation", tiny["generator"], backend="auto")
+    params = parameters_of_folder(folder)
+    assert params["tritonhf.engine"] == "openvino" and params["tritonhf.openvino_model"] == "openvino"
+    assert (folder / "1" / "weights" / "openvino" / "openvino_model.xml").is_file()
+    text = (folder / "config.pbtxt").read_text()
+    assert "ContinuousBatchingPipeline on openvino" in text and "model.gguf" not in text

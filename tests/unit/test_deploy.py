@@ -41,7 +41,7 @@ def test_s3_urls_in_the_forms_triton_reads() -> None:
 def _repository(tmp_path: Path, tiny: dict[str, Path]) -> Path:
     repo = tmp_path / "repo"
     add_model(AddRequest("text-classification", str(tiny["classifier"]), repo, name="clf"))
-    add_model(AddRequest("text-generation", str(tiny["generator"]), repo, name="gen"))
+    add_model(AddRequest("text-generation", str(tiny["generator"]), repo, name="gen", engine="transformers"))
     add_model(AddRequest("feature-extraction", str(tiny["encoder"]), repo, name="emb", backend="onnx"))
     return repo
 

@@ -196,8 +196,11 @@ def test_pytorch_when_asked_or_when_onnx_cannot_serve_the_task(tmp_path: Path, t
     chosen = add_model(AddRequest("text-classification", str(tiny["classifier"]), tmp_path / "r", backend="pytorch"))
     assert (chosen / "1" / "weights" / "model.safetensors").is_file()
     assert "# Backend: pytorch (--backend pytorch)." in (chosen / "config.pbtxt").read_text()
-    generator = add_model(AddRequest("text-generation", str(tiny["generator"]), tmp_path / "r"))
-    assert "# Backend: pytorch (text-generation runs on PyTorch)." in (generator / "config.pbtxt").read_text()
+    generator = add_model(AddRequest("text-generation", str(tiny["generator"]), tmp_path / "r", engine="transformers"))
+    assert (
+        "# Backend: pytorch (the transformers engine: --engine transformers)."
+        in (generator / "config.pbtxt").read_text()
+    )
 
 
 def test_triton_queues_four_full_batches_by_default_then_refuses(tmp_path: Path) -> None:

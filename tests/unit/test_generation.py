@@ -27,7 +27,14 @@ def generator(tmp_path: Path, tiny: dict[str, Path]) -> Any:
 
 def _model(tmp_path: Path, tiny: dict[str, Path], params: dict[str, str]) -> Any:
     folder = add_model(
-        AddRequest("text-generation", str(tiny["generator"]), tmp_path / "repo", name="gen", params=params)
+        AddRequest(
+            "text-generation",
+            str(tiny["generator"]),
+            tmp_path / "repo",
+            name="gen",
+            params=params,
+            engine="transformers",
+        )
     )
     model = instantiate(folder)
     model.finalize()  # no background thread: the tests step the scheduler themselves
@@ -298,7 +305,9 @@ def test_a_new_engine_is_one_module_and_one_line(tmp_path: Path, tiny: dict[str,
     and one line in ENGINES; the template's streaming, stop strings, limits and refusals work unchanged."""
     from template_harness import load_template_module, triton_args
 
-    folder = add_model(AddRequest("text-generation", str(tiny["generator"]), tmp_path / "repo", name="toy"))
+    folder = add_model(
+        AddRequest("text-generation", str(tiny["generator"]), tmp_path / "repo", name="toy", engine="transformers")
+    )
     module = load_template_module(folder)
     module.ENGINES["toy"] = ToyEngine  # the one line
     args = triton_args(folder, {"tritonhf.engine": "toy"})

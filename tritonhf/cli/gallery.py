@@ -166,8 +166,9 @@ def add_command(
     weight_format: Annotated[
         str,
         typer.Option(
-            help="With the OpenVINO engine, a hub id or folder is exported to GGUF: int8, int4 or fp16; or to "
-            "OpenVINO IR with optimum-intel (any source, a GGUF file too): int4-ir or int8-ir."
+            help="With the OpenVINO engine, a hub id or folder is exported to GGUF: int8, int4 or fp16 (a family the "
+            "GGUF writer does not know: to OpenVINO IR at the same width); or to OpenVINO IR with optimum-intel (any "
+            "source, a GGUF file too): int4-ir, int8-ir or fp16-ir."
         ),
     ] = "int8",
     param: Annotated[list[str] | None, typer.Option(help="Extra config parameter KEY=VALUE (repeatable).")] = None,

@@ -58,6 +58,8 @@ from tritonhf.tasks import (
     PARAM_BACKEND,
     PARAM_DEVICE,
     PARAM_ENGINE,
+    PARAM_GGUF_FILE,
+    PARAM_OPENVINO_MODEL,
     PARAM_SOURCE,
     PARAM_TASK,
     PARAM_TRUST_REMOTE_CODE,
@@ -280,8 +282,9 @@ def _notes(params: Mapping[str, str]) -> list[str]:
     if params.get(PARAM_ENGINE) == "transformers" and params.get(generation.PARAM_ENGINE_REASON):
         notes.append(f"Engine: transformers, not OpenVINO GenAI: {params[generation.PARAM_ENGINE_REASON]}.")
     if params.get(PARAM_ENGINE) == "openvino":
+        served = params.get(PARAM_OPENVINO_MODEL) or params.get(PARAM_GGUF_FILE, "")
         notes.append(
-            "Engine: OpenVINO GenAI's ContinuousBatchingPipeline on the GGUF file (openvino_engine.py); "
+            f"Engine: OpenVINO GenAI's ContinuousBatchingPipeline on {served} (openvino_engine.py); "
             "parameters max_running (sequences), max_prefill_tokens (tokens per step), kv_cache_gb, "
             "prefix_caching (true: a prompt that repeats an earlier one's start reuses its cached keys and values; "
             "off by default on the batch-invariant settings, since a cached prefix can change a near-tie)."

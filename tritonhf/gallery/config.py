@@ -162,7 +162,8 @@ def part_config_to_text(config: mc.ModelConfig, owner: str) -> str:
 
 def config_to_text(config: mc.ModelConfig, task: Task, notes: Sequence[str] = ()) -> str:
     """The config as text, after a header of comments (and ``notes``: why this backend, measured quality)."""
-    extra = "".join(f"# {line}\n" for line in notes)
+    # A note may quote what a tool printed (an exporter's error): every line of it stays a comment.
+    extra = "".join(f"# {part}\n" for line in notes for part in line.splitlines() or [""])
     return _HEADER.format(task=task.name) + extra + str(text_format.MessageToString(config))
 
 

@@ -2,7 +2,8 @@
 
 ``--engine auto`` (the default) picks OpenVINO GenAI's continuous batching on a CPU: a GGUF
 file is vendored as it is; a hub id or a local folder is exported once to GGUF
-(``gguf_export``: int8 weights by default, int4 or fp16 on request) and its greedy tokens are
+(``gguf_export``: int8 weights by default, int4 or fp16 on request), or, for a family the GGUF writer does not
+know, to OpenVINO IR with optimum-intel at the same weight width (``ir_export``), and its greedy tokens are
 compared with transformers on a few prompts, the figures printed and written into the config.
 Where OpenVINO GenAI is missing, the device is a GPU, or the export or the load fails, ``auto``
 serves with transformers and says why (as encoders fall back from ONNX to PyTorch);
@@ -27,6 +28,8 @@ from tritonhf.tasks import PARAM_ENGINE, PARAM_GGUF_FILE, PARAM_OPENVINO_MODEL
 ENGINES = ("auto", "openvino", "transformers")
 # --weight-format names -> GGUF tensor types of the export (a GGUF source keeps its own).
 WEIGHT_FORMATS = {"int8": "q8_0", "int4": "q4_0", "fp16": "f16"}
+# The IR export of the same weights, for a family the GGUF writer does not know.
+IR_OF_GGUF_FORMAT = {"int8": "int8-ir", "int4": "int4-ir", "fp16": "fp16-ir"}
 PARAM_ENGINE_REASON = "tritonhf.engine_reason"
 PARAM_ENGINE_CHECK = "tritonhf.engine_check"
 # The OpenVINO engine's threads and precisions, and whether its answers are batch-invariant (runtime.openvino_settings).
@@ -38,10 +41,12 @@ CHECK_TOKENS = 16
 
 @dataclass(frozen=True)
 class EnginePlan:
-    """The engine to try (openvino) or to use (transformers), and why."""
+    """The engine to try (openvino) or to use (transformers), and why; for openvino, the weight format it exports
+    to when not the one asked (a family the GGUF writer does not know goes to the OpenVINO IR export)."""
 
     engine: str
     reason: str
+    weight_format: str | None = None
 
 
 def openvino_missing() -> str | None:

@@ -11,7 +11,7 @@ from tritonhf._progress import Progress
 from tritonhf.errors import GalleryError, ModelSourceError
 from tritonhf.gallery import generation, gguf_export, ir_export, models
 from tritonhf.gallery.request import AddRequest, Choice
-from tritonhf.tasks import PARAM_ENGINE, VENDORED_WEIGHTS_DIR, Task
+from tritonhf.tasks import PARAM_ENGINE, PARAM_GGUF_FILE, PARAM_OPENVINO_MODEL, VENDORED_WEIGHTS_DIR, Task
 
 
 def resolve(
@@ -28,7 +28,11 @@ def resolve(
     exported_to_gguf = request.weight_format not in ir_export.IR_FORMATS  # optimum-intel exports what GGUF cannot
     if engine and engine.engine == "openvino" and resolved.kind != "gguf" and exported_to_gguf:
         why_not = gguf_export.supported(resolved.folder)
-        if why_not is not None:
+        ir_format = generation.IR_OF_GGUF_FORMAT.get(request.weight_format)
+        if why_not is not None and ir_format is not None:  # optimum-intel exports the families GGUF's writer lacks
+            progress.step(f"Not a GGUF export: {why_not}; exporting to OpenVINO IR ({ir_format}) instead")
+            engine = generation.EnginePlan("openvino", why_not, weight_format=ir_format)
+        elif why_not is not None:
             if request.engine == "openvino":
                 raise GalleryError(f"--engine openvino cannot serve {request.source}: {why_not}.")
             engine = generation.EnginePlan("transformers", f"the OpenVINO engine needs a GGUF export, and {why_not}")
@@ -47,7 +51,7 @@ def vendor(
     served."""
     found: dict[str, str] = {}
     if engine and engine.engine == "openvino":
-        engine, found, resolved = _openvino_weights(request, resolved, version_dir, progress)
+        engine, found, resolved = _openvino_weights(request, engine, resolved, version_dir, progress)
     if not found:
         models.vendor(resolved.folder, version_dir / VENDORED_WEIGHTS_DIR, request.allow_pickle)
     return choice(request, engine, found), resolved
@@ -59,9 +63,10 @@ def choice(request: AddRequest, engine: generation.EnginePlan | None, found: dic
     if engine is None:
         return None
     if found:
-        return Choice("openvino", "continuous batching on model.gguf; " + found.pop(generation.PARAM_ENGINE_CHECK),
+        served = found.get(PARAM_OPENVINO_MODEL, found.get(PARAM_GGUF_FILE, ""))
+        return Choice("openvino", f"continuous batching on {served}; " + found.pop(generation.PARAM_ENGINE_CHECK),
                       found)  # fmt: skip
-    why = "--backend pytorch" if request.backend == "pytorch" else "text-generation runs on PyTorch"
+    why = "--backend pytorch" if request.backend == "pytorch" else f"the transformers engine: {engine.reason}"
     return Choice("pytorch", why, {generation.PARAM_ENGINE_REASON: engine.reason, PARAM_ENGINE: "transformers"})
 
 
@@ -76,20 +81,32 @@ def _plan(request: AddRequest, task: Task) -> generation.EnginePlan | None:
 
 
 def _openvino_weights(
-    request: AddRequest, resolved: models.ResolvedSource, version_dir: Path, progress: Progress
+    request: AddRequest,
+    engine: generation.EnginePlan,
+    resolved: models.ResolvedSource,
+    version_dir: Path,
+    progress: Progress,
 ) -> tuple[generation.EnginePlan, dict[str, str], models.ResolvedSource]:
-    """model.gguf and its checks; with --engine auto, a failed export or load falls back to transformers
-    (a GGUF source is then converted as transformers needs it)."""
+    """model.gguf (or the IR export) and its checks. A GGUF export the check refuses is tried again as the IR
+    export of the same width; with --engine auto, what still fails falls back to transformers (a GGUF source is
+    then converted as transformers needs it)."""
     weights_dir = version_dir / VENDORED_WEIGHTS_DIR
-    try:
-        settings = generation.settings_for(request.params, request.options.instances)
-        found = generation.add_openvino_weights(resolved, weights_dir, request.weight_format, progress, settings)
-        return generation.EnginePlan("openvino", ""), found, resolved
-    except ModelSourceError as exc:
-        if request.engine == "openvino":
-            raise
-        progress.step(f"The OpenVINO engine is not usable ({exc}); serving with transformers")
-        shutil.rmtree(weights_dir, ignore_errors=True)
-        if resolved.kind == "gguf":
-            resolved = models.resolve(request.source, request.revision, progress)
-        return generation.EnginePlan("transformers", f"the OpenVINO engine was not usable ({exc})"), {}, resolved
+    formats = [engine.weight_format or request.weight_format]
+    if resolved.kind != "gguf" and formats[0] in generation.IR_OF_GGUF_FORMAT:
+        formats.append(generation.IR_OF_GGUF_FORMAT[formats[0]])
+    settings = generation.settings_for(request.params, request.options.instances)
+    for weight_format in formats:
+        try:
+            found = generation.add_openvino_weights(resolved, weights_dir, weight_format, progress, settings)
+            return generation.EnginePlan("openvino", ""), found, resolved
+        except ModelSourceError as exc:
+            failure = exc
+            shutil.rmtree(weights_dir, ignore_errors=True)
+            if weight_format != formats[-1]:
+                progress.step(f"The GGUF export is not usable ({exc}); exporting to OpenVINO IR instead")
+    if request.engine == "openvino":
+        raise failure
+    progress.step(f"The OpenVINO engine is not usable ({failure}); serving with transformers")
+    if resolved.kind == "gguf":
+        resolved = models.resolve(request.source, request.revision, progress)
+    return generation.EnginePlan("transformers", f"the OpenVINO engine was not usable ({failure})"), {}, resolved

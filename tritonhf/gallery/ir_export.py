@@ -1,4 +1,4 @@
-"""A causal LM exported to OpenVINO IR for the OpenVINO engine (``--weight-format int4-ir`` or ``int8-ir``).
+"""A causal LM exported to OpenVINO IR for the OpenVINO engine (``--weight-format int4-ir``, ``int8-ir``, ``fp16-ir``).
 
 OpenVINO GenAI reads a GGUF file directly, and that is the default; its IR export with int4 weights runs
 faster on the same pipeline and batch-invariant settings (``bench/openvino_ir.py`` measures both; the figures
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tritonhf.errors import ModelSourceError
+from tritonhf.errors import GalleryError, ModelSourceError
 from tritonhf.gallery import openvino_exporter
 
 IR_FOLDER = "openvino"
@@ -23,6 +23,7 @@ IR_FOLDER = "openvino"
 IR_FORMATS = {
     "int4-ir": ["--weight-format", "int4", "--group-size", "64", "--group-size-fallback", "adjust", "--ratio", "1.0"],
     "int8-ir": ["--weight-format", "int8"],
+    "fp16-ir": ["--weight-format", "fp16"],
 }
 EXPORTED_FILES = ("openvino_model.xml", "openvino_tokenizer.xml", "openvino_detokenizer.xml")
 
@@ -30,6 +31,17 @@ EXPORTED_FILES = ("openvino_model.xml", "openvino_tokenizer.xml", "openvino_deto
 def export(folder: Path, out: Path, weight_format: str) -> None:
     """The causal LM in ``folder`` (safetensors, config, tokenizer) as an OpenVINO IR in ``out``; a
     ModelSourceError says why it could not be (``--engine auto`` then serves with transformers)."""
-    why = openvino_exporter.export(folder, out, "text-generation-with-past", IR_FORMATS[weight_format], EXPORTED_FILES)
+    try:
+        why = openvino_exporter.export(folder, out, "text-generation-with-past", IR_FORMATS[weight_format],
+                                       EXPORTED_FILES)  # fmt: skip
+    except GalleryError as exc:  # the exporter's venv could not be made
+        raise ModelSourceError(
+            f"{exc} Fix: run the same `tritonhf gallery add` once where the package index is reachable; the venv "
+            f"is kept in {openvino_exporter.venv_dir()}"
+        ) from exc
     if why is not None:
-        raise ModelSourceError(f"optimum-intel could not export {folder.name} to OpenVINO IR ({why})")
+        last = next((line.strip() for line in reversed(why.splitlines()) if line.strip()), why)
+        raise ModelSourceError(
+            f"optimum-intel ({', '.join(openvino_exporter.EXPORTER_PACKAGES)}) could not export the model to "
+            f"OpenVINO IR: {last}. Fix: --engine transformers serves it as it is"
+        )

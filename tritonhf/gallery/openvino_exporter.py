@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import importlib.metadata
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -28,8 +30,14 @@ EXPORTER_PACKAGES = ("optimum-intel==2.2.0",)
 _MATCHED = ("torch", "openvino", "openvino-tokenizers")  # the same versions as the serving side (local labels dropped)
 
 
-def venv_dir() -> Path:
-    return cache_dir() / "openvino-export-venv"
+# optimum-intel's refusal of a family the venv's transformers is too new for, and the newest it takes
+_TOO_NEW = re.compile(r"Maximum required is (\d[\w.]*)")
+
+
+def venv_dir(pins: tuple[str, ...] = ()) -> Path:
+    """The exporter's venv; ``pins`` (a family's own, e.g. ``transformers<=4.57.6``) get one of their own."""
+    suffix = "-" + hashlib.sha256(" ".join(pins).encode()).hexdigest()[:10] if pins else ""
+    return cache_dir() / f"openvino-export-venv{suffix}"
 
 
 def exporter_ready() -> bool:
@@ -37,26 +45,26 @@ def exporter_ready() -> bool:
     return (venv_dir() / ".installed").is_file()
 
 
-def _pins() -> list[str]:
-    pins = list(EXPORTER_PACKAGES)
+def _pins(extra: tuple[str, ...] = ()) -> list[str]:
+    pins = [*EXPORTER_PACKAGES, *extra]
     for name in _MATCHED:  # one not installed here: the exporter's own resolution decides
         with contextlib.suppress(importlib.metadata.PackageNotFoundError):
             pins.append(f"{name}=={importlib.metadata.version(name).split('+')[0]}")
     return pins
 
 
-def exporter_python() -> Path:
+def exporter_python(pins: tuple[str, ...] = ()) -> Path:
     """The exporter venv's Python, made on first use (a lock keeps two ``gallery add`` from making it at once)."""
-    venv = venv_dir()
+    venv = venv_dir(pins)
     python = venv / "bin" / "python"
     venv.parent.mkdir(parents=True, exist_ok=True)
-    with open(venv.parent / "openvino-export-venv.lock", "w") as lock:
+    with open(venv.parent / f"{venv.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if (venv / ".installed").is_file():
             return python
         pip = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
         # torchvision (which optimum may pull) fails to import beside a torch of another build: not needed here
-        steps = ([_base_python(), "-m", "venv", "--clear", str(venv)], [*pip, *_pins()],
+        steps = ([_base_python(), "-m", "venv", "--clear", str(venv)], [*pip, *_pins(pins)],
                  [str(python), "-m", "pip", "uninstall", "--yes", "--quiet", "torchvision"])  # fmt: skip
         for step in steps:
             done = subprocess.run(step, capture_output=True, text=True)
@@ -76,8 +84,19 @@ def _base_python() -> str:
 
 def export(folder: Path, out: Path, task: str, options: list[str], expected: tuple[str, ...]) -> str | None:
     """``optimum-cli export openvino`` of the model in ``folder`` (a local folder, this venv's packages only) for
-    ``task`` into ``out``: None once it wrote every file of ``expected``, else why not."""
-    command = [str(exporter_python()), "-m", "optimum.commands.optimum_cli", "export", "openvino", "--model",
+    ``task`` into ``out``: None once it wrote every file of ``expected``, else why not. A family optimum-intel
+    exports only with an older transformers is exported again from a venv with that one."""
+    why = _export(folder, out, task, options, expected, ())
+    too_new = _TOO_NEW.search(why or "")
+    if too_new:
+        why = _export(folder, out, task, options, expected, (f"transformers<={too_new[1]}",))
+    return why
+
+
+def _export(
+    folder: Path, out: Path, task: str, options: list[str], expected: tuple[str, ...], pins: tuple[str, ...]
+) -> str | None:
+    command = [str(exporter_python(pins)), "-m", "optimum.commands.optimum_cli", "export", "openvino", "--model",
                str(folder), "--task", task, *options, str(out)]  # fmt: skip
     environment = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": ""}
     with tempfile.TemporaryDirectory(prefix="tritonhf-ov-export-") as scratch:  # whatever it writes beside itself

@@ -19,7 +19,7 @@ PARAM_BACKEND = "tritonhf.backend"  # pytorch | onnx
 # the openvino engine loads from the weights folder.
 PARAM_ENGINE = "tritonhf.engine"
 PARAM_GGUF_FILE = "tritonhf.gguf_file"
-# ... or the folder of an OpenVINO IR export (--weight-format int4-ir / int8-ir), which it loads instead
+# ... or the folder of an OpenVINO IR export (--weight-format int4-ir / int8-ir / fp16-ir), which it loads instead
 PARAM_OPENVINO_MODEL = "tritonhf.openvino_model"
 # text-generation on OpenVINO: "false" trades batch invariance for batched throughput (runtime.openvino_settings).
 PARAM_BATCH_INVARIANT = "batch_invariant"
