@@ -97,12 +97,19 @@ def random_text(rng: random.Random, limit_words: int) -> str:
     return " ".join(words)
 
 
-def make_cases(task: str, model: str, seed: int, count: int, limit_words: int) -> list[Case]:
-    """``count`` requests for ``model``; each optional input is absent or given for every row of a request."""
+def make_cases(
+    task: str, model: str, seed: int, count: int, limit_words: int, prompts: Sequence[str] = ()
+) -> list[Case]:
+    """``count`` requests for ``model``; each optional input is absent or given for every row of a request.
+    ``prompts``: the model's prompt names, which feature-extraction rows then name now and then ("" for the
+    model's default), each row its own."""
     rng = random.Random(seed)
     cases = []
     for _ in range(count):
         rows = [Row(random_text(rng, limit_words)) for _ in range(rng.choice([1, 1, 2, 3, 4]))]
+        if task == "feature-extraction" and prompts and rng.random() < 0.6:
+            for row in rows:
+                row.options["PROMPT_NAME"] = rng.choice(["", *prompts])
         if task == "text-classification" and rng.random() < 0.6:
             for row in rows:
                 row.options["TOP_K"] = rng.randint(1, 3)
@@ -245,7 +252,7 @@ def tensors(case: Case) -> dict[str, np.ndarray]:
         if name in ("CANDIDATE_LABELS", "DOCUMENTS"):
             width = max(len(v) for v in values)
             arrays[name] = np.array([[x.encode() for x in v] + [b""] * (width - len(v)) for v in values], dtype=object)
-        elif name in ("AGGREGATION", "CONTEXT", "TEXT_PAIR", "LANGUAGE", "TASK", "PROMPT"):
+        elif name in ("AGGREGATION", "CONTEXT", "TEXT_PAIR", "LANGUAGE", "TASK", "PROMPT", "PROMPT_NAME"):
             arrays[name] = np.array([[v.encode()] for v in values], dtype=object)
         elif name in ("TOP_K", "MAX_TOKENS"):
             arrays[name] = np.array([[v] for v in values], dtype=np.int32)
@@ -537,6 +544,37 @@ class Oracle:
         ]
 
 
+class SentenceOracle:
+    """What sentence-transformers' ``encode`` answers for one feature-extraction row alone (its prompt, Dense
+    layers, pooling), normalised when the row asks; a model without a Normalize module, so that both answers
+    of NORMALIZE are the library's."""
+
+    task = "feature-extraction"
+
+    def __init__(self, folder: Path) -> None:
+        from sentence_transformers import SentenceTransformer
+
+        self.model = SentenceTransformer(str(folder), device="cpu", local_files_only=True)
+        assert not any(type(module).__name__ == "Normalize" for module in self.model), "NORMALIZE=false: pre-Normalize"
+        self.tokenizer = self.model.tokenizer
+        self.limit = self.model.max_seq_length
+
+    def answer(self, row: Row) -> dict[str, Any] | str:
+        name = row.options.get("PROMPT_NAME") or self.model.default_prompt_name
+        prompt = self.model.prompts.get(name, "") if name else ""
+        truncated = len(self.tokenizer(prompt + row.text)["input_ids"]) > self.limit
+        if truncated and row.options.get("TRUNCATE") is False:
+            return "refused"
+        vector = self.model.encode([row.text], prompt_name=name or None)[0]
+        if row.options.get("NORMALIZE", False):
+            vector = vector / max(np.linalg.norm(vector), 1e-12)
+        found: dict[str, Any] = {"vector": vector, "truncated": truncated}
+        if row.options.get("ALL_TOKENS"):  # the transformer's last hidden state of the prompted text's tokens
+            tokens = self.model.encode([row.text], prompt_name=name or None, output_value="token_embeddings")[0]
+            found["tokens"] = np.asarray(tokens)
+        return found
+
+
 class ImageRowOracle:
     """transformers on one image alone (harness.images.ImageOracle, or ClipOracle for an image-text model with
     its default ``labels``); "refused" for an image the template must refuse (the runtime's own decoder decides
@@ -712,7 +750,7 @@ class Report:
 def check(
     url: str,
     cases: Sequence[Case],
-    oracle: Oracle | ImageRowOracle | AudioRowOracle,
+    oracle: Oracle | SentenceOracle | ImageRowOracle | AudioRowOracle,
     threads: int = 16,
     alone_tolerance: float | None = None,
     versus_transformers: bool = True,
@@ -888,7 +926,7 @@ def check_batched(
     url: str,
     model: str,
     cases: list[Case],
-    oracle: Oracle | ImageRowOracle | AudioRowOracle,
+    oracle: Oracle | SentenceOracle | ImageRowOracle | AudioRowOracle,
     **options: Any,
 ) -> None:
     """``check`` the cases, and that Triton really batched them (else the test proved nothing). On a machine

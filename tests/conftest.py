@@ -46,11 +46,11 @@ def tiny() -> dict[str, Path]:
 def tiny_models_cached() -> dict[str, Path]:
     """The tiny models, built once per machine into ``~/.cache/tritonhf/tiny-models/KEY`` (``TRITONHF_TEST_CACHE``
     elsewhere) rather than once per pytest process (each xdist worker, each phase of ``make test``). KEY hashes
-    harness/tiny_models.py and the versions of torch, transformers and tokenizers, which decide what is built; a
-    manifest of every file's hash is checked on each use, so a model a test changed in place is built again, and
-    a file lock lets one process build while the others wait."""
+    harness/tiny_models.py and conformance.py and the versions of torch, transformers and tokenizers, which decide
+    what is built; a manifest of every file's hash is checked on each use, so a model a test changed in place is
+    built again, and a file lock lets one process build while the others wait."""
     root = Path(__file__).resolve().parent.parent
-    source = (root / "harness" / "tiny_models.py").read_bytes()
+    source = (root / "harness" / "tiny_models.py").read_bytes() + (root / "harness" / "conformance.py").read_bytes()
     versions = ",".join(f"{name}={metadata.version(name)}" for name in ("torch", "transformers", "tokenizers"))
     key = hashlib.sha256(source + versions.encode()).hexdigest()[:16]
     base = Path(os.environ.get("TRITONHF_TEST_CACHE", Path.home() / ".cache" / "tritonhf")) / "tiny-models"
@@ -82,7 +82,7 @@ def _hashes(folder: Path) -> dict[str, str]:
 def _build_tiny(root: Path) -> dict[str, Path]:
     # Imported here, not at the top: torch and transformers' model classes take seconds to import, which every
     # pytest process (xdist's controller among them, which runs no test) would pay before its first test.
-    from harness import tiny_models  # the repository root is on pytest's pythonpath (pyproject.toml)
+    from harness import conformance, tiny_models  # the repository root is on pytest's pythonpath (pyproject.toml)
 
     builders = {
         "classifier": tiny_models.build_classifier,
@@ -104,6 +104,16 @@ def _build_tiny(root: Path) -> dict[str, Path]:
         "whisper": tiny_models.build_whisper,
         "wav2vec2": tiny_models.build_wav2vec2_ctc,
         "siglip": tiny_models.build_siglip,
+        # a sentence-transformers folder beyond mean/CLS: weighted-mean pooling that leaves its prompt out, a Dense
+        # layer, and prompts with a default one (built by sentence-transformers itself)
+        "st-prompts": lambda folder: conformance.build_sentence_transformer(
+            folder,
+            pooling="weightedmean",
+            include_prompt=False,
+            dense=16,
+            prompts={"query": "query: ", "passage": "passage about "},
+            default_prompt="query",
+        ),
     }
     built = {}
     for name, build in builders.items():

@@ -57,6 +57,7 @@ def served_stack(make_workspace: Callable[[str], Workspace], tiny: dict[str, Pat
         ("feature-extraction", tiny["encoder"], "embed-2x", {"options": ModelOptions(instances=2)}),
         # int8 kept whatever the random tiny model scores on the quality gate: the harness checks it
         ("feature-extraction", tiny["encoder"], "embed-int8", {"quantize": "int8", "force": True}),
+        ("feature-extraction", tiny["st-prompts"], "embed-st", {}),  # pooling, Dense and prompts of its folder
         ("zero-shot", tiny["encoder"], "zeroshot", {"labels": ("positive", "negative")}),
         ("text-generation", tiny["generator"], "writer", {"engine": "transformers"}),  # the transformers engine
         ("rerank", tiny["cross-encoder"], "reranker", {"options": small}),

@@ -19,6 +19,7 @@ from harness.invariance import (
     ImageRowOracle,
     Oracle,
     Row,
+    SentenceOracle,
     check,
     check_batched,
     make_audio_cases,
@@ -86,6 +87,21 @@ def test_openvino_rows_get_exactly_the_answer_they_get_alone(
         "feature-extraction", model, seed=zlib.crc32(f"{model}/{protocol}".encode()), count=48, limit_words=LIMIT_WORDS
     )
     check_batched(served.http_url, url, model, cases, oracle, alone_tolerance=1e-5, transformers_tolerance=1e-3)
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_sentence_transformers_rows_get_the_library_answer_alone(
+    served: Server, tiny: dict[str, Path], protocol: str
+) -> None:
+    """A sentence-transformers folder with weighted-mean pooling that leaves its prompt out, a Dense layer and
+    prompts: rows naming different prompts (or the default), normalised or not, every token's vector or not, mixed
+    in one batch; each equals itself alone and sentence-transformers' encode of that row alone."""
+    url = served.http_url if protocol == "http" else served.grpc_url
+    model = "embed-st"
+    cases = make_cases("feature-extraction", model, seed=zlib.crc32(f"{model}/{protocol}".encode()), count=48,
+                       limit_words=LIMIT_WORDS, prompts=("query", "passage"))  # fmt: skip
+    assert any("PROMPT_NAME" in row.options for case in cases for row in case.rows)
+    check_batched(served.http_url, url, model, cases, SentenceOracle(tiny["st-prompts"]))
 
 
 def test_rows_get_the_answer_they_get_alone_whichever_instance_runs_them(served: Server, tiny: dict[str, Path]) -> None:

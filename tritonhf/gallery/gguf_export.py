@@ -59,11 +59,19 @@ def supported(folder: Path) -> str | None:
         return (
             f"the GGUF export knows {', '.join(sorted(ARCHITECTURES))}, not {', '.join(architectures) or 'this model'}"
         )
-    if config.get("rope_scaling"):
+    rope = _rope(config)
+    if config.get("rope_scaling") or rope.get("rope_type", "default") != "default":
         return "rope scaling is not exported"
     if not (folder / "tokenizer.json").is_file():
         return "the model has no tokenizer.json (a fast tokenizer) to write into the GGUF file"
     return None
+
+
+def _rope(config: dict[str, Any]) -> dict[str, Any]:
+    """The rotary settings: transformers 5 writes them as ``rope_parameters`` (its ``rope_theta`` and
+    ``rope_type``), older configs as ``rope_theta`` and ``rope_scaling`` at the top."""
+    found = config.get("rope_parameters")
+    return dict(found) if isinstance(found, dict) else {}
 
 
 def _config(folder: Path) -> dict[str, Any]:
@@ -97,7 +105,7 @@ def export(folder: Path, target: Path, weight_format: str = DEFAULT_WEIGHT_FORMA
     writer.add_head_count(heads)
     writer.add_head_count_kv(kv_heads)
     writer.add_rope_dimension_count(head_dim)
-    writer.add_rope_freq_base(float(config.get("rope_theta", 10000.0)))
+    writer.add_rope_freq_base(float(_rope(config).get("rope_theta", config.get("rope_theta", 10000.0))))
     writer.add_layer_norm_rms_eps(float(config.get("rms_norm_eps", 1e-6)))
     writer.add_file_type(_FILE_TYPES[weight_format](gguf))
     _write_tokenizer(gguf, writer, folder, int(config["vocab_size"]))

@@ -81,6 +81,17 @@ def options(folder: Path, default_prompt_name: str | None = None) -> dict[str, s
         found[PARAM_DENSE] = ",".join(dense)
     found.update(_prompts(folder, default_prompt_name))
     transformer = read_json_object(folder / "sentence_bert_config.json")
+    text = (transformer.get("modality_config") or {}).get("text") or {}
+    task, method = transformer.get("transformer_task", "feature-extraction"), text.get("method", "forward")
+    if (
+        task != "feature-extraction"
+        or method != "forward"
+        or text.get("method_output_name", "last_hidden_state") != ("last_hidden_state")
+    ):
+        raise GalleryError(
+            f"{folder}/sentence_bert_config.json: the transformer runs as {task!r} through {method!r}; the template "
+            "pools the last hidden state of a feature-extraction forward pass, so its vectors would not be the model's."
+        )
     if isinstance(transformer.get("max_seq_length"), int):
         found[PARAM_MAX_SEQ_LENGTH] = str(transformer["max_seq_length"])
     if transformer.get("do_lower_case"):
