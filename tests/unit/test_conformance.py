@@ -197,7 +197,9 @@ def test_zero_shot_with_an_nli_model_is_the_pipeline_s(tmp_path: Path, models: d
 def test_ner_adds_and_answers_whatever_the_tokenizer_emits(tmp_path: Path, models: dict[str, Path], arch: str) -> None:
     # the WordPiece tokenizer emits token_type_ids, which DistilBERT, DeBERTa-v2 (no token types), MPNet and
     # ModernBERT do not take: the export and the template feed what the model declares
-    model = instantiate(_add(tmp_path, "token-classification", models[f"{arch}/token-classification"]))
+    added = _add(tmp_path, "token-classification", models[f"{arch}/token-classification"])
+    assert "token-classification pipeline" in parameters_of_folder(added)[PARAM_REFERENCE_CHECK]
+    model = instantiate(added)
     try:
         (response,) = answers(model, [pb.InferenceRequest(TEXT=pb.texts("alice lives in paris"))])
     finally:

@@ -2,7 +2,8 @@
 
 Before the engine is chosen (the source weights are still there), the library answers sample inputs:
 sentence-transformers' ``encode`` for a sentence-transformers folder (each of its prompts too), transformers'
-``pipeline`` for text classification and for zero-shot classification by entailment. Once the repository folder
+``pipeline`` for text classification, zero-shot classification by entailment, token classification and fill-mask,
+and sentence-transformers' ``CrossEncoder`` for a one-output reranker. Once the repository folder
 is written, its template runs in this process (``inprocess``, on the engine chosen) on the same inputs, and the
 two must agree: cosine >= ``COSINE`` at the same dimension, scores within ``SCORE_TOLERANCE``. A model that does
 not is refused with both figures, never served different. The comparison is written into the config.
@@ -46,7 +47,14 @@ TEXTS = (
 LABELS = ("sports", "politics", "technology")
 
 
-TASKS = ("feature-extraction", "text-classification", "zero-shot-classification")
+TASKS = (
+    "feature-extraction",
+    "text-classification",
+    "zero-shot-classification",
+    "token-classification",
+    "fill-mask",
+    "text-ranking",
+)
 # The library's answers, held by a function that asks the served model the same and compares: its summary, or a
 # GalleryError naming both figures.
 Expected = Callable[[Path], str]
@@ -67,6 +75,12 @@ def expected(task: str, folder: Path, params: Mapping[str, str]) -> Expected | s
         if params.get(PARAM_ZERO_SHOT_METHOD) != "entailment":
             return "zero-shot by embedding similarity: tritonhf's method, with no library answer to compare"
         return _zero_shot(folder, params)
+    if task == "token-classification":
+        return _entities(folder)
+    if task == "fill-mask":
+        return _fill_mask(folder)
+    if task == "text-ranking":
+        return _rerank(folder)
     return "no library comparison for this task yet"
 
 
@@ -170,6 +184,91 @@ def _zero_shot(folder: Path, params: Mapping[str, str]) -> Expected:
         return "; ".join(summaries)
 
     return compare
+
+
+def _entities(folder: Path) -> Expected:
+    from transformers import pipeline
+
+    tag: Any = pipeline("token-classification", model=str(folder), aggregation_strategy="simple", device="cpu")
+    wanted = [[(e["entity_group"], int(e["start"]), int(e["end"]), float(e["score"])) for e in tag(t)] for t in TEXTS]
+
+    def compare(model_dir: Path) -> str:
+        with _served(model_dir) as served:
+            answer = _answer(served, {"TEXT": stub.texts(*TEXTS), "AGGREGATION": stub.texts(*["simple"] * len(TEXTS))})
+        got = [
+            [(e["entity_group"], e["start"], e["end"], e["score"]) for e in json.loads(_text(row[0]))]
+            for row in answer.output("ENTITIES")
+        ]
+        difference = 0.0
+        for expected_row, got_row in zip(wanted, got):
+            if [e[:3] for e in expected_row] != [e[:3] for e in got_row]:
+                raise GalleryError(f"the served entities {got_row} are not the pipeline's {expected_row}.")
+            difference = max([difference, *(abs(a[3] - b[3]) for a, b in zip(expected_row, got_row))])
+        return _within(f"the token-classification pipeline (simple aggregation) on {len(TEXTS)} texts", difference)
+
+    return compare
+
+
+def _fill_mask(folder: Path) -> Expected:
+    from transformers import AutoTokenizer, pipeline
+
+    mask = AutoTokenizer.from_pretrained(folder).mask_token
+    texts = [f"{mask} {text}" for text in TEXTS]
+    fill: Any = pipeline("fill-mask", model=str(folder), top_k=10, device="cpu")
+    wanted = [{item["token_str"].strip(): float(item["score"]) for item in fill(text)} for text in texts]
+
+    def compare(model_dir: Path) -> str:
+        with _served(model_dir) as served:
+            answer = _answer(served, {"TEXT": stub.texts(*texts)})
+        difference = 0.0
+        for expected_row, tokens, scores in zip(wanted, answer.output("TOKENS"), answer.output("SCORES")):
+            for token, score in zip(tokens, scores):  # the served best five among the pipeline's best ten
+                name = _text(token).strip()
+                if name and name not in expected_row:
+                    raise GalleryError(f"the served candidate {name!r} is not among the fill-mask pipeline's.")
+                if name:
+                    difference = max(difference, abs(expected_row[name] - float(score)))
+        return _within(f"the fill-mask pipeline on {len(texts)} texts", difference)
+
+    return compare
+
+
+def _rerank(folder: Path) -> Expected | str:
+    from transformers import AutoConfig
+
+    if AutoConfig.from_pretrained(folder).num_labels != 1:
+        return "a reranker with several labels: its score is the probability of the second (no library score)"
+    if importlib.util.find_spec("sentence_transformers") is None:
+        return "sentence-transformers is not installed, so its CrossEncoder was not compared (pip install it)"
+    from sentence_transformers import CrossEncoder
+
+    query, documents = TEXTS[0], list(TEXTS[1:])
+    wanted = [
+        float(score) for score in CrossEncoder(str(folder), device="cpu").predict([(query, d) for d in documents])
+    ]
+
+    def compare(model_dir: Path) -> str:
+        with _served(model_dir) as served:
+            matrix = np.array([[document.encode() for document in documents]], dtype=object)
+            answer = _answer(served, {"QUERY": stub.texts(query), "DOCUMENTS": matrix})
+        got = [float(score) for score in answer.output("SCORES")[0][: len(documents)]]
+        difference = max(abs(a - b) for a, b in zip(wanted, got))
+        return _within(f"sentence-transformers' CrossEncoder on {len(documents)} pairs", difference)
+
+    return compare
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _within(library: str, difference: float) -> str:
+    summary = f"served scores against {library}: largest difference {difference:.1e}"
+    if difference > SCORE_TOLERANCE:
+        raise GalleryError(
+            f"{summary}, above {SCORE_TOLERANCE}: not served, since its scores would not be the model's."
+        )
+    return summary
 
 
 def _scores_agree(library: str, wanted: list[dict[str, float]], got: list[dict[str, float]]) -> str:
