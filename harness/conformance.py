@@ -251,3 +251,65 @@ def build_causal_lm(folder: Path, family: str) -> Path:
     config = getattr(transformers, config_class)(**fields)
     getattr(transformers, model_class)(config).eval().save_pretrained(folder)
     return folder
+
+
+# text2text family -> (config class, model class, its size fields)
+SEQ2SEQ: dict[str, tuple[str, str, dict[str, Any]]] = {
+    "t5": (
+        "T5Config",
+        "T5ForConditionalGeneration",
+        {"d_model": 32, "d_kv": 16, "d_ff": 64, "num_layers": 1, "num_heads": 2},
+    ),
+    "bart": (
+        "BartConfig",
+        "BartForConditionalGeneration",
+        {
+            "d_model": 32,
+            "encoder_layers": 1,
+            "decoder_layers": 1,
+            "encoder_attention_heads": 2,
+            "decoder_attention_heads": 2,
+            "encoder_ffn_dim": 64,
+            "decoder_ffn_dim": 64,
+            "max_position_embeddings": 64,
+        },
+    ),
+    "marian": (
+        "MarianConfig",
+        "MarianMTModel",
+        {
+            "d_model": 32,
+            "encoder_layers": 1,
+            "decoder_layers": 1,
+            "encoder_attention_heads": 2,
+            "decoder_attention_heads": 2,
+            "encoder_ffn_dim": 64,
+            "decoder_ffn_dim": 64,
+            "max_position_embeddings": 64,
+        },
+    ),
+}
+
+
+def build_seq2seq(folder: Path, family: str) -> Path:
+    """A tiny encoder-decoder of ``family`` with the tiny BART's byte-level BPE tokenizer."""
+    from harness.tiny_models import build_seq2seq as tiny_bart
+
+    tiny_bart(folder)  # the tokenizer (and a BART, replaced below)
+    for stale in folder.glob("*.safetensors"):
+        stale.unlink()
+    tokenizer = transformers.PreTrainedTokenizerFast.from_pretrained(folder)
+    config_class, model_class, sizes = SEQ2SEQ[family]
+    torch.manual_seed(17)
+    start = tokenizer.pad_token_id if family in ("t5", "marian") else tokenizer.eos_token_id
+    config = getattr(transformers, config_class)(
+        vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
+        bos_token_id=tokenizer.bos_token_id, decoder_start_token_id=start, **sizes,
+    )  # fmt: skip
+    if family == "marian":
+        config.decoder_vocab_size = len(tokenizer)
+    model = getattr(transformers, model_class)(config).eval()
+    model.generation_config.forced_bos_token_id = None
+    model.generation_config.forced_eos_token_id = None
+    model.save_pretrained(folder)
+    return folder

@@ -251,3 +251,27 @@ def test_gpt2_goes_to_the_ir_export_and_says_why(tmp_path: Path, tiny: dict[str,
     assert (folder / "1" / "weights" / "openvino" / "openvino_model.xml").is_file()
     text = (folder / "config.pbtxt").read_text()
     assert "ContinuousBatchingPipeline on openvino" in text and "model.gguf" not in text
+
+
+@pytest.mark.parametrize("family", list(conformance.SEQ2SEQ))
+def test_text2text_families_answer_as_generate(tmp_path: Path, family: str) -> None:
+    import torch
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    source = conformance.build_seq2seq(tmp_path / family, family)
+    model = instantiate(_add(tmp_path, "summarization", source, backend="auto"))
+    model.finalize()  # no background thread: the test runs the wave itself
+    requests = [
+        pb.InferenceRequest(text_input=pb.texts(text), max_tokens=np.array([[8]], dtype=np.int32)) for text in TEXTS
+    ]
+    model.execute(requests)
+    model.run([model.waiting.popleft() for _ in range(len(model.waiting))])
+    tokenizer = AutoTokenizer.from_pretrained(source)
+    reference = AutoModelForSeq2SeqLM.from_pretrained(source).eval()
+    for request, text in zip(requests, TEXTS):
+        with torch.inference_mode():
+            out = reference.generate(**tokenizer(text, return_tensors="pt"), max_new_tokens=8, do_sample=False,
+                                     num_beams=1, no_repeat_ngram_size=0)  # fmt: skip
+        wanted = tokenizer.decode(out[0], skip_special_tokens=True)
+        got = "".join(r.output("text_output")[0, 0].decode() for r in request.sender.responses if not r.has_error())
+        assert got == wanted, (family, text)
