@@ -17,7 +17,7 @@ time to first token), then the 8 prompts sent at once (aggregate tokens/s, TTFT 
 answers equal the same path's answer to that prompt alone. Tokens are counted by tokenizing each returned text with
 the model's tokenizer, the same way for every path. Then prefix caching: a chat with about 1,500 tokens of history,
 its second turn's TTFT against the first (cold) turn, and whether the answers equal those of a model with the cache
-off. Prints markdown tables and the ratios against issue 44's targets. Not part of `make test`.
+off. Prints markdown tables and the ratios against the targets it was written for. Not part of `make test`.
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ F32 = {"INFERENCE_PRECISION_HINT": "f32"}
 CORES = os.cpu_count() or 2
 # (label, threads, properties, scheduler settings); the template's default is marked.
 SETTINGS = [
-    (f"{CORES} threads, f16 KV (the settings before issue 44)", CORES, {**F32, "KV_CACHE_PRECISION": "f16"}, {}),
+    (f"{CORES} threads, f16 KV (the earlier defaults)", CORES, {**F32, "KV_CACHE_PRECISION": "f16"}, {}),
     (f"{CORES} threads, f32 KV", CORES, {**F32, "KV_CACHE_PRECISION": "f32"}, {}),
     (f"{CORES} threads, f16 KV, prefill apart from decode (split-fuse off)", CORES,
      {**F32, "KV_CACHE_PRECISION": "f16"}, {"dynamic_split_fuse": False}),

@@ -1,6 +1,6 @@
 """`make bench` (OpenVINO weights): the GGUF reader against an OpenVINO IR export of the same model, both invariant.
 
-Issue 44's lever "an IR export with int4/int8 weights instead of the GGUF reader", measured in-process the way the
+The lever "an IR export with int4/int8 weights instead of the GGUF reader", measured in-process the way the
 text-generation template drives OpenVINO GenAI's ``ContinuousBatchingPipeline`` (``openvino_invariance.py``: the
 invariance seed's 8 chat prompts, greedy, 96 new tokens), every path on the batch-invariant settings (one thread,
 f32 activations and key/value cache). The IR is exported with optimum-intel (the exporter venv ``gallery add``

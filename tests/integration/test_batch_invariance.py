@@ -273,7 +273,7 @@ def test_text2text_each_stream_equals_itself_alone(served: Server, tiny: dict[st
 
 @pytest.mark.parametrize("protocol", ["http", "grpc"])
 def test_real_model_streams_equal_themselves_alone(served: Server, protocol: str) -> None:
-    """The guard of issue 44, on the real SmolLM2-135M-Instruct GGUF with the defaults (the OpenVINO engine, as
+    """The batch-invariance guard on the real SmolLM2-135M-Instruct GGUF with the defaults (the OpenVINO engine, as
     `gallery add` chose it): 8 greedy chat streams of 96 tokens at once, then 8 arriving 0.25 s apart with a seeded
     sample, a stop string, a prompt past the 8,192-token context cut by truncate, and a stream its client cancels
     among them; each equals its answer alone. The seed on the tiny model above never meets a near-tie; this model
@@ -283,7 +283,7 @@ def test_real_model_streams_equal_themselves_alone(served: Server, protocol: str
     assert _params(served, "smollm2")["tritonhf.engine"] == "openvino", "the defaults serve the GGUF on OpenVINO"
     url = served.http_url if protocol == "http" else served.grpc_url
     solo = _at_once_and_staggered(url, "smollm2", protocol)
-    # issue 45: answers held to a schema and tool calls among free ones (each grammar masks its own row only)
+    # Answers held to a schema and tool calls among free ones (each grammar masks its own row only)
     constrained = constrained_mix(zlib.crc32(f"smollm2/constrained/{protocol}".encode()), solo)
     batched = run_streams(url, "smollm2", constrained, together=True)
     mismatches = stream_mismatches(constrained, batched, alone_texts(url, "smollm2", constrained, solo))

@@ -300,7 +300,7 @@ def test_up_runs_the_gateway_under_the_supervisor(
         root = latest.gateway_url.removesuffix("/v1")
         status, headers, cut = _post(f"{root}/embed", {"inputs": ["ok", LONG], "truncate": True})
         assert status == 200 and len(cut) == 2 and headers.get("x-truncated-inputs") == "1"  # type: ignore[arg-type]
-        # Hugging Face's own client, given the root URL as a TEI endpoint (issue 46): it posts to "/"
+        # Hugging Face's own client, given the root URL as a TEI endpoint: it posts to "/"
         from huggingface_hub import InferenceClient
 
         hub = InferenceClient(model=root)
@@ -594,7 +594,7 @@ def _post_form(url: str, fields: dict[str, str], data: bytes) -> tuple[int, dict
 
 
 def test_every_64_bit_seed_is_a_seed_and_roles_are_openai_s(gateway: Stack) -> None:
-    """Issue 48: a seed from 2**63 up was a plain-text 500. Every seed a client draws with getrandbits(64) is one, the
+    """A seed from 2**63 up was a plain-text 500. Every seed a client draws with getrandbits(64) is one, the
     same seed gives the same text (over the gateway and the SDK alike), and a role OpenAI does not have is a 400."""
     client = openai.OpenAI(base_url=_base(gateway), api_key="unused-on-loopback")
     sample = {"model": "smollm2", "messages": CHAT, "max_tokens": 8, "temperature": 1.0}
@@ -613,7 +613,7 @@ def test_every_64_bit_seed_is_a_seed_and_roles_are_openai_s(gateway: Stack) -> N
 
 
 def test_cohere_s_client_reranks_as_the_sdk_does(gateway: Stack) -> None:
-    """Issue 46: POST /v1/rerank (Cohere's and Jina's body) and /v2/rerank, called by the real cohere package; the
+    """POST /v1/rerank (Cohere's and Jina's body) and /v2/rerank, called by the real cohere package; the
     scores are the template's (the SDK's)."""
     import cohere
 

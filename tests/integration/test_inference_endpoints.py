@@ -1,4 +1,4 @@
-"""A model's URL as a Hugging Face Inference Endpoint (issue 46): `huggingface_hub.InferenceClient(model=
+"""A model's URL as a Hugging Face Inference Endpoint: `huggingface_hub.InferenceClient(model=
 GATEWAY/models/NAME)` for every task the gallery serves, each answer equal to the SDK's on the same input, and TEI's
 routes beneath the same URL. On the shared server's tiny models (and the real MiniLM and SmolLM2)."""
 
@@ -150,7 +150,7 @@ def test_llama_index_tei_client_against_a_model_url(gateway: Stack) -> None:
 
 
 def test_embed_all_gives_every_tokens_vector(gateway: Stack) -> None:
-    """TEI's /embed_all (issue 46), at the root with 'model' and beneath a model's URL: the SDK's embed_tokens, whose
+    """TEI's /embed_all, at the root with 'model' and beneath a model's URL: the SDK's embed_tokens, whose
     mean is the model's pooled vector (MiniLM pools by mean)."""
     assert gateway.state is not None
     root = gateway.state.gateway_url.removesuffix("/v1")

@@ -1,4 +1,4 @@
-"""Structured output and tool calls (issue 45) on the real SmolLM2-135M-Instruct GGUF, through the gateway with the
+"""Structured output and tool calls on the real SmolLM2-135M-Instruct GGUF, through the gateway with the
 real `openai`, `langchain-openai` and `pydantic-ai` packages, and through the SDK over both protocols.
 
 The schemas are bounded (enums, booleans, strings with maxLength): left free, a 135M model repeats digits until
@@ -184,7 +184,7 @@ def test_sdk_chat_returns_parsed_objects_and_tool_calls(gateway: Stack, protocol
 
 
 def test_logprobs_in_openais_shapes(gateway: Stack) -> None:
-    """Issue 45: chat's ``logprobs.content`` (streamed with the chunks too) and the legacy completions' shape; the
+    """Chat's ``logprobs.content`` (streamed with the chunks too) and the legacy completions' shape; the
     OpenVINO engine gives each chosen token's, the transformers engine alternatives too."""
     client = _client(gateway)
     answer = client.chat.completions.create(model="smollm2", messages=QUESTION, max_tokens=12, logprobs=True)

@@ -749,7 +749,7 @@ class ToyEngine:
 
 
 def test_a_new_speech_engine_is_one_module_and_one_line(tiny: dict[str, Path], tmp_path: Path) -> None:
-    """Issue 47's proof for speech, as docs/guide.md ("How to add an engine") tells it: a module beside model.py
+    """The proof for speech, as docs/guide.md ("How to add an engine") tells it: a module beside model.py
     and one line in ENGINES; the template's decoding, limits, per-row refusals and answers work unchanged."""
     from template_harness import load_template_module, triton_args
 

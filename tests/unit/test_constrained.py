@@ -1,4 +1,4 @@
-"""Constrained answers and tool calls (issue 45): the runtime's pure parts, and the text-generation template's
+"""Constrained answers and tool calls: the runtime's pure parts, and the text-generation template's
 transformers engine stepped by hand on a tiny Llama (the OpenVINO engine's are in test_openvino_engine.py).
 
 A tiny random model writes nonsense, so the schemas here leave it few choices (booleans, enums, short strings):
@@ -244,7 +244,7 @@ def _entries(req: Any) -> list[Any]:
 
 
 def test_logprobs_come_with_the_tokens_they_made(llama: Any) -> None:
-    """Issue 45: each token's log-probability and its best alternatives, under the model's distribution."""
+    """Each token's log-probability and its best alternatives, under the model's distribution."""
     asked = request("the movie", max_tokens=10, logprobs=3)
     plain = request("the movie", max_tokens=10)
     held = request("Answer in JSON:", json_schema=ANSWER, max_tokens=40, logprobs=0)

@@ -133,7 +133,7 @@ def test_a_finished_work_answers_and_leaves_no_watcher() -> None:
 
 
 def test_dimensions_cut_a_matryoshka_model_s_vectors_and_refuse_any_other() -> None:
-    """Issue 46: OpenAI's ``dimensions`` on /v1/embeddings, through the real openai client over the app in-process
+    """OpenAI's ``dimensions`` on /v1/embeddings, through the real openai client over the app in-process
     (an in-memory Triton behind it): the first N components normalised again, where the model was added with
     --param matryoshka=true (and /v1/models says so); a 400 saying why elsewhere or past the model's size."""
     import openai

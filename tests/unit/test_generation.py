@@ -238,7 +238,7 @@ def test_beyond_max_waiting_a_request_is_refused_at_once_as_busy(tmp_path: Path,
 def test_chat_without_a_chat_template_is_the_callers_400_naming_the_way_out(
     tmp_path: Path, tiny: dict[str, Path]
 ) -> None:
-    """Issue 46: the refusal named no input, so the SDK read it as the model failing (a 500 at the gateway); it names
+    """The refusal named no input, so the SDK read it as the model failing (a 500 at the gateway); it names
     input 'chat' now, an InvalidInputError (400), and says which route takes a plain prompt."""
     import shutil
 
@@ -301,7 +301,7 @@ class ToyEngine:
 
 
 def test_a_new_engine_is_one_module_and_one_line(tmp_path: Path, tiny: dict[str, Path]) -> None:
-    """Issue 47's proof, as docs/guide.md ("How to add an engine") tells it: a module with the engine's methods
+    """The proof, as docs/guide.md ("How to add an engine") tells it: a module with the engine's methods
     and one line in ENGINES; the template's streaming, stop strings, limits and refusals work unchanged."""
     from template_harness import load_template_module, triton_args
 

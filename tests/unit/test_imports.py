@@ -1,4 +1,4 @@
-"""The package's import graph has no circle (issue 47): every module-level import of a tritonhf module, read with
+"""The package's import graph has no circle: every module-level import of a tritonhf module, read with
 ``ast`` (those under ``if TYPE_CHECKING`` too: two modules that need each other's names are one concern, or need a
 third; imports inside functions are not edges), and no strongly connected component of two or more modules."""
 

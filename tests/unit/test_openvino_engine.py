@@ -284,7 +284,7 @@ def test_batch_invariant_settings_by_default_and_the_way_out_is_stated(
 
 
 def test_a_schema_and_a_required_call_hold_the_answer_among_free_neighbours(ov_int8: Any) -> None:
-    """OpenVINO applies the grammar (issue 45); the template compiles it first, so a schema the compiler refuses
+    """OpenVINO applies the grammar; the template compiles it first, so a schema the compiler refuses
     is that request's error and never reaches a step the others share."""
     import jsonschema
 
@@ -326,7 +326,7 @@ def test_a_failed_step_ends_its_streams_and_the_next_request_is_served(ov_int8: 
 
 
 def test_logprobs_of_the_chosen_tokens_and_alternatives_refused(ov_int8: Any) -> None:
-    """OpenVINO GenAI returns each chosen token's log-probability (issue 45), no alternatives: asking for them is
+    """OpenVINO GenAI returns each chosen token's log-probability, no alternatives: asking for them is
     that request's 400, naming the engine."""
     asked, plain = request(PROMPTS[0], max_tokens=12, logprobs=0), request(PROMPTS[0], max_tokens=12)
     alternatives = request(PROMPTS[0], max_tokens=12, logprobs=2)

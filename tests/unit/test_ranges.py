@@ -3,7 +3,7 @@ schema and the templates; no value a caller chooses escapes a public method as a
 
 The SDK side is a property test: any value hypothesis draws for an option either reaches the in-memory Triton
 within its range (the seed as its int64 bit pattern) or is an ``InvalidInputError`` naming the option, before any
-request is sent. Issue 48's seed (2**63 and above: an ``OverflowError`` from numpy) fails on the old code.
+request is sent. The regression seed (2**63 and above: an ``OverflowError`` from numpy) fails on the old code.
 """
 
 from __future__ import annotations

@@ -98,7 +98,7 @@ def test_auto_complete_is_skipped_only_where_every_config_is_complete_as_written
 
 
 def test_a_server_takes_its_config_whole_or_from_keywords(tmp_path: Path) -> None:
-    """pytriton's shape (issue 47): ``Server(workspace, ServerConfig(...))`` keeps that config, and no copy of its
+    """pytriton's shape: ``Server(workspace, ServerConfig(...))`` keeps that config, and no copy of its
     fields; the keywords make the same config."""
     from tritonhf.bootstrap import Server
 

@@ -178,7 +178,7 @@ def test_embeddings_mean_pooled_and_normalised_per_request(tmp_path: Path, tiny:
 
 
 def test_token_vectors_of_embed_all_are_the_models_own(tmp_path: Path, tiny: dict[str, Path]) -> None:
-    """ALL_TOKENS (TEI's /embed_all, issue 46): each row's token vectors, zero-padded to the request's longest row,
+    """ALL_TOKENS (TEI's /embed_all): each row's token vectors, zero-padded to the request's longest row,
     equal the model's last hidden state; their mean is the row's pooled vector; a request without it gets none."""
     folder = _add(tmp_path, "feature-extraction", tiny["encoder"])
     model = instantiate(folder)

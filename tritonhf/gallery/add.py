@@ -293,7 +293,7 @@ def _notes(params: Mapping[str, str]) -> list[str]:
     if params.get(PARAM_BACKEND) == "onnx":
         notes.append(
             "ONNX Runtime: intra-op threads = this instance's share of the cores, inter-op 1, all graph "
-            "optimisations (MiniLM, 2 cores: 613 texts/s vs 573 with 'extended' only; 266-300 on one thread)."
+            "optimisations (measured against the alternatives in tritonhf's docs/performance.md)."
         )
     if PARAM_CALIBRATION in params:
         notes.append(f"Engine measured at gallery add: {params[PARAM_CALIBRATION]}.")

@@ -24,13 +24,10 @@ _HEADER = (
     GALLERY_HEADER + " from the {task} template.\n"
     "# Fields are Triton's ModelConfig (model_config.proto); `tritonhf gallery validate` checks them.\n"
     "# dynamic_batching with no queue delay, one instance on all cores: a lone request does not\n"
-    "# wait, and requests that arrive while the model is busy are batched together. Measured with\n"
-    "# all-MiniLM-L6-v2 on ONNX Runtime, 2 CPU cores (bench/batching.py): every alternative made a\n"
-    "# lone request 1-6 ms slower (queue delay 0.5 ms +1.0, 2 ms +2.0; 2 instances +1.7); 2 instances\n"
-    "# x 1 thread gave 1.46x the throughput at concurrency 16 (341 vs 233 texts/s) to clients calling\n"
-    "# Triton directly; behind tritonhf's gateway, which sends concurrent requests together, one\n"
-    "# instance measured faster at every concurrency (docs/performance.md). On a GPU, try\n"
-    "# preferred_batch_size and a small delay.\n"
+    "# wait, and requests that arrive while the model is busy are batched together. A queue delay or\n"
+    "# a second instance made a lone request slower on a CPU; two instances can raise throughput for\n"
+    "# clients calling Triton directly at high concurrency, not behind tritonhf's gateway (bench/batching.py,\n"
+    "# the figures in tritonhf's docs/performance.md). On a GPU, try preferred_batch_size and a small delay.\n"
 )
 
 

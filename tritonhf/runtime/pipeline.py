@@ -3,8 +3,8 @@ while the stub's thread reads and tokenizes the next one.
 
 Triton hands a Python-backend instance one batch at a time and waits for ``execute`` to
 return before it forms the next. When ``execute`` does everything (read inputs, tokenize,
-run the model, build answers), the cores sit idle during the Python parts: a loaded model
-reached about 0.6x of its own engine's batch speed. Since Triton 24.x a model that is not
+run the model, build answers), the cores sit idle during the Python parts, and a loaded model
+falls well short of its own engine's batch speed. Since Triton 24.x a model that is not
 decoupled may also answer through each request's response sender after ``execute`` returns
 (exactly one response, with the final flag). ``Pipeline`` uses that: ``execute`` prepares a
 batch and ``submit``s its forward pass; the worker runs it (ONNX Runtime and PyTorch release
@@ -15,8 +15,7 @@ would compute it alone: what a row gets does not depend on the pipeline.
 
 It also avoids a stall of Triton 2.51: a one-instance model that answers from ``execute``
 while its config bounds the queue (``default_queue_policy.max_queue_size``) sees some
-executions start exactly 0.5 s late, even one request at a time (p99 515 ms against 16 ms
-answered through the pipeline, same model and config; measured with the SDK in a loop).
+executions start exactly 0.5 s late, even one request at a time (docs/guide.md has the figures).
 
 The price, Triton's: when the stub is killed (the OOM killer) while the worker computes a batch,
 Triton 2.51 never completes those requests' response senders, not even after the supervisor

@@ -65,8 +65,7 @@ class OpenVinoEngine:
         # With prefix_caching, a prompt that starts as an earlier one did (a chat's history, resent every turn)
         # reuses that prefix's cached keys and values. Off on the invariant settings unless asked: the tokens after
         # a cached prefix are then computed in a pass of their own, whose sums can differ in the last bits from a
-        # cold prefill's, and the real-model seed found a near-tie that turned (an 8,160-token prompt on the int4
-        # IR export: its first token alone after a batched run, from the cache, was not the batched run's).
+        # cold prefill's, so a near-tie between two tokens can turn with what was cached before.
         scheduler.enable_prefix_caching = prefix_caching
         properties = {"INFERENCE_NUM_THREADS": settings.threads, **settings.properties}
         self.build = lambda: openvino_genai.ContinuousBatchingPipeline(path, scheduler, "CPU", properties)
