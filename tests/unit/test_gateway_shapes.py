@@ -167,3 +167,16 @@ def test_dimensions_cut_a_matryoshka_model_s_vectors_and_refuse_any_other() -> N
             with pytest.raises(openai.BadRequestError, match=words) as refused:
                 client.embeddings.create(model=model, input="a", dimensions=dimensions)
             assert refused.value.body["param"] == "dimensions"  # type: ignore[index]
+
+
+def test_every_route_is_metered_under_its_own_path() -> None:
+    """Routing and metrics read one tuple of routers: a route the app serves is never counted as "other"."""
+    from fastapi.testclient import TestClient
+
+    from tritonhf.serve.app import create_app
+
+    app = create_app("grpc://127.0.0.1:9")
+    with TestClient(app) as http:
+        http.post("/v1/audio/transcriptions")  # refused (no file): counted all the same
+        text = http.get("/metrics").text
+    assert 'route="/v1/audio/transcriptions"' in text and 'route="other"' not in text

@@ -37,6 +37,8 @@ from tritonhf.serve.tokenizers import Tokenizers
 from tritonhf.tasks import ONNX_PART_SUFFIX, SEED_MAX
 
 OPEN_PATHS = ("/health",)
+# The routers, in the order the app tries them: routing and metrics both read this one tuple.
+ROUTERS = (openai.router, tei.router, audio.router, rerank.router, endpoints.router)
 OPENAI_PATHS = ("/v1/", "/v2/")  # routes that answer errors in OpenAI's shape (Cohere's /v2/rerank too); others TEI's
 LOG = logging.getLogger("tritonhf.gateway")
 # Request bodies whose "model" names a served model of these tasks: /openapi.json lists those names as its enum.
@@ -88,17 +90,16 @@ def create_app(
         docs_url=None,
         redoc_url=None,
     )
-    app.include_router(openai.router)
-    app.include_router(tei.router)
-    app.include_router(audio.router)
-    app.include_router(rerank.router)
-    app.include_router(endpoints.router)
+    for router in ROUTERS:
+        app.include_router(router)
     app.state.limits = limits
     app.state.tokenizers = Tokenizers(repository)
+    # every route is metered under its own path: the same list the app routes by
     metrics = GatewayMetrics(
         [
             (getattr(route, "path", ""), getattr(route, "path_regex", None))
-            for route in [*openai.router.routes, *tei.router.routes, *rerank.router.routes, *endpoints.router.routes]
+            for router in ROUTERS
+            for route in router.routes
         ]
         + [("/health", None), ("/metrics", None)]
     )
