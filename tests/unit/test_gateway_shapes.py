@@ -180,3 +180,27 @@ def test_every_route_is_metered_under_its_own_path() -> None:
         http.post("/v1/audio/transcriptions")  # refused (no file): counted all the same
         text = http.get("/metrics").text
     assert 'route="/v1/audio/transcriptions"' in text and 'route="other"' not in text
+
+
+def test_post_root_with_several_models_names_each_model_s_url() -> None:
+    """TEI's root route needs one model; with several, its 400 names each model's own URL (what a Hugging Face
+    client is given), besides the routes that take 'model'."""
+    from fastapi.testclient import TestClient
+
+    from tritonhf.sdk import AsyncClient
+    from tritonhf.sdk.testing import AsyncMemoryTransport
+    from tritonhf.serve.app import create_app
+
+    def vectors(inputs: dict[str, Any]) -> dict[str, Any]:
+        rows = (len(inputs["TEXT"]), 1)
+        return {"EMBEDDING": np.ones((rows[0], 4), np.float32), "TOKENS": np.ones(rows, int)}
+
+    server = FakeServer()
+    for name in ("first", "second"):
+        server.add(name, "feature-extraction", vectors, output_dims={"EMBEDDING": 4})
+    app = create_app("grpc://127.0.0.1:9")
+    with TestClient(app) as http:
+        app.state.client = AsyncClient(transport=AsyncMemoryTransport(server))
+        refused = http.post("/", json={"inputs": "a text"})
+    assert refused.status_code == 400
+    assert "/models/first" in refused.text and "/models/second" in refused.text

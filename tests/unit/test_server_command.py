@@ -110,3 +110,5 @@ def test_a_server_takes_its_config_whole_or_from_keywords(tmp_path: Path) -> Non
     default = Server(tmp_path / "ws")
     assert default.config.repository == str(default.workspace.model_repository)
     assert not hasattr(default, "host") and not hasattr(default, "tls"), "the config's fields live in the config"
+    with pytest.raises(ValueError, match="log_verbose, repository given beside it would be dropped"):
+        Server(tmp_path / "ws", chosen, log_verbose=2, repository=tmp_path / "other")

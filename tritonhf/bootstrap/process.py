@@ -104,6 +104,25 @@ class Server:
         from the keywords (``host`` ... ``tls``, and ``repository``, the workspace's by default). The ports, the
         timeouts and the environment are this process's, not the config's."""
         self.workspace = workspace if isinstance(workspace, Workspace) else Workspace.at(workspace)
+        beside = [
+            name
+            for name, value, default in (
+                ("host", host, LOOPBACK),
+                ("expose", expose, "grpc"),
+                ("expose_metrics", expose_metrics, False),
+                ("model_control", model_control, "explicit"),
+                ("log_verbose", log_verbose, 0),
+                ("repository", repository, None),
+                ("exit_timeout", exit_timeout, 10),
+                ("tls", tls, None),
+            )
+            if value != default
+        ]
+        if config is not None and beside:
+            raise ValueError(
+                f"Server(config=...) runs as its config says; {', '.join(beside)} given beside it would be dropped: "
+                "set them in the ServerConfig (dataclasses.replace(config, ...))."
+            )
         self.config = config or ServerConfig(
             str(repository) if repository else str(self.workspace.model_repository), host, expose, expose_metrics,
             model_control, log_verbose, exit_timeout, tls,

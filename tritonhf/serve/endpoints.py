@@ -24,8 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
-from fastapi.sse import format_sse_event
+from fastapi.responses import JSONResponse, Response
 
 from tritonhf.errors import ClientError
 from tritonhf.sdk import AsyncClient
@@ -41,7 +40,7 @@ from tritonhf.serve.schemas import (
     TeiTokenizeBody,
     documented,
 )
-from tritonhf.serve.shared import client_of, model_for, open_stream, streamed, unless_disconnected
+from tritonhf.serve.shared import client_of, model_for, open_stream, sse, streamed, unless_disconnected
 from tritonhf.tasks import ALL_LABELS
 
 router = APIRouter()
@@ -138,13 +137,13 @@ async def _embeddings(call: Call) -> Any:
     fields = {key: value for key, value in call.body.items() if key not in ("inputs", "parameters")}
     given = _take({**call.parameters, **fields}, ("normalize", "truncate", "truncation_direction", "prompt_name"),
                   "feature-extraction")  # fmt: skip
-    body = tei._parsed(TeiEmbedBody, {**given, "inputs": call.inputs, "model": call.name})
+    body = tei.parsed_body(TeiEmbedBody, {**given, "inputs": call.inputs, "model": call.name})
     return await tei.embed(body, call.request)
 
 
 async def _similarity(call: Call) -> Any:
     _take(call.parameters, (), "sentence-similarity")
-    body = tei._parsed(TeiSimilarityBody, {"inputs": call.inputs, "model": call.name})
+    body = tei.parsed_body(TeiSimilarityBody, {"inputs": call.inputs, "model": call.name})
     return await tei.similarity(body, call.request)
 
 
@@ -250,26 +249,19 @@ async def _generation(call: Call) -> Any:
         finally:
             await stream.aclose()
 
-    async def events() -> AsyncIterator[bytes]:
+    async def events() -> AsyncIterator[dict[str, Any]]:
         text = ""
-        try:
-            async for index, chunk in _numbered(streamed(stream, first)):
-                text += chunk
-                token = {"id": 0, "text": chunk, "logprob": 0.0, "special": False}
-                yield format_sse_event(data_str=json.dumps({"index": index, "token": token, "generated_text": None,
-                                                            "details": None}))  # fmt: skip
-            usage = stream.usage
-            end = {"finish_reason": {"stop": "eos_token"}.get(stream.finish_reason or "", stream.finish_reason),
-                   "generated_tokens": usage.completion_tokens if usage else 0}  # fmt: skip
-            token = {"id": 0, "text": "", "logprob": 0.0, "special": True}
-            yield format_sse_event(data_str=json.dumps({"index": -1, "token": token, "generated_text": text,
-                                                        "details": end}))  # fmt: skip
-        except ClientError as error:
-            yield format_sse_event(data_str=json.dumps(GatewayError.of_tei(error).tei_body()))
-        finally:
-            await stream.aclose()
+        async for index, chunk in _numbered(streamed(stream, first)):
+            text += chunk
+            token = {"id": 0, "text": chunk, "logprob": 0.0, "special": False}
+            yield {"index": index, "token": token, "generated_text": None, "details": None}
+        usage = stream.usage
+        end = {"finish_reason": {"stop": "eos_token"}.get(stream.finish_reason or "", stream.finish_reason),
+               "generated_tokens": usage.completion_tokens if usage else 0}  # fmt: skip
+        token = {"id": 0, "text": "", "logprob": 0.0, "special": True}
+        yield {"index": -1, "token": token, "generated_text": text, "details": end}
 
-    return StreamingResponse(events(), media_type="text/event-stream")
+    return sse(events(), stream, done=False, tei=True)
 
 
 async def _numbered(chunks: AsyncIterator[str]) -> AsyncIterator[tuple[int, str]]:
@@ -374,7 +366,7 @@ async def beneath(name: str, route: str, request: Request) -> Any:
     body = await _json(request)
     if body.get("model") not in (None, name):
         raise refused("model", f"is '{body['model']}', but this URL serves '{name}'.")
-    return await handler(tei._parsed(kind, {**body, "model": name}), request)
+    return await handler(tei.parsed_body(kind, {**body, "model": name}), request)
 
 
 @router.get("/models/{name}/info", response_model=None, responses=documented(dict[str, Any], TeiError))

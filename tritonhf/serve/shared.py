@@ -173,19 +173,26 @@ async def unless_disconnected(request: Request, work: Awaitable[T]) -> T:
     raise ClientGone
 
 
-def sse(events: AsyncIterator[Any], stream: AsyncResponseStream[Any]) -> StreamingResponse:
-    """Events as server-sent events (FastAPI's encoder), then ``[DONE]``; closing cancels the generation."""
+def sse(
+    events: AsyncIterator[Any], stream: AsyncResponseStream[Any], done: bool = True, tei: bool = False
+) -> StreamingResponse:
+    """Events as server-sent events (FastAPI's encoder), then ``[DONE]`` (OpenAI's end; TEI's streams have none:
+    ``done=False``); an error after the first event is the stream's last event, in OpenAI's shape or TEI's
+    (``tei``). Closing cancels the generation."""
+
+    def failed(found: GatewayError) -> bytes:
+        return format_sse_event(data_str=json.dumps(found.tei_body() if tei else found.openai_body()))
 
     async def body() -> AsyncIterator[bytes]:
         try:
             async for event in events:
                 yield format_sse_event(data_str=json.dumps(event))
-            yield format_sse_event(data_str="[DONE]")
-        except ClientError as error:  # after the first chunk: report it in the stream, as OpenAI does
-            yield format_sse_event(data_str=json.dumps(GatewayError.of(error).openai_body()))
+            if done:
+                yield format_sse_event(data_str="[DONE]")
+        except ClientError as error:  # after the first chunk: report it in the stream, as OpenAI and TEI do
+            yield failed(GatewayError.of_tei(error) if tei else GatewayError.of(error))
         except Exception as error:  # unforeseen (the app's handler cannot answer once the stream has started)
-            found = internal_error(LOG, "a stream", error)
-            yield format_sse_event(data_str=json.dumps(found.openai_body()))
+            yield failed(internal_error(LOG, "a stream", error))
         finally:
             await stream.aclose()  # a client that went away lands here too: the Triton request is cancelled
 

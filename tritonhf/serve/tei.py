@@ -176,22 +176,23 @@ async def root(request: Request) -> Any:
     if not isinstance(body, dict):
         raise refused("body", 'must be a JSON object such as {"inputs": "a text"}.')
     if isinstance(body.get("inputs"), dict):
-        return await similarity(_parsed(TeiSimilarityBody, body), request)
+        return await similarity(parsed_body(TeiSimilarityBody, body), request)
     if "query" in body and "texts" in body:
-        return await rerank(_parsed(TeiRerankBody, body), request)
+        return await rerank(parsed_body(TeiRerankBody, body), request)
     ready = [m for m in await client_of(request).models() if m.ready and m.task in TEI_TASKS]
     kinds = {m.task for m in ready if body.get("model") in (None, m.name)}
     if body.get("model") is None and len(ready) > 1:
-        served = ", ".join(sorted(f"{m.name} ({m.task})" for m in ready))
-        raise GatewayError(400, f"POST / needs one served model and this gateway serves several: {served}. Send "
-                           "'model' in the body, or use /embed, /predict or /rerank with 'model'.", param="model",
+        served = ", ".join(sorted(f"{m.name} ({m.task}) at /models/{m.name}" for m in ready))
+        raise GatewayError(400, f"POST / needs one served model and this gateway serves several: {served}. Give a "
+                           "Hugging Face client that model's URL (its /models/NAME), send 'model' in the body, or use "
+                           "/embed, /predict or /rerank with 'model'.", param="model",
                            code="model_required")  # fmt: skip
     if kinds == {"text-classification"}:
-        return await predict(_parsed(TeiPredictBody, body), request)
-    return await embed(_parsed(TeiEmbedBody, body), request)
+        return await predict(parsed_body(TeiPredictBody, body), request)
+    return await embed(parsed_body(TeiEmbedBody, body), request)
 
 
-def _parsed(kind: type[BodyT], body: dict[str, Any]) -> BodyT:
+def parsed_body(kind: type[BodyT], body: dict[str, Any]) -> BodyT:
     """``body`` as ``kind``; a 400 naming the first field that does not fit (as the typed routes answer)."""
     try:
         return kind.model_validate(body)
