@@ -217,3 +217,24 @@ def test_triton_queues_four_full_batches_by_default_then_refuses(tmp_path: Path)
     assert not build_config(generate, "m", ModelOptions()).dynamic_batching.HasField("default_queue_policy"), (
         "decoupled templates bound their own queue (max_waiting)"
     )
+
+
+def test_a_converted_model_keeps_none_of_its_source_weights(tmp_path: Path, tiny: dict[str, Path]) -> None:
+    """Pickled weights (--allow-pickle) go as safetensors do once the model is served from model.onnx."""
+    import shutil
+
+    import torch
+    from safetensors.torch import load_file
+
+    pickled = tmp_path / "pickled"
+    shutil.copytree(tiny["classifier"], pickled)
+    for tensors in pickled.glob("*.safetensors"):
+        torch.save(load_file(tensors), pickled / "pytorch_model.bin")
+        tensors.unlink()
+    added = add_model(
+        AddRequest("text-classification", str(pickled), tmp_path / "r", backend="onnx", allow_pickle=True,
+                   onnx_runtime="python")
+    )  # fmt: skip
+    weights = added / "1" / "weights"
+    assert (weights / "model.onnx").is_file()
+    assert not [p.name for p in weights.iterdir() if p.suffix in (".bin", ".safetensors", ".pt", ".pth")]

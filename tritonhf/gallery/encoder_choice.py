@@ -14,7 +14,7 @@ from pathlib import Path
 from tritonhf._progress import Progress
 from tritonhf.bootstrap.layout import Workspace
 from tritonhf.errors import GalleryError, ModelSourceError
-from tritonhf.gallery import calibrate, onnx_export, tower_export
+from tritonhf.gallery import calibrate, models, onnx_export, tower_export
 from tritonhf.gallery.config import build_onnx_part_config, parse_config, part_config_to_text
 from tritonhf.gallery.naming import check_name
 from tritonhf.gallery.request import PARAM_CALIBRATION, PARAM_INT8_QUALITY, AddRequest, Choice
@@ -137,8 +137,7 @@ def _export_onnx(
         else:
             exported.path.unlink()
             found[PARAM_ONNX_FILE] = onnx_export.INT8_FILE
-    for tensor_file in weights_dir.glob("*.safetensors"):
-        tensor_file.unlink()  # served from the ONNX file; config and tokenizer stay
+    models.drop_source_weights(weights_dir)  # served from the ONNX file
     if part_name is None:
         openvino = request.backend == "openvino" or (calibrated is not None and calibrated[0] == "openvino")
         progress.step(
@@ -237,8 +236,7 @@ def towers(request: AddRequest, weights: Path, progress: Progress) -> Choice:
             if request.backend == "openvino":
                 raise
             reason += f"; OpenVINO not used ({exc})"
-    for tensor_file in weights.glob("*.safetensors"):
-        tensor_file.unlink()  # served from the two graphs; config, tokenizer and processor stay
+    models.drop_source_weights(weights)  # served from the two graphs
     return Choice(backend, reason, params)
 
 

@@ -139,8 +139,7 @@ def add_openvino_weights(
             made = f"{tensor_type} weights"
         progress.step("Comparing its greedy tokens with transformers")
         summary = f"{made}; " + _check_agreement(served, weights_dir, settings)
-        for tensor_file in weights_dir.glob("*.safetensors"):
-            tensor_file.unlink()  # served from model.gguf or openvino/; config and tokenizer stay
+        models.drop_source_weights(weights_dir)  # served from model.gguf or openvino/
     progress.step(summary)
     return {
         PARAM_ENGINE: "openvino",

@@ -35,8 +35,9 @@ def export(folder: Path, out: Path, weight_format: str) -> None:
         why = openvino_exporter.export(folder, out, "text-generation-with-past", IR_FORMATS[weight_format],
                                        EXPORTED_FILES)  # fmt: skip
     except GalleryError as exc:  # the exporter's venv could not be made
+        said = " ".join(str(exc).split())  # one line: pip's output can span several
         raise ModelSourceError(
-            f"{exc} Fix: run the same `tritonhf gallery add` once where the package index is reachable; the venv "
+            f"{said} Fix: run the same `tritonhf gallery add` once where the package index is reachable; the venv "
             f"is kept in {openvino_exporter.venv_dir()}"
         ) from exc
     if why is not None:

@@ -203,5 +203,14 @@ def vendor(source: Path, destination: Path, allow_pickle: bool = False) -> list[
     return keep
 
 
+def drop_source_weights(folder: Path) -> None:
+    """The model's own weights in ``folder``, no longer read once it is served from a converted file (model.onnx,
+    model.gguf, an OpenVINO or CTranslate2 export): safetensors and pickled files at its top. Configs, tokenizer
+    and processor stay, and so do a sentence-transformers model's module folders (a Dense layer's weights)."""
+    for name in sorted(folder.iterdir()):
+        if name.is_file() and (_SAFE_WEIGHTS.match(name.name) or _PICKLE_WEIGHTS.match(name.name)):
+            name.unlink()
+
+
 def model_config(folder: Path) -> dict[str, Any]:
     return read_json_object(folder / "config.json")

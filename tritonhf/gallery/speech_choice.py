@@ -13,7 +13,15 @@ from pathlib import Path
 
 from tritonhf._progress import Progress
 from tritonhf.errors import GalleryError
-from tritonhf.gallery import calibrate, openvino_exporter, speech, speech_encoder, speech_engines, whisper_openvino
+from tritonhf.gallery import (
+    calibrate,
+    models,
+    openvino_exporter,
+    speech,
+    speech_encoder,
+    speech_engines,
+    whisper_openvino,
+)
 from tritonhf.gallery.request import (
     PARAM_CALIBRATION,
     PARAM_ENCODER_CHECK,
@@ -81,7 +89,7 @@ def choose(request: AddRequest, vendored: Path, source: Path, progress: Progress
         if encoder_kept:
             params[PARAM_ENCODER] = "openvino"
             reason += "; " + params[PARAM_ENCODER_CHECK]
-    _drop_pytorch_weights(vendored)  # served from ct2/
+    models.drop_source_weights(vendored)  # served from ct2/
     return Choice(backend, reason, params)
 
 
@@ -105,16 +113,10 @@ def _served_by_openvino(
     """The choice of a Whisper served from its OpenVINO GenAI export: no CTranslate2 conversion or PyTorch
     weights kept; its arithmetic, and its int8 gate's verdict (``gate``), in the config."""
     shutil.rmtree(vendored / CT2_FOLDER, ignore_errors=True)
-    _drop_pytorch_weights(vendored)
+    models.drop_source_weights(vendored)
     params.update(gate)
     params[PARAM_COMPUTE_TYPE] = "int8" if request.quantize else "float32"
     return Choice("openvino", reason + (f"; int8 weights ({gate[PARAM_INT8_QUALITY]})" if gate else ""), params)
-
-
-def _drop_pytorch_weights(vendored: Path) -> None:
-    """A converted model's PyTorch weights, no longer read; config, generation config, tokenizer and processor stay."""
-    for weights_file in [*vendored.glob("*.safetensors"), *vendored.glob("pytorch_model*.bin")]:
-        weights_file.unlink()
 
 
 def _export_for_openvino(request: AddRequest, folder: Path, out: Path, progress: Progress) -> None:
