@@ -1,4 +1,4 @@
-"""Small JSON files tritonhf reads and writes (state, counters, manifests, model configs)."""
+"""Small files tritonhf reads and writes (JSON state, counters, manifests; a model config's parameters)."""
 
 from __future__ import annotations
 
@@ -23,6 +23,20 @@ def read_json_object(path: Path) -> dict[str, Any]:
     """A JSON object file as a dict; empty when missing, unreadable or not an object."""
     data = read_json(path)
     return data if isinstance(data, dict) else {}
+
+
+def config_parameters(path: Path) -> dict[str, str]:
+    """The ``parameters`` of a Triton ``config.pbtxt`` (every gallery model's task, weights, engine ...) as plain
+    strings; empty when the file is missing or does not parse (``gallery validate`` says why)."""
+    from google.protobuf import text_format
+    from tritonclient.grpc import model_config_pb2
+
+    config = model_config_pb2.ModelConfig()
+    try:
+        text_format.Parse(path.read_text(), config)
+    except (OSError, text_format.ParseError):
+        return {}
+    return {key: value.string_value for key, value in config.parameters.items()}
 
 
 def write_json_atomic(path: Path, data: Any, mode: int = 0o644) -> None:

@@ -77,3 +77,18 @@ def test_no_import_circle_between_modules() -> None:
         if node not in index:
             visit(node)
     assert not circles, f"import circles: {circles}"
+
+
+def test_the_gateway_imports_nothing_of_bootstrap_or_gallery() -> None:
+    """What the gateway needs of the workspace it is given as arguments (bootstrap/gateway.py), and of a model's
+    config it reads through a small helper of its own layer's (``_files.config_parameters``): every import, at
+    module level or inside a function, of a tritonhf.serve module."""
+    found = []
+    for path in sorted((ROOT / "serve").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            names += [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
+            found += [
+                f"{path.name}: {name}" for name in names if name.startswith(("tritonhf.bootstrap", "tritonhf.gallery"))
+            ]
+    assert not found, found

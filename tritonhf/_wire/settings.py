@@ -10,6 +10,7 @@ from tritonhf._wire.transport import API_KEY_HEADER
 
 URL_ENV = "TRITONHF_URL"
 API_KEY_ENV = "TRITONHF_API_KEY"
+GATEWAY_KEY_ENV = "TRITONHF_GATEWAY_KEY"  # the key the gateway requires (its clients send it as API_KEY_ENV's)
 WORKSPACE_ENV = "TRITONHF_WORKSPACE"
 DEFAULT_URL = "http://127.0.0.1:8000"
 DEFAULT_TIMEOUT = 60.0

@@ -1,20 +1,26 @@
 """The OpenAI/TEI gateway as a process beside the server: started (and restarted by the supervisor) here.
 
-The process runs ``python -m tritonhf.serve WORKSPACE``; this module names it and never imports the
-web code, so bootstrap stays below serve. What the gateway does is ``tritonhf/serve``.
+The process runs ``python -m tritonhf.serve``; this module reads what it needs of the workspace (the server's
+endpoint, the repository, the key file when bound beyond loopback) and passes it as arguments, and never imports
+the web code, so bootstrap stays below serve and serve knows no workspace. What the gateway does is
+``tritonhf/serve``.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 import time
 import urllib.request
 from collections.abc import Sequence
+from pathlib import Path
 
+from tritonhf._wire.settings import GATEWAY_KEY_ENV, default_url
 from tritonhf.bootstrap.layout import Workspace
-from tritonhf.bootstrap.network import url_host
+from tritonhf.bootstrap.network import is_exposed, url_host
 from tritonhf.bootstrap.spawn import Identity, identity_of, spawn
+from tritonhf.bootstrap.state import ServerState, ensure_api_key
 from tritonhf.errors import ServerStartError
 
 GATEWAY_MODULE = "tritonhf.serve"
@@ -30,6 +36,42 @@ def require_gateway_packages() -> None:
         )
 
 
+def gateway_url(workspace: Workspace) -> str:
+    """The Triton endpoint for the gateway: gRPC (one connection pool, streaming), unless it uses TLS."""
+    state = ServerState.load(workspace.state_file)
+    if state is None:
+        return default_url()
+    return state.local_url if state.tls else state.grpc_url
+
+
+def gateway_repository(workspace: Workspace) -> Path | None:
+    """The repository the server serves, when it is a folder on this machine (the gateway reads tokenizers there)."""
+    state = ServerState.load(workspace.state_file)
+    where = state.repository if state is not None else str(workspace.model_repository)
+    return Path(where) if "://" not in where and Path(where).is_dir() else None
+
+
+def gateway_key_file(workspace: Workspace, host: str) -> Path | None:
+    """The workspace's key file (created owner-only) for a gateway bound beyond loopback, unless
+    ``$TRITONHF_GATEWAY_KEY`` gives the key; None on loopback."""
+    if os.environ.get(GATEWAY_KEY_ENV) or not is_exposed(host):
+        return None
+    ensure_api_key(workspace)
+    return workspace.api_key_file
+
+
+def gateway_arguments(workspace: Workspace, host: str, url: str | None = None) -> list[str]:
+    """What the gateway process is given of the workspace: the endpoint, the repository, the key file."""
+    arguments = ["--url", url or gateway_url(workspace)]
+    repository = gateway_repository(workspace)
+    if repository is not None:
+        arguments += ["--repository", str(repository)]
+    key_file = gateway_key_file(workspace, host)
+    if key_file is not None:
+        arguments += ["--api-key-file", str(key_file)]
+    return arguments
+
+
 def start_gateway(
     workspace: Workspace,
     host: str,
@@ -38,11 +80,12 @@ def start_gateway(
     env: dict[str, str],
     arguments: Sequence[str] = (),
 ) -> Identity:
-    """`python -m tritonhf.serve WORKSPACE` beside the server (``arguments``: its limits); returns once
-    /health answers."""
+    """`python -m tritonhf.serve` beside the server, given the workspace's endpoint, repository and key file
+    (``arguments``: its limits); returns once /health answers."""
     require_gateway_packages()
     command = [
-        sys.executable, "-m", GATEWAY_MODULE, str(workspace.root), "--host", host, "--port", str(port), *arguments
+        sys.executable, "-m", GATEWAY_MODULE, *gateway_arguments(workspace, host), "--host", host, "--port", str(port),
+        *arguments,
     ]  # fmt: skip
     process = spawn(command, workspace.logs_dir / "gateway.log", env, workspace.root, die_with_parent, append=True)
     identity = identity_of(process)

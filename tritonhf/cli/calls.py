@@ -277,8 +277,11 @@ def openai_command(
     ] = None,
 ) -> None:
     """Serve OpenAI- and TEI-compatible routes (/v1/chat/completions, /v1/embeddings, /embed, /rerank ...)."""
-    from tritonhf.serve.launch import gateway_key, gateway_repository, gateway_url, run_gateway
+    from tritonhf.bootstrap.gateway import gateway_key_file, gateway_repository, gateway_url, require_gateway_packages
+    from tritonhf.serve.launch import gateway_key, run_gateway
     from tritonhf.serve.limits import Limits
+
+    require_gateway_packages()
 
     limits = Limits(
         payload_limit,
@@ -289,7 +292,7 @@ def openai_command(
         allow_image_urls,
     )
     target = url or gateway_url(Workspace.at())
-    key = gateway_key(Workspace.at(), host, api_key_file)
+    key = gateway_key(api_key_file or gateway_key_file(Workspace.at(), host))
     console.print(f"gateway on http://{host}:{port}/v1 for {target}" + (" (Bearer key required)" if key else ""))
     run_gateway(target, host, port, key, limits, repository or gateway_repository(Workspace.at()))
 

@@ -1,25 +1,26 @@
-"""``python -m tritonhf.serve WORKSPACE --host H --port P [limits]``: the gateway `tritonhf up --openai-port` runs."""
+"""``python -m tritonhf.serve --url URL --host H --port P [--repository DIR] [--api-key-file F] [limits]``: the
+gateway ``tritonhf up --openai-port`` runs (``bootstrap/gateway.py`` gives it these from the workspace)."""
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
-from tritonhf.bootstrap.layout import Workspace
-from tritonhf.serve.launch import gateway_key, gateway_repository, gateway_url, run_gateway
+from tritonhf.serve.launch import gateway_key, run_gateway
 from tritonhf.serve.limits import Limits
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m tritonhf.serve")
-    parser.add_argument("workspace")
+    parser.add_argument("--url", required=True, help="the Triton endpoint")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=9000)
+    parser.add_argument("--repository", type=Path, default=None, help="the served repository, for its tokenizers")
+    parser.add_argument("--api-key-file", type=Path, default=None, help="the key clients must send (owner-only file)")
     Limits.add_arguments(parser)
     args = parser.parse_args()
-    workspace = Workspace.at(args.workspace)
     limits = Limits.from_arguments(args)
-    key = gateway_key(workspace, args.host)
-    run_gateway(gateway_url(workspace), args.host, args.port, key, limits, gateway_repository(workspace))
+    run_gateway(args.url, args.host, args.port, gateway_key(args.api_key_file), limits, args.repository)
 
 
 if __name__ == "__main__":

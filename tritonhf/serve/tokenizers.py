@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, cast
 
+from tritonhf._files import config_parameters
 from tritonhf.tasks import PARAM_TRUST_REMOTE_CODE, PARAM_WEIGHTS, VENDORED_WEIGHTS_DIR
 
 # A text or pair gets at most this many special tokens ([CLS] a [SEP] b [SEP]; <s> a </s></s> b </s>).
@@ -84,11 +85,8 @@ class Tokenizers:
         return tokenizer
 
     def _parameters(self, model: str) -> dict[str, str]:
-        from tritonhf.gallery.config import parameters_of, parse_config
-
         assert self.repository is not None
-        config = self.repository / model / "config.pbtxt"
-        return parameters_of(parse_config(config.read_text(), str(config))) if config.is_file() else {}
+        return config_parameters(self.repository / model / "config.pbtxt")
 
     def location(self, model: str, parameters: dict[str, str]) -> str | None:
         """Where the model's tokenizer is: as the template finds its weights (runtime.weights_location)."""
