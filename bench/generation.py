@@ -36,8 +36,9 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+from common import package_folder  # bench/common.py, beside this file
 from llama_server import LlamaServer, find  # bench/llama_server.py, beside this file
-from run import _Quiet, package_folder  # bench/run.py, beside this file
+from run import _Quiet  # bench/run.py, beside this file
 from transformers import AutoTokenizer
 
 from tritonhf import Client, Server

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import openvino_genai as og
-from run import package_folder  # bench/run.py, beside this file
+from common import package_folder  # bench/common.py, beside this file
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: the shared harness package
 from harness.invariance import QUESTIONS

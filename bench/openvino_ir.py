@@ -19,8 +19,8 @@ import tempfile
 from pathlib import Path
 
 import openvino_genai as og
+from common import package_folder  # bench/common.py, beside this file
 from openvino_invariance import F32, generate, prompt  # bench/, beside this file
-from run import package_folder
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: the shared harness package
 from harness.invariance import QUESTIONS

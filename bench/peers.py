@@ -33,7 +33,8 @@ import urllib.request
 from pathlib import Path
 
 import numpy as np
-from run import Outside, PerfAnalyzer, in_process_onnx, package_folder, prepare_perf_analyzer, spread
+from common import package_folder  # bench/common.py, beside this file
+from run import Outside, PerfAnalyzer, in_process_onnx, prepare_perf_analyzer, spread
 from transformers import AutoTokenizer
 
 from tritonhf.bootstrap import Gateway, Server, Stack, Workspace, bootstrap

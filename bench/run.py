@@ -14,7 +14,6 @@ Prints markdown tables with ratios against the targets. Not part of `make test`.
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
 import json
 import os
@@ -33,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from common import TEXTS, package_folder  # bench/common.py, beside this file
 from gateway import gateway_section  # bench/gateway.py, beside this file
 from transformers import AutoModel, AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer
 
@@ -44,27 +44,10 @@ from tritonhf.errors import GalleryError
 from tritonhf.gallery import AddRequest, add_model
 from tritonhf.gallery.models import convert_gguf
 
-TEXTS = [
-    "This movie is absolutely wonderful",
-    "The plot was boring and the acting was terrible",
-    "I loved every minute of it",
-    "What a waste of two hours",
-    "The soundtrack is beautiful and the photography stunning",
-    "Alice met Bob in Paris to talk about the new office",
-    "Stock markets fell sharply today after the central bank raised rates",
-    "A kitten sleeps on a warm rug by the fire",
-]
 REQUESTS_PER_LEVEL = int(os.environ.get("BENCH_REQUESTS", "300"))
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
 LEVELS = (1, 4, 16)
 torch.set_num_threads(os.cpu_count() or 1)
-
-
-def package_folder(name: str) -> Path:
-    spec = importlib.util.find_spec(name)
-    if spec is None or not spec.submodule_search_locations:
-        raise SystemExit(f"{name} is not installed: run `make setup`.")
-    return Path(next(iter(spec.submodule_search_locations)))
 
 
 def in_process(model: Any, tokenizer: Any, batch: int, seconds: float = 4.0) -> tuple[float, float]:

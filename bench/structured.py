@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
-from run import package_folder  # bench/run.py, beside this file
+from common import package_folder  # bench/common.py, beside this file
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: the shared harness package
 from harness.invariance import ANSWER_SCHEMA, QUESTIONS, WEATHER_TOOL

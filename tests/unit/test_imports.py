@@ -92,3 +92,31 @@ def test_the_gateway_imports_nothing_of_bootstrap_or_gallery() -> None:
                 f"{path.name}: {name}" for name in names if name.startswith(("tritonhf.bootstrap", "tritonhf.gallery"))
             ]
     assert not found, found
+
+
+def test_no_import_circle_between_bench_scripts() -> None:
+    """bench/ scripts import each other by name (the folder is on their path): no two of them import each other,
+    directly or around a longer circle (imports inside functions count: they run when the bench does)."""
+    bench = ROOT.parent / "bench"
+    scripts = {path.stem: path for path in bench.glob("*.py")}
+    graph = {
+        name: {
+            (node.module or "").split(".")[0]
+            for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in scripts
+        }
+        | {
+            alias.name.split(".")[0]
+            for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.Import)
+            for alias in node.names
+            if alias.name.split(".")[0] in scripts
+        }
+        for name, path in scripts.items()
+    }
+
+    def reaches(start: str, goal: str, seen: set[str]) -> bool:
+        return any(nxt == goal or (nxt not in seen and reaches(nxt, goal, seen | {nxt})) for nxt in graph[start])
+
+    circles = sorted(name for name in graph if reaches(name, name, {name}))
+    assert not circles, f"bench scripts in an import circle: {circles}"
