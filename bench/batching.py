@@ -20,10 +20,10 @@ from pathlib import Path
 from google.protobuf import text_format
 
 from tritonhf import Client, Server
-from tritonhf.bench import run_bench
 from tritonhf.bootstrap import Workspace, bootstrap
 from tritonhf.gallery import AddRequest, add_model
 from tritonhf.gallery.config import parse_config
+from tritonhf.loadgen import run_bench
 
 LEVELS = (1, 4, 16, 64)
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "2"))

@@ -42,10 +42,10 @@ from run import _Quiet  # bench/run.py, beside this file
 from transformers import AutoTokenizer
 
 from tritonhf import Client, Server
-from tritonhf.bench import DEFAULT_PROMPTS
 from tritonhf.bootstrap import Workspace, bootstrap
 from tritonhf.gallery import AddRequest, add_model
 from tritonhf.gallery.models import convert_gguf
+from tritonhf.loadgen import DEFAULT_PROMPTS
 
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
 TOKENS = 96

@@ -37,12 +37,12 @@ from gateway import gateway_section  # bench/gateway.py, beside this file
 from transformers import AutoModel, AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer
 
 from tritonhf import Client, Server
-from tritonhf.bench import DEFAULT_PROMPTS, StreamsResult, run_bench, run_streams
 from tritonhf.bootstrap import Gateway, Stack, Workspace, bootstrap
 from tritonhf.bootstrap.installation.sources import cache_dir
 from tritonhf.errors import GalleryError
 from tritonhf.gallery import AddRequest, add_model
 from tritonhf.gallery.models import convert_gguf
+from tritonhf.loadgen import DEFAULT_PROMPTS, StreamsResult, run_bench, run_streams
 
 REQUESTS_PER_LEVEL = int(os.environ.get("BENCH_REQUESTS", "300"))
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))

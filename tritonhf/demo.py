@@ -23,7 +23,6 @@ from typing import Any
 from rich.console import Console
 
 from tritonhf._progress import Progress
-from tritonhf.bench import server_view
 from tritonhf.bootstrap.gateway import require_gateway_packages
 from tritonhf.bootstrap.installation.install import bootstrap
 from tritonhf.bootstrap.layout import Workspace
@@ -32,6 +31,7 @@ from tritonhf.bootstrap.stack import Gateway, Stack
 from tritonhf.errors import ModelSourceError, ServerStartError
 from tritonhf.gallery.add import ensure_model
 from tritonhf.gallery.request import AddRequest
+from tritonhf.loadgen import server_view
 from tritonhf.sdk.client import Client
 
 SENTENCES = [

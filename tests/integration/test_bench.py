@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tritonhf.bench import ensure_loopback
 from tritonhf.bootstrap import Server
 from tritonhf.errors import InvalidInputError
+from tritonhf.loadgen import ensure_loopback
 
 pytestmark = pytest.mark.integration
 

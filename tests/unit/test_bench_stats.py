@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tritonhf.bench import server_view
+from tritonhf.loadgen import server_view
 
 MS = 1_000_000  # statistics are in nanoseconds
 

@@ -17,7 +17,7 @@ from tritonhf.errors import ModelNotReadyError
 from tritonhf.sdk.client import Client
 
 if TYPE_CHECKING:
-    from tritonhf.bench import StreamsResult
+    from tritonhf.loadgen import StreamsResult
 
 UrlOption = Annotated[str | None, typer.Option("--url", help="Server URL (default: $TRITONHF_URL or `tritonhf up`'s).")]
 ModelOption = Annotated[str | None, typer.Option("--model", "-m", help="Model name (default: the task's only model).")]
@@ -365,7 +365,7 @@ def bench_command(
     aggregate tokens/s, time to first token and time between chunks (p50/p95).
     """
     from tritonhf._wire.settings import default_url
-    from tritonhf.bench import (
+    from tritonhf.loadgen import (
         DEFAULT_PROMPTS,
         DEFAULT_TEXTS,
         model_task,

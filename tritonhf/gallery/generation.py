@@ -1,4 +1,5 @@
-"""Which engine serves a text-generation model, and its weights for the OpenVINO engine.
+"""The text-generation engines' own rules: what a device and an install allow, and the OpenVINO engine's weights
+(a GGUF or IR export) with their greedy check against transformers.
 
 ``--engine auto`` (the default) picks OpenVINO GenAI's continuous batching on a CPU: a GGUF
 file is vendored as it is; a hub id or a local folder is exported once to GGUF

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from tritonhf._progress import Progress
 from tritonhf.errors import GalleryError
-from tritonhf.gallery import onnx_export, speech, tower_export
+from tritonhf.gallery import onnx_export, speech_int8, tower_export
 from tritonhf.gallery.config import ModelOptions
 from tritonhf.tasks import Task
 
@@ -108,7 +108,7 @@ def check(request: AddRequest, task: Task) -> None:
             )
 
 
-def int8_gate(request: AddRequest, found: speech.Int8Check, progress: Progress) -> dict[str, str]:
+def int8_gate(request: AddRequest, found: speech_int8.Int8Check, progress: Progress) -> dict[str, str]:
     """The int8 gate's verdict: its summary for the config, or a refusal (unless --force)."""
     progress.step(found.summary)
     verdict = int8_verdict(request, found)
@@ -119,7 +119,7 @@ def int8_gate(request: AddRequest, found: speech.Int8Check, progress: Progress) 
     return {PARAM_INT8_QUALITY: verdict}
 
 
-def int8_verdict(request: AddRequest, found: speech.Int8Check) -> str | None:
+def int8_verdict(request: AddRequest, found: speech_int8.Int8Check) -> str | None:
     """The int8 gate's summary for the config (said when --force keeps a model below it); None when refused."""
     if not found.passed and not request.force:
         return None

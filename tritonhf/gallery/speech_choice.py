@@ -17,10 +17,10 @@ from tritonhf.gallery import (
     calibrate,
     models,
     openvino_exporter,
-    speech,
     speech_encoder,
     speech_engines,
-    whisper_openvino,
+    speech_int8,
+    whisper_export,
 )
 from tritonhf.gallery.request import (
     PARAM_CALIBRATION,
@@ -42,7 +42,7 @@ def choose(request: AddRequest, vendored: Path, source: Path, progress: Progress
     params: dict[str, str] = {}
     if request.backend == "openvino":
         whisper = speech_engines.is_whisper(folder)
-        why_not = whisper_openvino.why_not(folder) if whisper else "it runs Whisper models only"
+        why_not = whisper_export.why_not(folder) if whisper else "it runs Whisper models only"
         if why_not is not None:
             raise GalleryError(f"--backend openvino cannot serve {request.source}: {why_not.rstrip('.')}.")
         target = vendored / OPENVINO_WHISPER
@@ -50,7 +50,7 @@ def choose(request: AddRequest, vendored: Path, source: Path, progress: Progress
         gate = {}
         if request.quantize:
             progress.step("Checking OpenVINO GenAI's int8 export against float32 PyTorch on calibration audio")
-            gate = int8_gate(request, whisper_openvino.check_int8(folder, target), progress)
+            gate = int8_gate(request, whisper_export.check_int8(folder, target), progress)
         return _served_by_openvino(request, vendored, params, "--backend openvino", gate)
     converted = vendored / CT2_FOLDER
     encoder_kept: bool | None = None  # CTranslate2's encoder on OpenVINO (--quantize int8): not yet measured
@@ -74,8 +74,8 @@ def choose(request: AddRequest, vendored: Path, source: Path, progress: Progress
     if backend == "pytorch":
         shutil.rmtree(converted, ignore_errors=True)
         if request.quantize:
-            params.update(_speech_int8(request, folder, progress))
-            params[speech.PARAM_QUANTIZE] = "int8"
+            params.update(_pytorch_int8(request, folder, progress))
+            params[speech_int8.PARAM_QUANTIZE] = "int8"
             reason += "; Linear layers in int8, a scale per token (" + params[PARAM_INT8_QUALITY] + ")"
         return Choice(backend, reason, params)
     params[PARAM_COMPUTE_TYPE] = "float32"
@@ -120,12 +120,12 @@ def _served_by_openvino(
 
 
 def _export_for_openvino(request: AddRequest, folder: Path, out: Path, progress: Progress) -> None:
-    """The Whisper exported for OpenVINO GenAI's WhisperPipeline (gallery.whisper_openvino), int8 weights with
+    """The Whisper exported for OpenVINO GenAI's WhisperPipeline (gallery.whisper_export), int8 weights with
     --quantize int8."""
     if not openvino_exporter.exporter_ready():
         progress.step(f"Making the OpenVINO exporter's venv, once ({openvino_exporter.venv_dir()})")
     progress.step("Exporting the model for OpenVINO GenAI (optimum-intel)")
-    whisper_openvino.export(folder, out, "int8" if request.quantize else "fp32")
+    whisper_export.export(folder, out, "int8" if request.quantize else "fp32")
 
 
 def _openvino_for_auto(
@@ -135,7 +135,7 @@ def _openvino_for_auto(
     int8, once its int8 passed the gate: the verdict for the config); or why it is not."""
     if not openvino_exporter.exporter_ready():
         return "its exporter's venv is not made here (--backend openvino makes it once)", {}
-    why_not = whisper_openvino.why_not(folder)
+    why_not = whisper_export.why_not(folder)
     if why_not is not None:
         return why_not.rstrip("."), {}
     try:
@@ -145,7 +145,7 @@ def _openvino_for_auto(
     if not request.quantize:
         return out, {}
     progress.step("Checking OpenVINO GenAI's int8 export against float32 PyTorch on calibration audio")
-    found = whisper_openvino.check_int8(folder, out)
+    found = whisper_export.check_int8(folder, out)
     progress.step(found.summary)
     verdict = int8_verdict(request, found)
     if verdict is None:
@@ -180,7 +180,7 @@ def _convert_for_ct2(request: AddRequest, folder: Path, converted: Path, progres
     return why_not
 
 
-def _speech_int8(request: AddRequest, folder: Path, progress: Progress) -> dict[str, str]:
-    """A PyTorch speech model's int8 gate (gallery.speech): its verdict, or a refusal."""
+def _pytorch_int8(request: AddRequest, folder: Path, progress: Progress) -> dict[str, str]:
+    """A PyTorch speech model's int8 gate (gallery.speech_int8): its verdict, or a refusal."""
     progress.step("Checking dynamic int8 (Linear layers) against fp32 on calibration audio")
-    return int8_gate(request, speech.check_int8(folder), progress)
+    return int8_gate(request, speech_int8.check_int8(folder), progress)

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from tritonhf.gallery.calibrate import fastest_runs, threads
-from tritonhf.gallery.speech import CALIBRATION_SECONDS, MIN_COSINE, calibration_audio, cosine
+from tritonhf.gallery.speech_int8 import CALIBRATION_SECONDS, MIN_COSINE, calibration_audio, cosine
 from tritonhf.runtime.audio import OPENVINO_ENCODER
 
 __all__ = ["EncoderChoice", "choose"]

@@ -2,7 +2,7 @@
 
 CTranslate2 is what faster-whisper runs: the same model converted once (``weights/ct2``), fused
 kernels, int8 where asked. OpenVINO GenAI's WhisperPipeline runs the model exported for it
-(``gallery.whisper_openvino``), measured once its exporter's venv is made. Which engine is faster
+(``gallery.whisper_export``), measured once its exporter's venv is made. Which engine is faster
 depends on the CPU, the model and the load, so ``--backend auto`` converts the model and times the
 engines on this machine exactly as they will serve (the instance's share of the cores): 30 s
 windows of calibration audio, a fixed number of greedy tokens (end-of-text suppressed, so all do
@@ -15,7 +15,7 @@ figure goes into config.pbtxt; ``--backend ctranslate2`` or ``openvino`` chooses
 
 With ``--quantize int8`` the comparison is int8 against int8 (CTranslate2's int8 kernels, PyTorch's
 per-token int8 Linear layers from ``runtime.int8``, WhisperPipeline's int8 weights), and each passes
-the same gate as PyTorch's (``gallery.speech``): its encoder states within a cosine of
+the same gate as PyTorch's (``gallery.speech_int8``): its encoder states within a cosine of
 ``MIN_COSINE`` of float32 on the calibration clips.
 """
 
@@ -31,7 +31,14 @@ import numpy as np
 
 from tritonhf.errors import GalleryError
 from tritonhf.gallery.calibrate import fastest_runs, threads
-from tritonhf.gallery.speech import CALIBRATION_SECONDS, GATE_TOKENS, Int8Check, agreement, calibration_audio, cosine
+from tritonhf.gallery.speech_int8 import (
+    CALIBRATION_SECONDS,
+    GATE_TOKENS,
+    Int8Check,
+    agreement,
+    calibration_audio,
+    cosine,
+)
 from tritonhf.runtime.audio import long_form_settings
 from tritonhf.runtime.int8 import int8_linear_layers
 

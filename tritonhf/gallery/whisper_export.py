@@ -26,8 +26,15 @@ from typing import Any
 from tritonhf.errors import GalleryError
 from tritonhf.gallery import openvino_exporter
 from tritonhf.gallery.generation import openvino_missing
-from tritonhf.gallery.speech import CALIBRATION_SECONDS, GATE_TOKENS, Int8Check, agreement, calibration_audio, cosine
 from tritonhf.gallery.speech_engines import ct2_leaves_out
+from tritonhf.gallery.speech_int8 import (
+    CALIBRATION_SECONDS,
+    GATE_TOKENS,
+    Int8Check,
+    agreement,
+    calibration_audio,
+    cosine,
+)
 
 __all__ = ["check_int8", "export", "why_not"]
 
