@@ -204,3 +204,41 @@ def test_post_root_with_several_models_names_each_model_s_url() -> None:
         refused = http.post("/", json={"inputs": "a text"})
     assert refused.status_code == 400
     assert "/models/first" in refused.text and "/models/second" in refused.text
+
+
+def test_chat_full_and_streamed_answers_say_the_same() -> None:
+    """Chat's full answer and its streamed chunks (two functions over one opened generation), through the real
+    openai client over the app in-process: the same text, finish reason and usage."""
+    import openai
+    from fastapi.testclient import TestClient
+
+    from tritonhf.sdk import AsyncClient
+    from tritonhf.sdk.testing import AsyncMemoryTransport
+    from tritonhf.serve.app import create_app
+
+    def words(inputs: dict[str, Any]) -> Any:
+        for index, word in enumerate(["Hello", " there", "!"]):
+            last = index == 2
+            found: dict[str, Any] = {"text_output": np.array([[word.encode()]], dtype=object)}
+            if last:
+                found["finish_reason"] = np.array([[b"stop"]], dtype=object)
+                found["prompt_tokens"] = np.array([[4]], np.int32)
+                found["completion_tokens"] = np.array([[3]], np.int32)
+            yield found
+
+    server = FakeServer()
+    server.add("writer", "text-generation", stream=words)
+    app = create_app("grpc://127.0.0.1:9")
+    with TestClient(app) as http:
+        app.state.client = AsyncClient(transport=AsyncMemoryTransport(server))
+        client = openai.OpenAI(base_url="http://testserver/v1", api_key="x", http_client=http, max_retries=0)
+        messages = [{"role": "user", "content": "hi"}]
+        full = client.chat.completions.create(model="writer", messages=messages)  # type: ignore[arg-type]
+        chunks = list(client.chat.completions.create(model="writer", messages=messages, stream=True,  # type: ignore[arg-type]
+                                                     stream_options={"include_usage": True}))  # fmt: skip
+    assert full.choices[0].message.content == "Hello there!" and full.choices[0].finish_reason == "stop"
+    streamed = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert streamed == "Hello there!"
+    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "stop"
+    assert chunks[-1].usage is not None and full.usage is not None
+    assert chunks[-1].usage.completion_tokens == full.usage.completion_tokens == 3

@@ -14,6 +14,7 @@ import base64
 import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -258,55 +259,76 @@ async def chat_completions(body: ChatBody, request: Request) -> dict[str, Any] |
     call = client.chat(messages, model=name, stream=True, response_format=format_, tools=tools,
                        tool_choice=choice, **options)  # fmt: skip
     stream, first = await open_stream(call, _constraint_param)
-    ident, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
+    opened = _ChatStream(f"chatcmpl-{uuid.uuid4().hex}", int(time.time()), name, stream, first, asked, calling)
     if not body.stream:
-        try:
-            text = await unless_disconnected(request, _text(stream, first))
-        except ClientGone:
-            return Response(status_code=CLIENT_GONE)
-        message: dict[str, Any] = {"role": "assistant", "content": text}
-        if stream.tool_calls:
-            message = {"role": "assistant", "content": stream.content or None,
-                       "tool_calls": _calls_message(stream.tool_calls)}  # fmt: skip
-        choice_body = {"index": 0, "message": message, "finish_reason": stream.finish_reason or "stop",
-                       "logprobs": _chat_logprobs(stream.logprobs) if asked else None}  # fmt: skip
-        return {"id": ident, "object": "chat.completion", "created": created, "model": name,
-                "choices": [choice_body], "usage": _usage(stream)}  # fmt: skip
-    include_usage = bool(body.stream_options and body.stream_options.include_usage)
+        return await _chat_full(opened, request)
+    return sse(_chat_events(opened, bool(body.stream_options and body.stream_options.include_usage)), stream)
 
-    async def events() -> AsyncIterator[dict[str, Any]]:
-        base = {"id": ident, "object": "chat.completion.chunk", "created": created, "model": name}
-        role: dict[str, Any] = {"role": "assistant"}
-        text, sent, told = "", 0, 0  # text read, characters sent, logprob entries sent
 
-        def logprobs() -> dict[str, Any] | None:
-            nonlocal told
-            if not asked:
-                return None
-            found, told = stream.logprobs[told:], len(stream.logprobs)
-            return _chat_logprobs(found)
+@dataclass(frozen=True)
+class _ChatStream:
+    """A chat's generation, opened: what its full answer and its streamed chunks are both made from."""
 
-        async for chunk in streamed(stream, first):
-            text += chunk
-            safe = tools_module.safe_to_stream(text) if calling else len(text)
-            if safe > sent or (role and not calling):
-                delta = {**role, "content": text[sent:safe]}
-                yield {**base, "choices": [{"index": 0, "delta": delta, "logprobs": logprobs(), "finish_reason": None}]}
-                role, sent = {}, max(sent, safe)
-        deltas = _call_deltas(stream.tool_calls) if stream.tool_calls else []
-        if not stream.tool_calls and sent < len(text):  # held back, and no call came: it was content
-            deltas = [{"content": text[sent:]}]
-        for delta in deltas:
-            found = logprobs() if "content" in delta else None
-            yield {**base, "choices": [{"index": 0, "delta": {**role, **delta}, "logprobs": found,
-                                        "finish_reason": None}]}  # fmt: skip
-            role = {}
-        final = {"index": 0, "delta": {}, "finish_reason": stream.finish_reason or "stop"}
-        yield {**base, "choices": [final]}
-        if include_usage:
-            yield {**base, "choices": [], "usage": _usage(stream)}
+    ident: str
+    created: int
+    model: str
+    stream: AsyncTextStream
+    first: str | None
+    logprobs: bool  # asked for
+    calling: bool  # tools offered and not refused: content is held back until it is not a call
 
-    return sse(events(), stream)
+
+async def _chat_full(chat: _ChatStream, request: Request) -> dict[str, Any] | Response:
+    """The whole answer as one ``chat.completion``."""
+    stream = chat.stream
+    try:
+        text = await unless_disconnected(request, _text(stream, chat.first))
+    except ClientGone:
+        return Response(status_code=CLIENT_GONE)
+    message: dict[str, Any] = {"role": "assistant", "content": text}
+    if stream.tool_calls:
+        message = {"role": "assistant", "content": stream.content or None,
+                   "tool_calls": _calls_message(stream.tool_calls)}  # fmt: skip
+    choice_body = {"index": 0, "message": message, "finish_reason": stream.finish_reason or "stop",
+                   "logprobs": _chat_logprobs(stream.logprobs) if chat.logprobs else None}  # fmt: skip
+    return {"id": chat.ident, "object": "chat.completion", "created": chat.created, "model": chat.model,
+            "choices": [choice_body], "usage": _usage(stream)}  # fmt: skip
+
+
+async def _chat_events(chat: _ChatStream, include_usage: bool) -> AsyncIterator[dict[str, Any]]:
+    """The answer as ``chat.completion.chunk`` events: content as it comes (held back while it may be a call),
+    then the calls, the finish reason and, when asked, the usage."""
+    stream = chat.stream
+    base = {"id": chat.ident, "object": "chat.completion.chunk", "created": chat.created, "model": chat.model}
+    role: dict[str, Any] = {"role": "assistant"}
+    text, sent, told = "", 0, 0  # text read, characters sent, logprob entries sent
+
+    def logprobs() -> dict[str, Any] | None:
+        nonlocal told
+        if not chat.logprobs:
+            return None
+        found, told = stream.logprobs[told:], len(stream.logprobs)
+        return _chat_logprobs(found)
+
+    async for chunk in streamed(stream, chat.first):
+        text += chunk
+        safe = tools_module.safe_to_stream(text) if chat.calling else len(text)
+        if safe > sent or (role and not chat.calling):
+            delta = {**role, "content": text[sent:safe]}
+            yield {**base, "choices": [{"index": 0, "delta": delta, "logprobs": logprobs(), "finish_reason": None}]}
+            role, sent = {}, max(sent, safe)
+    deltas = _call_deltas(stream.tool_calls) if stream.tool_calls else []
+    if not stream.tool_calls and sent < len(text):  # held back, and no call came: it was content
+        deltas = [{"content": text[sent:]}]
+    for delta in deltas:
+        found = logprobs() if "content" in delta else None
+        yield {**base, "choices": [{"index": 0, "delta": {**role, **delta}, "logprobs": found,
+                                    "finish_reason": None}]}  # fmt: skip
+        role = {}
+    final = {"index": 0, "delta": {}, "finish_reason": stream.finish_reason or "stop"}
+    yield {**base, "choices": [final]}
+    if include_usage:
+        yield {**base, "choices": [], "usage": _usage(stream)}
 
 
 @router.post("/v1/completions", response_model=None, responses=documented(Completion, OpenAIError, stream=True))
