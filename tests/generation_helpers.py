@@ -21,7 +21,8 @@ def reference(folder: Path, prompt: str, max_tokens: int) -> str:
 
 def request(prompt: str, **options: Any) -> pb.InferenceRequest:
     dtypes = {"max_tokens": np.int32, "temperature": np.float32, "top_p": np.float32, "seed": np.int64,
-              "logprobs": np.int32}  # fmt: skip
+              "logprobs": np.int32, "top_k": np.int32, "min_p": np.float32, "presence_penalty": np.float32,
+              "frequency_penalty": np.float32, "repetition_penalty": np.float32}  # fmt: skip
     inputs: dict[str, Any] = {"text_input": pb.texts(prompt)}
     for key, value in options.items():
         if key == "stop":
@@ -51,3 +52,27 @@ def text_of(req: pb.InferenceRequest) -> str:
 
 def last(req: pb.InferenceRequest, name: str) -> Any:
     return req.sender.responses[-1].output(name)[0, 0]
+
+
+def check_sampling_surface(model: Any) -> None:
+    """The sampling fields a test can see the effect of, on either engine: top_k=1 is greedy whatever the
+    temperature; a repetition or frequency penalty changes a greedy answer that repeats; the same seed with top_k
+    and min_p gives the same text; an out-of-range value is the request's 400 naming the field."""
+
+    def alone(prompt: str, **options: Any) -> str:
+        req = request(prompt, **options)
+        model.execute([req])
+        run(model)
+        return text_of(req)
+
+    prompt = "the movie the movie the movie"  # a tiny random model repeats a token within 48 greedy ones
+    greedy = alone(prompt, max_tokens=48)
+    assert alone(prompt, max_tokens=48, temperature=1.0, top_k=1, seed=3) == greedy
+    assert alone(prompt, max_tokens=48, repetition_penalty=1.8) != greedy
+    assert alone(prompt, max_tokens=48, frequency_penalty=2.0, presence_penalty=1.0) != greedy
+    seeded = {"max_tokens": 16, "temperature": 1.0, "top_k": 5, "min_p": 0.05, "seed": 11}
+    assert alone(prompt, **seeded) == alone(prompt, **seeded)
+    for field, value in (("top_k", -2), ("min_p", 1.5), ("presence_penalty", 2.5), ("repetition_penalty", 0.0)):
+        bad = request(prompt, **{field: value})
+        model.execute([bad])
+        assert bad.sender.closed and field in bad.sender.responses[0].error().message()

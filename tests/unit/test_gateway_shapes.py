@@ -242,3 +242,39 @@ def test_chat_full_and_streamed_answers_say_the_same() -> None:
     assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "stop"
     assert chunks[-1].usage is not None and full.usage is not None
     assert chunks[-1].usage.completion_tokens == full.usage.completion_tokens == 3
+
+
+def test_penalties_top_k_and_min_p_reach_the_model_or_are_refused_by_name() -> None:
+    """OpenAI's penalties and vLLM's extra fields, sent by the openai client, arrive as the template's inputs; a value
+    out of range is a 400 naming the field (none is accepted and dropped)."""
+    import openai
+    from fastapi.testclient import TestClient
+
+    from tritonhf.sdk import AsyncClient
+    from tritonhf.sdk.testing import AsyncMemoryTransport
+    from tritonhf.serve.app import create_app
+
+    seen: list[dict[str, Any]] = []
+
+    def answer(inputs: dict[str, Any]) -> Any:
+        seen.append({key: np.asarray(value).reshape(-1)[0] for key, value in inputs.items()})
+        yield {"text_output": np.array([[b"ok"]], dtype=object), "finish_reason": np.array([[b"stop"]], dtype=object)}
+
+    server = FakeServer()
+    server.add("writer", "text-generation", stream=answer)
+    app = create_app("grpc://127.0.0.1:9")
+    with TestClient(app) as http:
+        app.state.client = AsyncClient(transport=AsyncMemoryTransport(server))
+        client = openai.OpenAI(base_url="http://testserver/v1", api_key="x", http_client=http, max_retries=0)
+        messages = [{"role": "user", "content": "hi"}]
+        client.chat.completions.create(
+            model="writer", messages=messages, presence_penalty=1.5, frequency_penalty=-1.0,  # type: ignore[arg-type]
+            extra_body={"top_k": 1, "min_p": 0.25, "repetition_penalty": 1.25},
+        )  # fmt: skip
+        for field, value in (("presence_penalty", 2.5), ("top_k", -2), ("min_p", 2), ("repetition_penalty", 0)):
+            with pytest.raises(openai.BadRequestError) as refused:
+                client.chat.completions.create(model="writer", messages=messages, extra_body={field: value})  # type: ignore[arg-type]
+            assert field in str(refused.value)
+    (sent,) = seen
+    assert sent["presence_penalty"] == 1.5 and sent["frequency_penalty"] == -1.0 and sent["top_k"] == 1
+    assert abs(sent["min_p"] - 0.25) < 1e-6 and abs(sent["repetition_penalty"] - 1.25) < 1e-6

@@ -13,7 +13,7 @@ from typing import Any
 
 import fake_pb_utils as pb
 import pytest
-from generation_helpers import last, reference, request, run, text_of
+from generation_helpers import check_sampling_surface, last, reference, request, run, text_of
 from template_harness import instantiate
 from transformers import AutoTokenizer
 
@@ -324,3 +324,7 @@ def test_a_new_engine_is_one_module_and_one_line(tmp_path: Path, tiny: dict[str,
     assert text_of(plain) == expected and last(plain, "completion_tokens") == 6
     assert "toy engine" in held.sender.responses[0].error().message()
     assert "context length of 64" in too_long.sender.responses[0].error().message()
+
+
+def test_the_sampling_surface_on_the_transformers_engine(generator: Any) -> None:
+    check_sampling_surface(generator)

@@ -15,7 +15,7 @@ from typing import Any
 
 import fake_pb_utils as pb
 import pytest
-from generation_helpers import last, request, run, text_of
+from generation_helpers import check_sampling_surface, last, request, run, text_of
 from template_harness import instantiate
 from transformers import AutoTokenizer
 
@@ -361,3 +361,7 @@ def test_an_ir_export_is_served_and_each_stream_equals_itself_alone(
     assert len(model.running) > 1, "the requests ran together"
     run(model)
     assert [text_of(r) for r in requests] == solo
+
+
+def test_the_sampling_surface_on_the_openvino_engine(ov_int8: Any) -> None:
+    check_sampling_surface(ov_int8)

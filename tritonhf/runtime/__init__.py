@@ -130,7 +130,15 @@ from .pipeline import (
     PipelinedModel,
     Work,
 )
-from .ranges import TOP_LOGPROBS_MAX, seed_from_wire
+from .ranges import (
+    PENALTY_MAX,
+    REPETITION_PENALTY_MAX,
+    REPETITION_PENALTY_MIN,
+    TEMPERATURE_MAX,
+    TOP_LOGPROBS_MAX,
+    TOP_P_MAX,
+    seed_from_wire,
+)
 from .replies import (
     TextReply,
     bool_tensor,
@@ -193,8 +201,13 @@ __all__ = [
     "PARAM_WEIGHTS",
     "PARAM_ZERO_SHOT_METHOD",
     "PASS_COST_TOKENS",
+    "PENALTY_MAX",
+    "REPETITION_PENALTY_MAX",
+    "REPETITION_PENALTY_MIN",
     "RUNTIME_DIR",
+    "TEMPERATURE_MAX",
     "TOP_LOGPROBS_MAX",
+    "TOP_P_MAX",
     "VENDORED_WEIGHTS_DIR",
     "BadRequest",
     "Batch",

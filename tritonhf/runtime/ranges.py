@@ -2,8 +2,10 @@
 gateway publishes them in its OpenAPI schema (request bodies' bounds).
 
 The bounds are OpenAI's where OpenAI states one (``temperature`` 0 to 2, 0 to 1 for speech, ``top_p`` above 0 up
-to 1, ``top_logprobs`` 0 to 20, ``seed`` any 64-bit unsigned integer a client draws); ``max_tokens`` is at least 1
-and fits Triton's INT32 tensor (the model's context then bounds it further, with a 400 naming the context length).
+to 1, ``top_logprobs`` 0 to 20, ``presence_penalty`` and ``frequency_penalty`` -2 to 2, ``seed`` any 64-bit unsigned
+integer a client draws), vLLM's for its extra sampling fields (``top_k``, ``min_p``, ``repetition_penalty``);
+``max_tokens`` is at least 1 and fits Triton's INT32 tensor (the model's context then bounds it further, with a 400
+naming the context length).
 
 Seeds: clients draw them with ``random.getrandbits(64)``, so every value from 0 to 2**64 - 1 is a seed. Triton's
 seed tensor is INT64; a seed travels as the same 64 bits (``seed_to_wire``: from 2**63 up it arrives as a negative
@@ -20,6 +22,12 @@ TEMPERATURE_MAX = 2.0  # OpenAI's; 0 means greedy
 AUDIO_TEMPERATURE_MAX = 1.0  # OpenAI's for transcriptions and translations
 TOP_P_MAX = 1.0  # top_p is in (0, TOP_P_MAX]
 TOP_LOGPROBS_MAX = 20
+PENALTY_MAX = 2.0  # OpenAI's presence_penalty and frequency_penalty: from -PENALTY_MAX to PENALTY_MAX, 0 is none
+# vLLM's and transformers' repetition_penalty: 1 is none; bounded away from 0, where a logit divided by it overflows
+REPETITION_PENALTY_MIN = 0.01
+REPETITION_PENALTY_MAX = 10.0
+# top_k: the k likeliest tokens only, 0 (or vLLM's -1) for all; min_p: tokens at least min_p times the likeliest's
+# probability, 0 for all (both vLLM's names)
 ROLES = ("system", "user", "assistant", "tool", "developer")  # OpenAI's chat roles; "developer" is a system message
 _BITS = 2**64
 

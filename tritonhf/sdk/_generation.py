@@ -25,7 +25,17 @@ from tritonhf.sdk.results import (
     Usage,
 )
 from tritonhf.sdk.sampling import OPTIONS as SAMPLING_OPTIONS
-from tritonhf.tasks import INT32_MAX, SEED_MAX, TEMPERATURE_MAX, TOP_LOGPROBS_MAX, TOP_P_MAX, seed_to_wire
+from tritonhf.tasks import (
+    INT32_MAX,
+    PENALTY_MAX,
+    REPETITION_PENALTY_MAX,
+    REPETITION_PENALTY_MIN,
+    SEED_MAX,
+    TEMPERATURE_MAX,
+    TOP_LOGPROBS_MAX,
+    TOP_P_MAX,
+    seed_to_wire,
+)
 
 
 def generation_inputs(
@@ -142,6 +152,23 @@ RANGES: dict[str, tuple[str, Callable[[Any], bool], str]] = {
     "top_p": ("FP32", lambda v: 0 < v <= TOP_P_MAX, f"a number above 0 and at most {TOP_P_MAX:g}"),
     "seed": ("INT64", lambda v: 0 <= v <= SEED_MAX, "an int from 0 to 2**64 - 1"),
     "logprobs": ("INT32", lambda v: 0 <= v <= TOP_LOGPROBS_MAX, f"an int from 0 to {TOP_LOGPROBS_MAX} (alternatives)"),
+    "presence_penalty": (
+        "FP32",
+        lambda v: -PENALTY_MAX <= v <= PENALTY_MAX,
+        f"a number from -{PENALTY_MAX:g} to {PENALTY_MAX:g}",
+    ),
+    "frequency_penalty": (
+        "FP32",
+        lambda v: -PENALTY_MAX <= v <= PENALTY_MAX,
+        f"a number from -{PENALTY_MAX:g} to {PENALTY_MAX:g}",
+    ),
+    "repetition_penalty": (
+        "FP32",
+        lambda v: REPETITION_PENALTY_MIN <= v <= REPETITION_PENALTY_MAX,
+        f"a number from {REPETITION_PENALTY_MIN:g} to {REPETITION_PENALTY_MAX:g} (1: none)",
+    ),
+    "top_k": ("INT32", lambda v: -1 <= v <= INT32_MAX, "an int, -1 or 0 for all tokens"),
+    "min_p": ("FP32", lambda v: 0 <= v <= 1, "a number from 0 to 1"),
 }
 
 

@@ -25,6 +25,15 @@ class Sampling(TypedDict, total=False):
     # each token's log-probability with this many alternatives (0-20; the OpenVINO engine: 0), on the stream's
     # ``logprobs`` (text-generation models)
     logprobs: int | None
+    # OpenAI's penalties (-2 to 2; 0, the default, is none): a token already in the answer loses this much of its
+    # logit once (presence) and per time it came (frequency)
+    presence_penalty: float | None
+    frequency_penalty: float | None
+    # vLLM's extra fields (text-generation models): a repeated token's logit divided by it (1 is none; above 0), the
+    # k likeliest tokens only (0 or -1: all), tokens at least min_p times the likeliest's probability (0: all)
+    repetition_penalty: float | None
+    top_k: int | None
+    min_p: float | None
 
 
 OPTIONS = tuple(Sampling.__annotations__)

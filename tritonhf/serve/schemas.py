@@ -3,7 +3,7 @@
 The bounds are the ones every layer holds (tritonhf/runtime/ranges.py, through ``tritonhf.tasks``): the SDK
 checks the same before sending and the templates after receiving, and ``/openapi.json`` publishes them, so a
 client generator or a fuzzer reads the real contract. Fields OpenAI has but this server cannot honour
-(several choices, penalties, logit_bias, echo) are bounded to the one value served (n 1, penalties 0, none),
+(several choices, logit_bias, echo) are bounded to the one value served (n 1, none),
 so the schema tells a client generator the truth and a refusal names the field.
 """
 
@@ -13,7 +13,18 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from tritonhf.tasks import INT32_MAX, MAX_TOOLS, SEED_MAX, TEMPERATURE_MAX, TOOL_NAME, TOP_LOGPROBS_MAX, TOP_P_MAX
+from tritonhf.tasks import (
+    INT32_MAX,
+    MAX_TOOLS,
+    PENALTY_MAX,
+    REPETITION_PENALTY_MAX,
+    REPETITION_PENALTY_MIN,
+    SEED_MAX,
+    TEMPERATURE_MAX,
+    TOOL_NAME,
+    TOP_LOGPROBS_MAX,
+    TOP_P_MAX,
+)
 
 COMPLETION_LOGPROBS_MAX = 5  # OpenAI's legacy completions take 0-5
 Role = Literal["system", "user", "assistant", "tool", "developer"]  # OpenAI's roles (tasks.ROLES); others a 400
@@ -121,8 +132,23 @@ class GenerationBody(_Body):
     stream: bool = False
     stream_options: StreamOptions | None = None
     n: int = Field(default=1, ge=1, le=1, description="Only 1: each request generates one answer.")
-    presence_penalty: float = Field(default=0.0, ge=0, le=0, description="Only 0 (not supported).")
-    frequency_penalty: float = Field(default=0.0, ge=0, le=0, description="Only 0 (not supported).")
+    presence_penalty: float = Field(
+        default=0.0, ge=-PENALTY_MAX, le=PENALTY_MAX, description="A token already in the answer loses this much logit."
+    )
+    frequency_penalty: float = Field(
+        default=0.0, ge=-PENALTY_MAX, le=PENALTY_MAX, description="A token loses this much logit per time it came."
+    )
+    # vLLM's extra sampling fields (llama.cpp's server takes the same names)
+    repetition_penalty: float | None = Field(
+        default=None,
+        ge=REPETITION_PENALTY_MIN,
+        le=REPETITION_PENALTY_MAX,
+        description="Not OpenAI's: a repeated token's logit / this.",
+    )
+    top_k: int | None = Field(default=None, ge=-1, le=INT32_MAX, description="Not OpenAI's: the k likeliest tokens.")
+    min_p: float | None = Field(
+        default=None, ge=0, le=1, description="Not OpenAI's: tokens at least this share of the likeliest's probability."
+    )
     logit_bias: dict[str, float] | None = Field(default=None, max_length=0, description="Not supported.")
     response_format: TextFormat | JsonObjectFormat | JsonSchemaFormat | None = Field(
         default=None,

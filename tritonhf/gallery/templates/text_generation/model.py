@@ -45,7 +45,9 @@ Tensor names follow Triton's generate extension, so this works with curl:
 Inputs:  text_input (the prompt; with chat=true, a JSON list of {"role", "content"} messages),
          optional max_tokens, temperature (0 = greedy), top_p, seed, stop (strings), chat, truncate;
          json_schema (the answer held to it by a grammar), tools and tool_choice (OpenAI's function tools:
-         runtime/tools.py), logprobs (each token's log-probability, with N alternatives).
+         runtime/tools.py), logprobs (each token's log-probability, with N alternatives), OpenAI's
+         presence_penalty and frequency_penalty, vLLM's repetition_penalty, top_k and min_p (each engine applies
+         them: greedy answers too feel the penalties).
 Outputs: text_output, one chunk per response; the last response also has finish_reason
          ("stop", "length" or "tool_calls"), prompt_tokens and completion_tokens, and with tools the calls
          made (tool_calls, JSON) and the text outside them (content); with logprobs, each response the
@@ -91,6 +93,12 @@ class Sequence:
         self.max_tokens = max_tokens
         self.temperature = temperature
         self.top_p = top_p
+        # vLLM's extra sampling fields and OpenAI's penalties (neutral by default): set from the request by ``read``
+        self.top_k = 0  # the k likeliest tokens only; 0 for all
+        self.min_p = 0.0  # tokens at least this share of the likeliest's probability
+        self.presence_penalty = 0.0  # subtracted from a token's logit once it was generated
+        self.frequency_penalty = 0.0  # subtracted per time it was generated
+        self.repetition_penalty = 1.0  # a prompt's or answer's token: its logit divided (positive) or multiplied
         self.seed = seed
         self.generator = torch.Generator().manual_seed(seed) if seed is not None else None
         self.next_token = None  # the token the next decode step feeds (transformers engine)
@@ -273,8 +281,11 @@ class TritonPythonModel(runtime.DecoupledModel):
         )
         truncate = runtime.optional_scalar(request, "truncate", False, lambda v: True, "a boolean")
         ids, max_tokens, cut = self.fit(ids, asked, truncate)
-        temperature = runtime.optional_scalar(request, "temperature", 0.0, lambda v: 0 <= v <= 2, "from 0 to 2")
-        top_p = runtime.optional_scalar(request, "top_p", 1.0, lambda v: 0 < v <= 1, "in (0, 1]")
+        most = runtime.TEMPERATURE_MAX
+        temperature = runtime.optional_scalar(
+            request, "temperature", 0.0, lambda v: 0 <= v <= most, f"from 0 to {most}"
+        )
+        top_p = runtime.optional_scalar(request, "top_p", 1.0, lambda v: 0 < v <= runtime.TOP_P_MAX, "in (0, 1]")
         seed = runtime.optional_scalar(request, "seed", None, lambda v: True, "an integer")
         seed = None if seed is None else runtime.seed_from_wire(seed)  # 64 bits, unsigned (runtime/ranges.py)
         stops = runtime.optional_strings(request, "stop") or []
@@ -282,8 +293,22 @@ class TritonPythonModel(runtime.DecoupledModel):
         logprobs = runtime.optional_scalar(request, "logprobs", None, lambda v: 0 <= v <= most, f"from 0 to {most}")
         sequence = Sequence(request, self.tokenizer, ids, max_tokens, temperature, top_p, seed, stops, cut, constraint)
         sequence.logprobs = logprobs
+        self.read_penalties(request, sequence)
         self.engine.prepare(sequence, self.grammars)  # BadRequest: what this engine cannot serve
         return sequence
+
+    def read_penalties(self, request, sequence):
+        """top_k, min_p and the penalties, each checked against its range (runtime/ranges.py); a request's own."""
+        most, low, high = runtime.PENALTY_MAX, runtime.REPETITION_PENALTY_MIN, runtime.REPETITION_PENALTY_MAX
+        penalty = (lambda v: -most <= v <= most, f"from -{most} to {most}")
+        sequence.presence_penalty = runtime.optional_scalar(request, "presence_penalty", 0.0, *penalty)
+        sequence.frequency_penalty = runtime.optional_scalar(request, "frequency_penalty", 0.0, *penalty)
+        sequence.repetition_penalty = runtime.optional_scalar(
+            request, "repetition_penalty", 1.0, lambda v: low <= v <= high, f"from {low} to {high}"
+        )
+        top_k = runtime.optional_scalar(request, "top_k", 0, lambda v: v >= -1, "-1 or 0 (all tokens) or more")
+        sequence.top_k = max(0, top_k)
+        sequence.min_p = runtime.optional_scalar(request, "min_p", 0.0, lambda v: 0 <= v <= 1, "from 0 to 1")
 
     def constraint(self, request, chat):
         """(tools to render, ``Constraint`` or None) from the optional inputs json_schema, tools and tool_choice.

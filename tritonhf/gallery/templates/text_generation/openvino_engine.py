@@ -101,7 +101,12 @@ class OpenVinoEngine:
             config.do_sample = True
             config.temperature = sequence.temperature
             config.top_p = sequence.top_p
+            config.top_k = sequence.top_k  # 0: all tokens, as OpenVINO GenAI reads it
+            config.min_p = sequence.min_p
             config.rng_seed = sequence.seed if sequence.seed is not None else random.getrandbits(32)
+        config.presence_penalty = sequence.presence_penalty
+        config.frequency_penalty = sequence.frequency_penalty
+        config.repetition_penalty = sequence.repetition_penalty
         if sequence.logprobs is not None:  # the chosen token's only (OpenVINO GenAI returns no alternatives)
             config.logprobs = 1
         if sequence.schema is not None:  # compiled (and checked) by the template first; OpenVINO masks the logits

@@ -154,6 +154,7 @@ class TransformersEngine:
 
         With ``logprobs`` asked, its log-probability (and the best alternatives') under the model's distribution
         (after a grammar's mask, before temperature and top-p) waits in ``sequence.logprob`` for ``advance``."""
+        logits = self.penalised(sequence, logits)
         if sequence.mask is not None:  # a constrained answer: the tokens its grammar forbids now are out
             logits = sequence.mask.apply(logits)
         if sequence.logprobs is not None:
@@ -166,7 +167,12 @@ class TransformersEngine:
         if sequence.temperature == 0:
             token = int(torch.argmax(logits))
         else:
+            if sequence.top_k > 0 and sequence.top_k < logits.shape[-1]:  # the k likeliest only
+                kth = torch.topk(logits, sequence.top_k).values[-1]
+                logits = logits.masked_fill(logits < kth, float("-inf"))
             probabilities = torch.softmax(logits / sequence.temperature, dim=-1)
+            if sequence.min_p > 0:  # tokens at least min_p times the likeliest's probability
+                probabilities = probabilities.masked_fill(probabilities < sequence.min_p * probabilities.max(), 0)
             if sequence.top_p < 1:
                 sorted_probs, order = torch.sort(probabilities, descending=True)
                 keep = sorted_probs.cumsum(-1) - sorted_probs < sequence.top_p
@@ -178,6 +184,29 @@ class TransformersEngine:
             found, alternatives = sequence.logprob
             sequence.logprob = (float(found[token]), alternatives)
         return token
+
+    @staticmethod
+    def penalised(sequence, logits):
+        """The logits after the request's penalties (none by default): transformers' repetition penalty over the
+        prompt's and the answer's tokens, then OpenAI's presence and frequency penalties over the answer's."""
+        repetition, presence, frequency = (
+            sequence.repetition_penalty,
+            sequence.presence_penalty,
+            sequence.frequency_penalty,
+        )
+        if repetition == 1 and presence == 0 and frequency == 0:
+            return logits
+        logits = logits.clone()
+        if repetition != 1:
+            seen = torch.tensor(
+                sorted({*sequence.prompt_ids, *sequence.tokens}), dtype=torch.long, device=logits.device
+            )
+            chosen = logits[seen]
+            logits[seen] = torch.where(chosen > 0, chosen / repetition, chosen * repetition)
+        if (presence or frequency) and sequence.tokens:
+            made, counts = torch.unique(torch.tensor(sequence.tokens, device=logits.device), return_counts=True)
+            logits[made] -= presence + frequency * counts.to(logits.dtype)
+        return logits
 
 
 def left_pad(tensor, width):
