@@ -798,12 +798,14 @@ class Prompt:
     delay: float = 0.0  # when it starts, after the first one (staggered arrivals)
 
 
-def make_prompts(seed: int, count: int, context_words: int) -> list[Prompt]:
+def make_prompts(seed: int, count: int, context_words: int, penalties: bool = False) -> list[Prompt]:
     """Prompts from one word to beyond the context; greedy or seeded sampling; some stop strings;
-    about half ask to truncate (a too-long one is cut), the others are refused when too long."""
+    about half ask to truncate (a too-long one is cut), the others are refused when too long. ``penalties``
+    (text-generation): some greedy ones penalised (presence, frequency, repetition), some sampled with top_k and
+    min_p, among the plain ones."""
     rng = random.Random(seed)
     prompts = []
-    for _ in range(count):
+    for index in range(count):
         roll = rng.random()
         words = rng.randint(context_words, 2 * context_words) if roll < 0.15 else rng.randint(1, context_words // 4)
         text = "" if roll > 0.95 else " ".join(rng.choice(WORDS) for _ in range(words))
@@ -812,11 +814,19 @@ def make_prompts(seed: int, count: int, context_words: int) -> list[Prompt]:
             options.update(temperature=0.8, top_p=0.9, seed=rng.randint(0, 1000))
         if rng.random() < 0.2:
             options["stop"] = [rng.choice(["e", "th", " a"])]
+        if penalties and index % 4 == 1:  # penalised greedy (or penalised sampling) among the plain ones
+            options.update(presence_penalty=rng.uniform(-2, 2), frequency_penalty=rng.uniform(0, 2),
+                           repetition_penalty=rng.uniform(0.8, 1.6))  # fmt: skip
+        if penalties and index % 4 == 3:
+            options.update(temperature=0.9, top_k=rng.randint(1, 20), min_p=0.05, seed=rng.randint(0, 1000))
         delay = rng.uniform(0, 0.3)
         if rng.random() < 0.5:  # the rest are refused when too long
             options["truncate"] = True
         prompts.append(Prompt(text, options, delay=delay))
     return prompts
+
+
+PENALTIES = ("presence_penalty", "frequency_penalty", "repetition_penalty")
 
 
 class GenerationOracle:
@@ -838,8 +848,8 @@ class GenerationOracle:
         over = len(ids) + limit - self.context
         if over > 0 and not prompt.options.get("truncate"):
             return "refused"
-        if "seed" in prompt.options or not self.versus_transformers:
-            return None
+        if not self.versus_transformers or {"seed", *PENALTIES} & set(prompt.options):
+            return None  # sampled or penalised: compared with itself alone
         ids = ids[max(0, over) :]
         with torch.inference_mode():
             out = self.model.generate(

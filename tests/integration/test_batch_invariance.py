@@ -254,7 +254,9 @@ def test_generation_each_stream_equals_itself_alone(served: Server, tiny: dict[s
 
     url = served.http_url if protocol == "http" else served.grpc_url
     oracle = GenerationOracle(tiny["generator"])
-    prompts = make_prompts(zlib.crc32(f"writer/{protocol}".encode()), count=24, context_words=oracle.context)
+    prompts = make_prompts(
+        zlib.crc32(f"writer/{protocol}".encode()), count=24, context_words=oracle.context, penalties=True
+    )
     report = check_generation(url, "writer", prompts, oracle)
     assert not report.mismatches, f"{len(report.mismatches)} mismatches:\n" + "\n".join(report.mismatches[:8])
     assert report.refused < report.requests

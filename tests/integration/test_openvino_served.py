@@ -60,7 +60,9 @@ def test_each_stream_equals_itself_alone(served_ov: Server, tiny: dict[str, Path
     assert parameters_of(parse_config(config))["tritonhf.backend"] == "openvino", "auto chose OpenVINO on a CPU"
     url = served_ov.http_url if protocol == "http" else served_ov.grpc_url
     oracle = GenerationOracle(tiny["llama"], versus_transformers=False)
-    prompts = make_prompts(zlib.crc32(f"writer-ov/{protocol}".encode()), count=24, context_words=oracle.context)
+    prompts = make_prompts(
+        zlib.crc32(f"writer-ov/{protocol}".encode()), count=24, context_words=oracle.context, penalties=True
+    )
     report = check_generation(url, "writer-ov", prompts, oracle)
     assert not report.mismatches, f"{len(report.mismatches)} mismatches:\n" + "\n".join(report.mismatches[:8])
     assert report.refused < report.requests
