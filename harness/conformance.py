@@ -140,22 +140,11 @@ def build_sentence_transformer(
 
 
 def _qwen3(folder: Path) -> int:
-    """A tiny Qwen3 backbone (Qwen3-Embedding's shape) with a byte-level BPE tokenizer; its hidden size."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
-    from harness.tiny_models import CORPUS
-
-    torch.manual_seed(5)
-    backend = Tokenizer(models.BPE())
-    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    backend.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=300, special_tokens=["<|endoftext|>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
-    )
-    backend.train_from_iterator(CORPUS, trainer)
-    tokenizer = transformers.PreTrainedTokenizerFast(
-        tokenizer_object=backend, eos_token="<|endoftext|>", pad_token="<|endoftext|>", model_max_length=128
-    )
+    """A tiny Qwen3 backbone (Qwen3-Embedding's shape) with the tiny GPT-2's byte-level BPE; its hidden size."""
+    tokenizer = _bpe_tokenizer(folder)
+    tokenizer.pad_token = tokenizer.eos_token
+    tokenizer.chat_template = None  # with one, sentence-transformers formats texts as chat messages (refused)
+    (folder / "chat_template.jinja").unlink(missing_ok=True)
     tokenizer.save_pretrained(folder)
     config = transformers.Qwen3Config(
         vocab_size=len(tokenizer),
@@ -231,15 +220,20 @@ CAUSAL_LMS: dict[str, tuple[str, str, dict[str, Any]]] = {
 }
 
 
+def _bpe_tokenizer(folder: Path) -> Any:
+    """The tiny GPT-2's byte-level BPE tokenizer and chat template in ``folder`` (its weights left out)."""
+    from harness.tiny_models import build_generator
+
+    build_generator(folder)  # the tokenizer (and a GPT-2, replaced by the caller's model)
+    for stale in folder.glob("*.safetensors"):
+        stale.unlink()
+    return transformers.PreTrainedTokenizerFast.from_pretrained(folder)
+
+
 def build_causal_lm(folder: Path, family: str) -> Path:
     """A tiny causal LM of ``family`` with the tiny GPT-2's BPE tokenizer and chat template; wide weights (std 0.2)
     so that its greedy tokens depend on the prompt."""
-    from harness.tiny_models import build_generator
-
-    build_generator(folder)  # the tokenizer (and a GPT-2, replaced below)
-    for stale in folder.glob("*.safetensors"):
-        stale.unlink()
-    tokenizer = transformers.PreTrainedTokenizerFast.from_pretrained(folder)
+    tokenizer = _bpe_tokenizer(folder)
     config_class, model_class, extra = CAUSAL_LMS[family]
     torch.manual_seed(13)
     fields = {
@@ -253,6 +247,11 @@ def build_causal_lm(folder: Path, family: str) -> Path:
     return folder
 
 
+# BART's and Marian's size fields (the same blocks)
+_BART_SIZES: dict[str, Any] = {
+    "d_model": 32, "encoder_layers": 1, "decoder_layers": 1, "encoder_attention_heads": 2,
+    "decoder_attention_heads": 2, "encoder_ffn_dim": 64, "decoder_ffn_dim": 64, "max_position_embeddings": 64,
+}  # fmt: skip
 # text2text family -> (config class, model class, its size fields)
 SEQ2SEQ: dict[str, tuple[str, str, dict[str, Any]]] = {
     "t5": (
@@ -260,34 +259,8 @@ SEQ2SEQ: dict[str, tuple[str, str, dict[str, Any]]] = {
         "T5ForConditionalGeneration",
         {"d_model": 32, "d_kv": 16, "d_ff": 64, "num_layers": 1, "num_heads": 2},
     ),
-    "bart": (
-        "BartConfig",
-        "BartForConditionalGeneration",
-        {
-            "d_model": 32,
-            "encoder_layers": 1,
-            "decoder_layers": 1,
-            "encoder_attention_heads": 2,
-            "decoder_attention_heads": 2,
-            "encoder_ffn_dim": 64,
-            "decoder_ffn_dim": 64,
-            "max_position_embeddings": 64,
-        },
-    ),
-    "marian": (
-        "MarianConfig",
-        "MarianMTModel",
-        {
-            "d_model": 32,
-            "encoder_layers": 1,
-            "decoder_layers": 1,
-            "encoder_attention_heads": 2,
-            "decoder_attention_heads": 2,
-            "encoder_ffn_dim": 64,
-            "decoder_ffn_dim": 64,
-            "max_position_embeddings": 64,
-        },
-    ),
+    "bart": ("BartConfig", "BartForConditionalGeneration", _BART_SIZES),
+    "marian": ("MarianConfig", "MarianMTModel", _BART_SIZES),
 }
 
 

@@ -275,3 +275,18 @@ def test_text2text_families_answer_as_generate(tmp_path: Path, family: str) -> N
         wanted = tokenizer.decode(out[0], skip_special_tokens=True)
         got = "".join(r.output("text_output")[0, 0].decode() for r in request.sender.responses if not r.has_error())
         assert got == wanted, (family, text)
+
+
+def test_a_transformer_that_formats_texts_as_chat_messages_is_refused_by_name(
+    tmp_path: Path, models: dict[str, Path]
+) -> None:
+    # a tokenizer with a chat template: sentence-transformers then embeds each text as a chat message
+    import shutil
+
+    folder = tmp_path / "chat"
+    shutil.copytree(models["st/qwen3-lasttoken"], folder)
+    config = json.loads((folder / "sentence_bert_config.json").read_text())
+    config.setdefault("modality_config", {})["message"] = {"method": "forward", "format": "flat"}
+    (folder / "sentence_bert_config.json").write_text(json.dumps(config))
+    with pytest.raises(GalleryError, match="formats each text as a chat message"):
+        _add(tmp_path, "feature-extraction", folder)

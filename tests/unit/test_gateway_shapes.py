@@ -9,6 +9,8 @@ its client leaves, and when the gateway cancels the request itself (shutdown).
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -19,6 +21,24 @@ from tritonhf import Client, InvalidInputError
 from tritonhf.sdk.testing import FakeServer, MemoryTransport
 from tritonhf.serve.schemas import ChatBody, CompletionBody, EmbeddingBody, TeiEmbedBody
 from tritonhf.serve.shared import ClientGone, unless_disconnected
+
+
+@contextlib.contextmanager
+def _gateway(server: FakeServer) -> Iterator[tuple[Any, Any]]:
+    """The gateway's app in-process over an in-memory Triton: (its test HTTP client, the real openai client on it)."""
+    import openai
+    from fastapi.testclient import TestClient
+
+    from tritonhf.sdk import AsyncClient
+    from tritonhf.sdk.testing import AsyncMemoryTransport
+    from tritonhf.serve.app import create_app
+    from tritonhf.serve.coalesce import Coalescer
+
+    app = create_app("grpc://127.0.0.1:9")
+    with TestClient(app) as http:
+        app.state.client = AsyncClient(transport=AsyncMemoryTransport(server))
+        app.state.coalescer = Coalescer(app.state.client)
+        yield http, openai.OpenAI(base_url="http://testserver/v1", api_key="x", http_client=http, max_retries=0)
 
 
 def test_explicit_nulls_are_unset() -> None:
@@ -185,11 +205,6 @@ def test_every_route_is_metered_under_its_own_path() -> None:
 def test_post_root_with_several_models_names_each_model_s_url() -> None:
     """TEI's root route needs one model; with several, its 400 names each model's own URL (what a Hugging Face
     client is given), besides the routes that take 'model'."""
-    from fastapi.testclient import TestClient
-
-    from tritonhf.sdk import AsyncClient
-    from tritonhf.sdk.testing import AsyncMemoryTransport
-    from tritonhf.serve.app import create_app
 
     def vectors(inputs: dict[str, Any]) -> dict[str, Any]:
         rows = (len(inputs["TEXT"]), 1)
@@ -198,9 +213,7 @@ def test_post_root_with_several_models_names_each_model_s_url() -> None:
     server = FakeServer()
     for name in ("first", "second"):
         server.add(name, "feature-extraction", vectors, output_dims={"EMBEDDING": 4})
-    app = create_app("grpc://127.0.0.1:9")
-    with TestClient(app) as http:
-        app.state.client = AsyncClient(transport=AsyncMemoryTransport(server))
+    with _gateway(server) as (http, _):
         refused = http.post("/", json={"inputs": "a text"})
     assert refused.status_code == 400
     assert "/models/first" in refused.text and "/models/second" in refused.text
@@ -209,12 +222,6 @@ def test_post_root_with_several_models_names_each_model_s_url() -> None:
 def test_chat_full_and_streamed_answers_say_the_same() -> None:
     """Chat's full answer and its streamed chunks (two functions over one opened generation), through the real
     openai client over the app in-process: the same text, finish reason and usage."""
-    import openai
-    from fastapi.testclient import TestClient
-
-    from tritonhf.sdk import AsyncClient
-    from tritonhf.sdk.testing import AsyncMemoryTransport
-    from tritonhf.serve.app import create_app
 
     def words(inputs: dict[str, Any]) -> Any:
         for index, word in enumerate(["Hello", " there", "!"]):
@@ -228,10 +235,7 @@ def test_chat_full_and_streamed_answers_say_the_same() -> None:
 
     server = FakeServer()
     server.add("writer", "text-generation", stream=words)
-    app = create_app("grpc://127.0.0.1:9")
-    with TestClient(app) as http:
-        app.state.client = AsyncClient(transport=AsyncMemoryTransport(server))
-        client = openai.OpenAI(base_url="http://testserver/v1", api_key="x", http_client=http, max_retries=0)
+    with _gateway(server) as (_, client):
         messages = [{"role": "user", "content": "hi"}]
         full = client.chat.completions.create(model="writer", messages=messages)  # type: ignore[arg-type]
         chunks = list(client.chat.completions.create(model="writer", messages=messages, stream=True,  # type: ignore[arg-type]
@@ -248,11 +252,6 @@ def test_penalties_top_k_and_min_p_reach_the_model_or_are_refused_by_name() -> N
     """OpenAI's penalties and vLLM's extra fields, sent by the openai client, arrive as the template's inputs; a value
     out of range is a 400 naming the field (none is accepted and dropped)."""
     import openai
-    from fastapi.testclient import TestClient
-
-    from tritonhf.sdk import AsyncClient
-    from tritonhf.sdk.testing import AsyncMemoryTransport
-    from tritonhf.serve.app import create_app
 
     seen: list[dict[str, Any]] = []
 
@@ -262,10 +261,7 @@ def test_penalties_top_k_and_min_p_reach_the_model_or_are_refused_by_name() -> N
 
     server = FakeServer()
     server.add("writer", "text-generation", stream=answer)
-    app = create_app("grpc://127.0.0.1:9")
-    with TestClient(app) as http:
-        app.state.client = AsyncClient(transport=AsyncMemoryTransport(server))
-        client = openai.OpenAI(base_url="http://testserver/v1", api_key="x", http_client=http, max_retries=0)
+    with _gateway(server) as (_, client):
         messages = [{"role": "user", "content": "hi"}]
         client.chat.completions.create(
             model="writer", messages=messages, presence_penalty=1.5, frequency_penalty=-1.0,  # type: ignore[arg-type]

@@ -92,6 +92,13 @@ def options(folder: Path, default_prompt_name: str | None = None) -> dict[str, s
             f"{folder}/sentence_bert_config.json: the transformer runs as {task!r} through {method!r}; the template "
             "pools the last hidden state of a feature-extraction forward pass, so its vectors would not be the model's."
         )
+    if "message" in (transformer.get("modality_config") or {}):
+        raise GalleryError(
+            f"{folder}: its tokenizer has a chat template, so sentence-transformers formats each text as a chat "
+            "message through it; the template embeds the plain text, so its vectors would not be the model's. "
+            "Remove the tokenizer's chat template (and the 'message' entry of sentence_bert_config.json's "
+            "modality_config) if the model was trained on plain texts."
+        )
     if isinstance(transformer.get("max_seq_length"), int):
         found[PARAM_MAX_SEQ_LENGTH] = str(transformer["max_seq_length"])
     if transformer.get("do_lower_case"):
