@@ -453,10 +453,11 @@ def embeddings(
 
 
 def embed_tokens(
-    texts: str | Sequence[str], model: str | None, truncate: bool
+    texts: str | Sequence[str], model: str | None, truncate: bool, prompt_name: str | None = None
 ) -> Plan[list[np.ndarray[Any, np.dtype[np.float32]]]]:
-    """``Client.embed_tokens``: each text's token vectors (ALL_TOKENS), row i cut to its TOKENS."""
-    plain = embed(texts, model, False, truncate)
+    """``Client.embed_tokens``: each text's token vectors (ALL_TOKENS), row i cut to its TOKENS; with
+    ``prompt_name``, the prompted text's."""
+    plain = embed(texts, model, False, truncate, prompt_name)
 
     def build(config: ModelConfig, rows: slice) -> Tensors:
         if "TOKEN_EMBEDDINGS" not in config.outputs:

@@ -853,10 +853,12 @@ class AsyncClient:
         *,
         model: str | None = None,
         truncate: bool = True,
+        prompt_name: str | None = None,
         timeout: float | None = None,
     ) -> list[np.ndarray[Any, np.dtype[np.float32]]]:
-        """Every token's vector, one (tokens, dim) array per text, not pooled nor normalised (TEI's /embed_all)."""
-        return await self._run(plans.embed_tokens(texts, model, truncate), timeout)
+        """Every token's vector, one (tokens, dim) array per text, not pooled nor normalised (TEI's /embed_all);
+        ``prompt_name``: the tokens of the text with that prompt of the model's before it."""
+        return await self._run(plans.embed_tokens(texts, model, truncate, prompt_name), timeout)
 
     async def infer(
         self, model: str, /, *, timeout: float | None = None, **inputs: Any

@@ -851,10 +851,12 @@ class Client:
         *,
         model: str | None = None,
         truncate: bool = True,
+        prompt_name: str | None = None,
         timeout: float | None = None,
     ) -> list[np.ndarray[Any, np.dtype[np.float32]]]:
-        """Every token's vector, one (tokens, dim) array per text, not pooled nor normalised (TEI's /embed_all)."""
-        return self._run(plans.embed_tokens(texts, model, truncate), timeout)
+        """Every token's vector, one (tokens, dim) array per text, not pooled nor normalised (TEI's /embed_all);
+        ``prompt_name``: the tokens of the text with that prompt of the model's before it."""
+        return self._run(plans.embed_tokens(texts, model, truncate, prompt_name), timeout)
 
     def infer(self, model: str, /, *, timeout: float | None = None, **inputs: Any) -> dict[str, np.ndarray[Any, Any]]:
         """Run any model: inputs by name as Python values or arrays; outputs as arrays (BYTES -> str)."""

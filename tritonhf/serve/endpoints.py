@@ -26,7 +26,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
-from tritonhf.errors import ClientError
+from tritonhf.errors import ClientError, InvalidInputError
 from tritonhf.sdk import AsyncClient
 from tritonhf.serve import tei
 from tritonhf.serve.errors import GatewayError, refused
@@ -205,7 +205,14 @@ async def _zero_shot(call: Call) -> Any:
     if not isinstance(multi_label, bool):
         raise refused("parameters.multi_label", "must be true or false.")
     text = _text(call.inputs, "zero-shot-classification")
-    found = await call.client.zero_shot(text, model=call.name, labels=_labels(options), multi_label=multi_label)
+    try:
+        found = await call.client.zero_shot(text, model=call.name, labels=_labels(options), multi_label=multi_label)
+    except InvalidInputError as error:
+        if multi_label and "MULTI_LABEL" in str(error):  # the model's own words, said of the field the client sent
+            raise refused(
+                "parameters.multi_label", "needs an entailment (NLI) model; this one's scores sum to 1."
+            ) from (error)
+        raise
     return [{"label": label, "score": score} for label, score in zip(found.labels, found.scores)]
 
 

@@ -105,7 +105,7 @@ async def embed_all(body: TeiEmbedBody, request: Request) -> JSONResponse:
         raise refused("normalize", "is not taken by /embed_all: token vectors are returned as the model makes them.")
     texts, name = await _embedding_request(body, request, "/embed_all")
     try:
-        work = client_of(request).embed_tokens(texts, model=name, truncate=body.truncate)
+        work = client_of(request).embed_tokens(texts, model=name, truncate=body.truncate, prompt_name=body.prompt_name)
         found = await unless_disconnected(request, work)
     except ClientError as error:
         raise GatewayError.of_tei(error, "inputs") from error

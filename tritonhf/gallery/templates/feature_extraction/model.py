@@ -28,8 +28,8 @@ class TritonPythonModel:
         # PyTorch, or ONNX Runtime when added with --backend onnx (here, or Triton's onnxruntime
         # backend running model.onnx as another model): the same call either way.
         params, self.device, self.tokenizer, self.model = runtime.start(args, AutoModel)
-        hidden = self.model.config.hidden_size
-        self.head = runtime.SentenceHead(params, runtime.weights_location(args, params), self.tokenizer, hidden)
+        self.hidden = self.model.config.hidden_size
+        self.head = runtime.SentenceHead(params, runtime.weights_location(args, params), self.tokenizer, self.hidden)
         self.max_length = runtime.max_length(self.tokenizer, self.model.config, params=params)
         self.budget = runtime.int_parameter(params, runtime.PARAM_MAX_BATCH_TOKENS, runtime.DEFAULT_MAX_BATCH_TOKENS)
         self.dim = self.head.dim
@@ -77,7 +77,8 @@ class TritonPythonModel:
                 outputs = [runtime.float_tensor("EMBEDDING", chunk), truncated, tokens]
                 if any(row in token_vectors for row in span):  # zero-padded to the request's longest row
                     longest = max(len(token_vectors.get(row, ())) for row in span)
-                    padded = np.zeros((len(span), longest, self.dim), dtype=np.float32)
+                    # the transformer's width, not the vectors' (a Dense layer may change that)
+                    padded = np.zeros((len(span), longest, self.hidden), dtype=np.float32)
                     for index, row in enumerate(span):
                         found = token_vectors.get(row)
                         if found is not None:
