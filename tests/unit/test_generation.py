@@ -252,7 +252,9 @@ def test_chat_without_a_chat_template_is_the_callers_400_naming_the_way_out(
     (plain / "tokenizer_config.json").write_text(json.dumps(config))
     for extra in plain.glob("chat_template.*"):
         extra.unlink()
-    folder = add_model(AddRequest("text-generation", str(plain), tmp_path / "repo", name="plain"))
+    folder = add_model(
+        AddRequest("text-generation", str(plain), tmp_path / "repo", name="plain", engine="transformers")
+    )
     model = instantiate(folder)
     model.finalize()
     chat = request(json.dumps([{"role": "user", "content": "hi"}]), chat=True, max_tokens=4)
