@@ -39,6 +39,7 @@ from tritonhf.runtime.common import (
 from tritonhf.runtime.ranges import (
     AUDIO_TEMPERATURE_MAX,
     INT32_MAX,
+    MIN_P_MAX,
     PENALTY_MAX,
     REPETITION_PENALTY_MAX,
     REPETITION_PENALTY_MIN,
@@ -64,6 +65,7 @@ __all__ = [
     "INT32_MAX",
     "MAX_SCHEMA_BYTES",
     "MAX_TOOLS",
+    "MIN_P_MAX",
     "ONNX_PART_SUFFIX",
     "PARAM_BACKEND",
     "PARAM_BATCH_INVARIANT",

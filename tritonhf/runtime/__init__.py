@@ -131,6 +131,8 @@ from .pipeline import (
     Work,
 )
 from .ranges import (
+    AUDIO_TEMPERATURE_MAX,
+    MIN_P_MAX,
     PENALTY_MAX,
     REPETITION_PENALTY_MAX,
     REPETITION_PENALTY_MIN,
@@ -163,11 +165,13 @@ from .windows import (
 )
 
 __all__ = [
+    "AUDIO_TEMPERATURE_MAX",
     "CT2_FOLDER",
     "DEFAULT_MAX_AUDIO_SECONDS",
     "DEFAULT_MAX_BATCH_TOKENS",
     "DEFAULT_MAX_IMAGE_PIXELS",
     "IMAGE_BACKEND",
+    "MIN_P_MAX",
     "OPENVINO_ENCODER",
     "OPENVINO_WHISPER",
     "PARAM_BACKEND",

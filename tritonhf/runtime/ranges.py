@@ -27,7 +27,8 @@ PENALTY_MAX = 2.0  # OpenAI's presence_penalty and frequency_penalty: from -PENA
 REPETITION_PENALTY_MIN = 0.01
 REPETITION_PENALTY_MAX = 10.0
 # top_k: the k likeliest tokens only, 0 (or vLLM's -1) for all; min_p: tokens at least min_p times the likeliest's
-# probability, 0 for all (both vLLM's names)
+# probability, from 0 (all) to MIN_P_MAX (both vLLM's names)
+MIN_P_MAX = 1.0
 ROLES = ("system", "user", "assistant", "tool", "developer")  # OpenAI's chat roles; "developer" is a system message
 _BITS = 2**64
 

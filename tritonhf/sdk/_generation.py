@@ -27,6 +27,7 @@ from tritonhf.sdk.results import (
 from tritonhf.sdk.sampling import OPTIONS as SAMPLING_OPTIONS
 from tritonhf.tasks import (
     INT32_MAX,
+    MIN_P_MAX,
     PENALTY_MAX,
     REPETITION_PENALTY_MAX,
     REPETITION_PENALTY_MIN,
@@ -168,7 +169,7 @@ RANGES: dict[str, tuple[str, Callable[[Any], bool], str]] = {
         f"a number from {REPETITION_PENALTY_MIN:g} to {REPETITION_PENALTY_MAX:g} (1: none)",
     ),
     "top_k": ("INT32", lambda v: -1 <= v <= INT32_MAX, "an int, -1 or 0 for all tokens"),
-    "min_p": ("FP32", lambda v: 0 <= v <= 1, "a number from 0 to 1"),
+    "min_p": ("FP32", lambda v: 0 <= v <= MIN_P_MAX, f"a number from 0 to {MIN_P_MAX:g}"),
 }
 
 

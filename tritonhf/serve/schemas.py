@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from tritonhf.tasks import (
     INT32_MAX,
     MAX_TOOLS,
+    MIN_P_MAX,
     PENALTY_MAX,
     REPETITION_PENALTY_MAX,
     REPETITION_PENALTY_MIN,
@@ -147,7 +148,10 @@ class GenerationBody(_Body):
     )
     top_k: int | None = Field(default=None, ge=-1, le=INT32_MAX, description="Not OpenAI's: the k likeliest tokens.")
     min_p: float | None = Field(
-        default=None, ge=0, le=1, description="Not OpenAI's: tokens at least this share of the likeliest's probability."
+        default=None,
+        ge=0,
+        le=MIN_P_MAX,
+        description="Not OpenAI's: tokens at least this share of the likeliest's probability.",
     )
     logit_bias: dict[str, float] | None = Field(default=None, max_length=0, description="Not supported.")
     response_format: TextFormat | JsonObjectFormat | JsonSchemaFormat | None = Field(

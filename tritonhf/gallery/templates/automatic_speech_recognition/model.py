@@ -101,7 +101,8 @@ class TritonPythonModel:
         tasks = batch.option("TASK", b"transcribe", lambda t: _text(t) in TASKS, "transcribe or translate")
         timestamps = batch.option("TIMESTAMPS", False)
         prompts = batch.option("PROMPT", b"", _is_text, "UTF-8 text")
-        temperatures = batch.option("TEMPERATURE", 0.0, lambda t: 0.0 <= t <= 1.0, "between 0 and 1")
+        most = runtime.AUDIO_TEMPERATURE_MAX
+        temperatures = batch.option("TEMPERATURE", 0.0, lambda t: 0.0 <= t <= most, f"between 0 and {most:g}")
         seeds = batch.option("SEED", 0)
         top = self.engine.max_tokens
         limits = batch.option("MAX_TOKENS", None, lambda k: 1 <= k <= top, f"between 1 and {top}")

@@ -75,8 +75,11 @@ class TritonPythonModel(runtime.DecoupledModel):
         max_tokens = runtime.optional_scalar(
             request, "max_tokens", self.default_max_tokens, lambda v: 1 <= v <= limit, f"from 1 to {limit}"
         )
-        temperature = runtime.optional_scalar(request, "temperature", 0.0, lambda v: 0 <= v <= 2, "from 0 to 2")
-        top_p = runtime.optional_scalar(request, "top_p", 1.0, lambda v: 0 < v <= 1, "in (0, 1]")
+        most = runtime.TEMPERATURE_MAX
+        temperature = runtime.optional_scalar(
+            request, "temperature", 0.0, lambda v: 0 <= v <= most, f"from 0 to {most}"
+        )
+        top_p = runtime.optional_scalar(request, "top_p", 1.0, lambda v: 0 < v <= runtime.TOP_P_MAX, "in (0, 1]")
         seed = runtime.optional_scalar(request, "seed", None, lambda v: True, "an integer")
         seed = None if seed is None else runtime.seed_from_wire(seed)  # 64 bits, unsigned (runtime/ranges.py)
         stops = runtime.optional_strings(request, "stop") or []

@@ -308,7 +308,9 @@ class TritonPythonModel(runtime.DecoupledModel):
         )
         top_k = runtime.optional_scalar(request, "top_k", 0, lambda v: v >= -1, "-1 or 0 (all tokens) or more")
         sequence.top_k = max(0, top_k)
-        sequence.min_p = runtime.optional_scalar(request, "min_p", 0.0, lambda v: 0 <= v <= 1, "from 0 to 1")
+        sequence.min_p = runtime.optional_scalar(
+            request, "min_p", 0.0, lambda v: 0 <= v <= runtime.MIN_P_MAX, "from 0 to 1"
+        )
 
     def constraint(self, request, chat):
         """(tools to render, ``Constraint`` or None) from the optional inputs json_schema, tools and tool_choice.
