@@ -27,7 +27,7 @@ def request(prompt: str, **options: Any) -> pb.InferenceRequest:
     for key, value in options.items():
         if key == "stop":
             inputs[key] = np.array([[v.encode() for v in value]], dtype=object)
-        elif key in ("json_schema", "tools", "tool_choice"):
+        elif key in ("json_schema", "tools", "tool_choice", "logit_bias"):
             inputs[key] = pb.texts(value if isinstance(value, str) else json.dumps(value))
         elif key in ("chat", "truncate"):
             inputs[key] = np.array([[value]])

@@ -39,6 +39,8 @@ from tritonhf.runtime.common import (
 from tritonhf.runtime.ranges import (
     AUDIO_TEMPERATURE_MAX,
     INT32_MAX,
+    LOGIT_BIAS_MAX,
+    LOGIT_BIAS_TOKENS,
     MIN_P_MAX,
     PENALTY_MAX,
     REPETITION_PENALTY_MAX,
@@ -63,6 +65,8 @@ __all__ = [
     "ALL_LABELS",
     "AUDIO_TEMPERATURE_MAX",
     "INT32_MAX",
+    "LOGIT_BIAS_MAX",
+    "LOGIT_BIAS_TOKENS",
     "MAX_SCHEMA_BYTES",
     "MAX_TOOLS",
     "MIN_P_MAX",
@@ -383,6 +387,7 @@ TASKS: dict[str, Task] = {
                 TensorSpec("repetition_penalty", "TYPE_FP32", (1,), optional=True, doc="0.01 to 10; 1 is none"),
                 TensorSpec("top_k", "TYPE_INT32", (1,), optional=True, doc="the k likeliest tokens; 0 or -1: all"),
                 TensorSpec("min_p", "TYPE_FP32", (1,), optional=True, doc="0 to 1, relative to the likeliest"),
+                TensorSpec("logit_bias", "TYPE_STRING", (1,), optional=True, doc='JSON {"token id": -100 to 100}'),
             ),
             outputs=(
                 *_GENERATED,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -265,12 +266,15 @@ def test_penalties_top_k_and_min_p_reach_the_model_or_are_refused_by_name() -> N
         messages = [{"role": "user", "content": "hi"}]
         client.chat.completions.create(
             model="writer", messages=messages, presence_penalty=1.5, frequency_penalty=-1.0,  # type: ignore[arg-type]
+            logit_bias={"5": 100, "7": -2.5},
             extra_body={"top_k": 1, "min_p": 0.25, "repetition_penalty": 1.25},
         )  # fmt: skip
-        for field, value in (("presence_penalty", 2.5), ("top_k", -2), ("min_p", 2), ("repetition_penalty", 0)):
+        for field, value in (("presence_penalty", 2.5), ("top_k", -2), ("min_p", 2), ("repetition_penalty", 0),
+                             ("logit_bias", {"5": 101}), ("logit_bias", {"a token": 1})):  # fmt: skip
             with pytest.raises(openai.BadRequestError) as refused:
                 client.chat.completions.create(model="writer", messages=messages, extra_body={field: value})  # type: ignore[arg-type]
             assert field in str(refused.value)
     (sent,) = seen
     assert sent["presence_penalty"] == 1.5 and sent["frequency_penalty"] == -1.0 and sent["top_k"] == 1
     assert abs(sent["min_p"] - 0.25) < 1e-6 and abs(sent["repetition_penalty"] - 1.25) < 1e-6
+    assert json.loads(sent["logit_bias"]) == {"5": 100.0, "7": -2.5}

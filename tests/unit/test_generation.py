@@ -330,3 +330,22 @@ def test_a_new_engine_is_one_module_and_one_line(tmp_path: Path, tiny: dict[str,
 
 def test_the_sampling_surface_on_the_transformers_engine(generator: Any) -> None:
     check_sampling_surface(generator)
+
+
+def test_logit_bias_on_the_transformers_engine(generator: Any, tiny: dict[str, Path]) -> None:
+    """OpenAI's logit_bias: 100 makes a token the greedy answer's every token, -100 takes the greedy first token
+    away; an id outside the vocabulary is the request's 400 naming the input."""
+    tokenizer = AutoTokenizer.from_pretrained(tiny["generator"])
+
+    def alone(**options: Any) -> pb.InferenceRequest:
+        req = request("the movie was", max_tokens=6, **options)
+        generator.execute([req])
+        run(generator)
+        return req
+
+    greedy = tokenizer(text_of(alone()))["input_ids"]
+    forced = tokenizer("cat")["input_ids"][0]
+    assert tokenizer(text_of(alone(logit_bias=json.dumps({str(forced): 100}))))["input_ids"] == [forced] * 6
+    assert tokenizer(text_of(alone(logit_bias=json.dumps({str(greedy[0]): -100}))))["input_ids"][0] != greedy[0]
+    bad = alone(logit_bias=json.dumps({"999999": 1}))
+    assert "logit_bias" in bad.sender.responses[0].error().message()

@@ -365,3 +365,10 @@ def test_an_ir_export_is_served_and_each_stream_equals_itself_alone(
 
 def test_the_sampling_surface_on_the_openvino_engine(ov_int8: Any) -> None:
     check_sampling_surface(ov_int8)
+
+
+def test_logit_bias_is_refused_by_the_openvino_engine_by_name(ov_int8: Any) -> None:
+    req = request("the movie", max_tokens=4, logit_bias=json.dumps({"5": 10}))
+    ov_int8.execute([req])
+    message = req.sender.responses[0].error().message()
+    assert "logit_bias" in message and "OpenVINO engine" in message and "--engine transformers" in message

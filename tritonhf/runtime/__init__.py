@@ -132,6 +132,8 @@ from .pipeline import (
 )
 from .ranges import (
     AUDIO_TEMPERATURE_MAX,
+    LOGIT_BIAS_MAX,
+    LOGIT_BIAS_TOKENS,
     MIN_P_MAX,
     PENALTY_MAX,
     REPETITION_PENALTY_MAX,
@@ -171,6 +173,8 @@ __all__ = [
     "DEFAULT_MAX_BATCH_TOKENS",
     "DEFAULT_MAX_IMAGE_PIXELS",
     "IMAGE_BACKEND",
+    "LOGIT_BIAS_MAX",
+    "LOGIT_BIAS_TOKENS",
     "MIN_P_MAX",
     "OPENVINO_ENCODER",
     "OPENVINO_WHISPER",

@@ -27,6 +27,8 @@ from tritonhf.sdk.results import (
 from tritonhf.sdk.sampling import OPTIONS as SAMPLING_OPTIONS
 from tritonhf.tasks import (
     INT32_MAX,
+    LOGIT_BIAS_MAX,
+    LOGIT_BIAS_TOKENS,
     MIN_P_MAX,
     PENALTY_MAX,
     REPETITION_PENALTY_MAX,
@@ -61,6 +63,8 @@ def generation_inputs(
             continue
         check_option(key, value, datatype, inside, said)
         inputs[key] = codecs.column(seed_to_wire(value) if key == "seed" else value, datatype, 1)
+    if sampling.get("logit_bias"):
+        inputs["logit_bias"] = codecs.bytes_column([json.dumps(_logit_bias(sampling["logit_bias"]))])
     stop = sampling.get("stop")
     if stop:
         stops, _ = codecs.text_list(stop, "stop")
@@ -171,6 +175,24 @@ RANGES: dict[str, tuple[str, Callable[[Any], bool], str]] = {
     "top_k": ("INT32", lambda v: -1 <= v <= INT32_MAX, "an int, -1 or 0 for all tokens"),
     "min_p": ("FP32", lambda v: 0 <= v <= MIN_P_MAX, f"a number from 0 to {MIN_P_MAX:g}"),
 }
+
+
+def _logit_bias(given: Any) -> dict[str, float]:
+    """OpenAI's logit_bias checked before sending: token ids (ints, or their decimal strings) to biases in range."""
+    said = (
+        f"a mapping of at most {LOGIT_BIAS_TOKENS} token ids to numbers from -{LOGIT_BIAS_MAX:g} to {LOGIT_BIAS_MAX:g}"
+    )
+    if not isinstance(given, Mapping) or len(given) > LOGIT_BIAS_TOKENS:
+        raise InvalidInputError(f"logit_bias must be {said}, not {given!r:.80}.")
+    found: dict[str, float] = {}
+    for token, bias in given.items():
+        numeric = isinstance(bias, (int, float)) and not isinstance(bias, bool)
+        if not (isinstance(token, int) or (isinstance(token, str) and token.isdigit())) or not numeric:
+            raise InvalidInputError(f"logit_bias must be {said}; {token!r}: {bias!r} is not.")
+        if not -LOGIT_BIAS_MAX <= bias <= LOGIT_BIAS_MAX:
+            raise InvalidInputError(f"logit_bias must be {said}; {token!r}: {bias!r} is not.")
+        found[str(int(token))] = float(bias)
+    return found
 
 
 def check_option(key: str, value: Any, datatype: str, inside: Callable[[Any], bool], said: str) -> None:

@@ -8,7 +8,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from typing_extensions import TypedDict
 
@@ -34,6 +34,9 @@ class Sampling(TypedDict, total=False):
     repetition_penalty: float | None
     top_k: int | None
     min_p: float | None
+    # OpenAI's: token id -> a bias from -100 (never) to 100 (always) added to its logit; the transformers engine (the
+    # OpenVINO engine refuses it by name)
+    logit_bias: Mapping[int, float] | None
 
 
 OPTIONS = tuple(Sampling.__annotations__)

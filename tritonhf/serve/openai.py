@@ -64,9 +64,8 @@ ARGUMENT_FRAGMENT = 16  # characters of a tool call's arguments per streamed del
 
 
 def _check_generation(body: GenerationBody) -> dict[str, Any]:
-    """The SDK options of an OpenAI generation body. What this server cannot honour (n > 1, logit_bias, the legacy
-    functions) the schema itself bounds to the one value served, so it is a 400 naming the field before a route
-    runs."""
+    """The SDK options of an OpenAI generation body. What this server cannot honour (n > 1, the legacy functions) the
+    schema itself bounds to the one value served, so it is a 400 naming the field before a route runs."""
     stop = [body.stop] if isinstance(body.stop, str) else body.stop
     return {
         "max_tokens": body.max_completion_tokens or body.max_tokens,
@@ -80,6 +79,7 @@ def _check_generation(body: GenerationBody) -> dict[str, Any]:
         "repetition_penalty": body.repetition_penalty,
         "top_k": body.top_k,
         "min_p": body.min_p,
+        "logit_bias": body.logit_bias or None,
     }
 
 

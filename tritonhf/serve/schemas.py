@@ -3,7 +3,7 @@
 The bounds are the ones every layer holds (tritonhf/runtime/ranges.py, through ``tritonhf.tasks``): the SDK
 checks the same before sending and the templates after receiving, and ``/openapi.json`` publishes them, so a
 client generator or a fuzzer reads the real contract. Fields OpenAI has but this server cannot honour
-(several choices, logit_bias, echo) are bounded to the one value served (n 1, none),
+(several choices, echo) are bounded to the one value served (n 1, none),
 so the schema tells a client generator the truth and a refusal names the field.
 """
 
@@ -15,6 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tritonhf.tasks import (
     INT32_MAX,
+    LOGIT_BIAS_MAX,
+    LOGIT_BIAS_TOKENS,
     MAX_TOOLS,
     MIN_P_MAX,
     PENALTY_MAX,
@@ -153,7 +155,17 @@ class GenerationBody(_Body):
         le=MIN_P_MAX,
         description="Not OpenAI's: tokens at least this share of the likeliest's probability.",
     )
-    logit_bias: dict[str, float] | None = Field(default=None, max_length=0, description="Not supported.")
+    logit_bias: (
+        dict[
+            Annotated[str, Field(pattern=r"^[0-9]{1,9}$")],
+            Annotated[float, Field(ge=-LOGIT_BIAS_MAX, le=LOGIT_BIAS_MAX)],
+        ]
+        | None
+    ) = Field(
+        default=None,
+        max_length=LOGIT_BIAS_TOKENS,
+        description="Token id -> a bias added to its logit (the transformers engine; the OpenVINO engine: a 400).",
+    )
     response_format: TextFormat | JsonObjectFormat | JsonSchemaFormat | None = Field(
         default=None,
         discriminator="type",

@@ -47,7 +47,8 @@ Inputs:  text_input (the prompt; with chat=true, a JSON list of {"role", "conten
          json_schema (the answer held to it by a grammar), tools and tool_choice (OpenAI's function tools:
          runtime/tools.py), logprobs (each token's log-probability, with N alternatives), OpenAI's
          presence_penalty and frequency_penalty, vLLM's repetition_penalty, top_k and min_p (each engine applies
-         them: greedy answers too feel the penalties).
+         them: greedy answers too feel the penalties), OpenAI's logit_bias (the transformers engine; the OpenVINO
+         engine refuses it by name).
 Outputs: text_output, one chunk per response; the last response also has finish_reason
          ("stop", "length" or "tool_calls"), prompt_tokens and completion_tokens, and with tools the calls
          made (tool_calls, JSON) and the text outside them (content); with logprobs, each response the
@@ -99,6 +100,7 @@ class Sequence:
         self.presence_penalty = 0.0  # subtracted from a token's logit once it was generated
         self.frequency_penalty = 0.0  # subtracted per time it was generated
         self.repetition_penalty = 1.0  # a prompt's or answer's token: its logit divided (positive) or multiplied
+        self.logit_bias = {}  # token id -> added to its logit (OpenAI's logit_bias)
         self.seed = seed
         self.generator = torch.Generator().manual_seed(seed) if seed is not None else None
         self.next_token = None  # the token the next decode step feeds (transformers engine)
@@ -308,9 +310,29 @@ class TritonPythonModel(runtime.DecoupledModel):
         )
         top_k = runtime.optional_scalar(request, "top_k", 0, lambda v: v >= -1, "-1 or 0 (all tokens) or more")
         sequence.top_k = max(0, top_k)
+        sequence.logit_bias = self.read_logit_bias(request)
         sequence.min_p = runtime.optional_scalar(
             request, "min_p", 0.0, lambda v: 0 <= v <= runtime.MIN_P_MAX, "from 0 to 1"
         )
+
+    def read_logit_bias(self, request):
+        """OpenAI's logit_bias (a JSON object: token id -> bias), checked: ids of this vocabulary, biases in range."""
+        raw = runtime.optional_scalar(request, "logit_bias", None, lambda v: True, "a JSON object")
+        if raw is None:
+            return {}
+        most, count = runtime.LOGIT_BIAS_MAX, runtime.LOGIT_BIAS_TOKENS
+        last = self.engine.vocab_size - 1
+        rule = f"a JSON object of at most {count} token ids (0 to {last}) to biases from -{most} to {most}"
+        try:
+            given = json.loads(raw)
+            bias = {int(token): float(value) for token, value in given.items()}
+        except (ValueError, TypeError, AttributeError) as error:
+            raise runtime.BadRequest(f"input 'logit_bias' must be {rule}.") from error
+        if len(bias) > count or any(
+            not 0 <= token < self.engine.vocab_size or not -most <= value <= most for token, value in bias.items()
+        ):
+            raise runtime.BadRequest(f"input 'logit_bias' must be {rule}.")
+        return bias
 
     def constraint(self, request, chat):
         """(tools to render, ``Constraint`` or None) from the optional inputs json_schema, tools and tool_choice.

@@ -79,6 +79,11 @@ class OpenVinoEngine:
     def prepare(self, sequence, grammars):
         """OpenVINO GenAI returns each chosen token's log-probability, no alternatives: asking for them is that
         request's 400. Its grammar OpenVINO applies itself (``config``)."""
+        if sequence.logit_bias:
+            raise BadRequest(
+                "input 'logit_bias' is not applied by the OpenVINO engine (OpenVINO GenAI has no per-token bias): "
+                "leave it out, or serve the model with --engine transformers."
+            )
         if sequence.logprobs:
             raise BadRequest(
                 f"input 'logprobs' asks for {sequence.logprobs} alternatives per token; the OpenVINO engine returns "

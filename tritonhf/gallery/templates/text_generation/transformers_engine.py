@@ -188,13 +188,14 @@ class TransformersEngine:
     @staticmethod
     def penalised(sequence, logits):
         """The logits after the request's penalties (none by default): transformers' repetition penalty over the
-        prompt's and the answer's tokens, then OpenAI's presence and frequency penalties over the answer's."""
+        prompt's and the answer's tokens, then OpenAI's presence and frequency penalties over the answer's, then
+        OpenAI's logit_bias."""
         repetition, presence, frequency = (
             sequence.repetition_penalty,
             sequence.presence_penalty,
             sequence.frequency_penalty,
         )
-        if repetition == 1 and presence == 0 and frequency == 0:
+        if repetition == 1 and presence == 0 and frequency == 0 and not sequence.logit_bias:
             return logits
         logits = logits.clone()
         if repetition != 1:
@@ -206,6 +207,9 @@ class TransformersEngine:
         if (presence or frequency) and sequence.tokens:
             made, counts = torch.unique(torch.tensor(sequence.tokens, device=logits.device), return_counts=True)
             logits[made] -= presence + frequency * counts.to(logits.dtype)
+        if sequence.logit_bias:  # OpenAI's: added to the logits before sampling
+            tokens = torch.tensor(list(sequence.logit_bias), dtype=torch.long, device=logits.device)
+            logits[tokens] += torch.tensor(list(sequence.logit_bias.values()), dtype=logits.dtype, device=logits.device)
         return logits
 
 
