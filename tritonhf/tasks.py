@@ -38,6 +38,7 @@ from tritonhf.runtime.common import (
 # read them from here.
 from tritonhf.runtime.ranges import (
     AUDIO_TEMPERATURE_MAX,
+    CHOICES_MAX,
     INT32_MAX,
     LOGIT_BIAS_MAX,
     LOGIT_BIAS_TOKENS,
@@ -64,6 +65,7 @@ __all__ = [
     "ALIASES",
     "ALL_LABELS",
     "AUDIO_TEMPERATURE_MAX",
+    "CHOICES_MAX",
     "INT32_MAX",
     "LOGIT_BIAS_MAX",
     "LOGIT_BIAS_TOKENS",

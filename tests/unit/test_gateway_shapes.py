@@ -278,3 +278,40 @@ def test_penalties_top_k_and_min_p_reach_the_model_or_are_refused_by_name() -> N
     assert sent["presence_penalty"] == 1.5 and sent["frequency_penalty"] == -1.0 and sent["top_k"] == 1
     assert abs(sent["min_p"] - 0.25) < 1e-6 and abs(sent["repetition_penalty"] - 1.25) < 1e-6
     assert json.loads(sent["logit_bias"]) == {"5": 100.0, "7": -2.5}
+
+
+def test_n_choices_each_their_own_generation_reproducible_with_a_seed() -> None:
+    """OpenAI's n: one generation per choice, seeded seed, seed + 1 ...; the full answer and the streamed one give
+    the same choices by index, the usage counts the prompt once and every choice's tokens; n past the bound is a
+    400 naming it."""
+    import openai
+
+    from tritonhf.tasks import CHOICES_MAX
+
+    def by_seed(inputs: dict[str, Any]) -> Any:
+        seed = int(np.asarray(inputs["seed"]).reshape(-1)[0]) if "seed" in inputs else -1
+        for word in (f"seed {seed}", " done"):
+            yield {"text_output": np.array([[word.encode()]], dtype=object)}
+        yield {"text_output": np.array([[b""]], dtype=object), "finish_reason": np.array([[b"stop"]], dtype=object),
+               "prompt_tokens": np.array([[5]], np.int32), "completion_tokens": np.array([[2]], np.int32)}  # fmt: skip
+
+    server = FakeServer()
+    server.add("writer", "text-generation", stream=by_seed)
+    messages = [{"role": "user", "content": "hi"}]
+    with _gateway(server) as (_, client):
+        full = client.chat.completions.create(model="writer", messages=messages, n=3, seed=7, temperature=1)  # type: ignore[arg-type]
+        again = client.chat.completions.create(model="writer", messages=messages, n=3, seed=7, temperature=1)  # type: ignore[arg-type]
+        chunks = list(client.chat.completions.create(model="writer", messages=messages, n=3, seed=7, temperature=1,  # type: ignore[arg-type]
+                                                     stream=True, stream_options={"include_usage": True}))  # fmt: skip
+        with pytest.raises(openai.BadRequestError, match="n"):
+            client.chat.completions.create(model="writer", messages=messages, n=CHOICES_MAX + 1)  # type: ignore[arg-type]
+    texts = {choice.index: choice.message.content for choice in full.choices}
+    assert texts == {0: "seed 7 done", 1: "seed 8 done", 2: "seed 9 done"}
+    assert texts == {choice.index: choice.message.content for choice in again.choices}
+    streamed: dict[int, str] = {}
+    for chunk in chunks:
+        for choice in chunk.choices:
+            streamed[choice.index] = streamed.get(choice.index, "") + (choice.delta.content or "")
+    assert streamed == texts
+    assert full.usage is not None and (full.usage.prompt_tokens, full.usage.completion_tokens) == (5, 6)
+    assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens == 6

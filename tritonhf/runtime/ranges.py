@@ -29,6 +29,7 @@ REPETITION_PENALTY_MAX = 10.0
 # top_k: the k likeliest tokens only, 0 (or vLLM's -1) for all; min_p: tokens at least min_p times the likeliest's
 # probability, from 0 (all) to MIN_P_MAX (both vLLM's names)
 MIN_P_MAX = 1.0
+CHOICES_MAX = 8  # OpenAI's n: the choices of one chat answer, each its own generation
 LOGIT_BIAS_MAX = 100.0  # OpenAI's logit_bias: from -100 (never) to 100 (always) added to a token's logit
 LOGIT_BIAS_TOKENS = 300  # OpenAI's bound on how many tokens one request biases
 ROLES = ("system", "user", "assistant", "tool", "developer")  # OpenAI's chat roles; "developer" is a system message

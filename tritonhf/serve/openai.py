@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import random
 import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
@@ -57,7 +58,7 @@ from tritonhf.serve.shared import (
     streamed,
     unless_disconnected,
 )
-from tritonhf.tasks import ONNX_PART_SUFFIX
+from tritonhf.tasks import ONNX_PART_SUFFIX, SEED_MAX
 
 router = APIRouter()
 ARGUMENT_FRAGMENT = 16  # characters of a tool call's arguments per streamed delta
@@ -261,18 +262,35 @@ async def chat_completions(body: ChatBody, request: Request) -> dict[str, Any] |
     format_ = _response_format(body)
     calling = bool(tools) and choice != "none"  # the answer may be a call: content is held back until it is not
     name = await model_for(client, body.model, ("text-generation",), "/v1/chat/completions")
-    call = client.chat(messages, model=name, stream=True, response_format=format_, tools=tools,
-                       tool_choice=choice, **options)  # fmt: skip
-    stream, first = await open_stream(call, _constraint_param)
-    opened = _ChatStream(f"chatcmpl-{uuid.uuid4().hex}", int(time.time()), name, stream, first, asked, calling)
+    ident, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
+    chats: list[_ChatStream] = []
+    try:  # one generation per choice; each opened (and so checked) before the answer starts
+        for index, seed in enumerate(_choice_seeds(body.n, options["seed"])):
+            call = client.chat(messages, model=name, stream=True, response_format=format_, tools=tools,
+                               tool_choice=choice, **{**options, "seed": seed})  # fmt: skip
+            stream, first = await open_stream(call, _constraint_param)
+            chats.append(_ChatStream(ident, created, name, stream, first, asked, calling, index))
+    except BaseException:
+        await _Streams(chats).aclose()
+        raise
     if not body.stream:
-        return await _chat_full(opened, request)
-    return sse(_chat_events(opened, bool(body.stream_options and body.stream_options.include_usage)), stream)
+        return await _chat_full(chats, request)
+    include_usage = bool(body.stream_options and body.stream_options.include_usage)
+    return sse(_chat_events(chats, include_usage), _Streams(chats))
+
+
+def _choice_seeds(n: int, seed: int | None) -> list[int | None]:
+    """Each choice's seed: the request's for the first and the next ones after it (so ``n`` choices with a seed are
+    reproducible, each its own), drawn when sampling without one; one choice keeps the request's."""
+    if n == 1:
+        return [seed]
+    first = seed if seed is not None else random.getrandbits(63)
+    return [(first + index) % (SEED_MAX + 1) for index in range(n)]
 
 
 @dataclass(frozen=True)
 class _ChatStream:
-    """A chat's generation, opened: what its full answer and its streamed chunks are both made from."""
+    """One choice's generation, opened: what its full answer and its streamed chunks are both made from."""
 
     ident: str
     created: int
@@ -281,29 +299,100 @@ class _ChatStream:
     first: str | None
     logprobs: bool  # asked for
     calling: bool  # tools offered and not refused: content is held back until it is not a call
+    index: int = 0  # the choice's index
 
 
-async def _chat_full(chat: _ChatStream, request: Request) -> dict[str, Any] | Response:
-    """The whole answer as one ``chat.completion``."""
-    stream = chat.stream
+@dataclass(frozen=True)
+class _Streams:
+    """Several choices' streams, closed together (a client that leaves cancels every generation)."""
+
+    chats: Sequence[_ChatStream]
+
+    async def aclose(self) -> None:
+        for chat in self.chats:
+            await chat.stream.aclose()
+
+
+def _usage_of(chats: Sequence[_ChatStream]) -> dict[str, int]:
+    """The usage of one answer of several choices: the prompt counted once, every choice's tokens."""
+    found = _usage(chats[0].stream)
+    for chat in chats[1:]:
+        found["completion_tokens"] += _usage(chat.stream)["completion_tokens"]
+    found["total_tokens"] = found["prompt_tokens"] + found["completion_tokens"]
+    return found
+
+
+async def _chat_full(chats: Sequence[_ChatStream], request: Request) -> dict[str, Any] | Response:
+    """The whole answer as one ``chat.completion``, a choice per generation."""
     try:
-        text = await unless_disconnected(request, _text(stream, chat.first))
+        texts = await unless_disconnected(request, asyncio.gather(*(_text(c.stream, c.first) for c in chats)))
     except ClientGone:
         return Response(status_code=CLIENT_GONE)
-    message: dict[str, Any] = {"role": "assistant", "content": text}
-    if stream.tool_calls:
-        message = {"role": "assistant", "content": stream.content or None,
-                   "tool_calls": _calls_message(stream.tool_calls)}  # fmt: skip
-    choice_body = {"index": 0, "message": message, "finish_reason": stream.finish_reason or "stop",
-                   "logprobs": _chat_logprobs(stream.logprobs) if chat.logprobs else None}  # fmt: skip
-    return {"id": chat.ident, "object": "chat.completion", "created": chat.created, "model": chat.model,
-            "choices": [choice_body], "usage": _usage(stream)}  # fmt: skip
+    except BaseException:
+        await _Streams(chats).aclose()
+        raise
+    choices = []
+    for chat, text in zip(chats, texts):
+        stream = chat.stream
+        message: dict[str, Any] = {"role": "assistant", "content": text}
+        if stream.tool_calls:
+            message = {"role": "assistant", "content": stream.content or None,
+                       "tool_calls": _calls_message(stream.tool_calls)}  # fmt: skip
+        choices.append({"index": chat.index, "message": message, "finish_reason": stream.finish_reason or "stop",
+                        "logprobs": _chat_logprobs(stream.logprobs) if chat.logprobs else None})  # fmt: skip
+    first = chats[0]
+    return {"id": first.ident, "object": "chat.completion", "created": first.created, "model": first.model,
+            "choices": choices, "usage": _usage_of(chats)}  # fmt: skip
 
 
-async def _chat_events(chat: _ChatStream, include_usage: bool) -> AsyncIterator[dict[str, Any]]:
-    """The answer as ``chat.completion.chunk`` events: content as it comes (held back while it may be a call),
-    then the calls, the finish reason and, when asked, the usage."""
-    stream = chat.stream
+async def _chat_events(chats: Sequence[_ChatStream], include_usage: bool) -> AsyncIterator[dict[str, Any]]:
+    """The answer as ``chat.completion.chunk`` events, each choice's as they come (by its index), then, when
+    asked, the usage of all."""
+    async for event in _merged([_choice_events(chat) for chat in chats]):
+        yield event
+    if include_usage:
+        first = chats[0]
+        base = {"id": first.ident, "object": "chat.completion.chunk", "created": first.created, "model": first.model}
+        yield {**base, "choices": [], "usage": _usage_of(chats)}
+
+
+async def _merged(sources: Sequence[AsyncIterator[dict[str, Any]]]) -> AsyncIterator[dict[str, Any]]:
+    """The events of several sources as each comes; one source alone is read as it is."""
+    if len(sources) == 1:
+        async for event in sources[0]:
+            yield event
+        return
+    queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+
+    async def pump(source: AsyncIterator[dict[str, Any]]) -> None:
+        try:
+            async for event in source:
+                await queue.put(("event", event))
+        except Exception as error:  # the first failure ends the answer (the stream's error event says it)
+            await queue.put(("error", error))
+        else:
+            await queue.put(("done", None))
+
+    tasks = [asyncio.ensure_future(pump(source)) for source in sources]
+    try:
+        running = len(tasks)
+        while running:
+            kind, value = await queue.get()
+            if kind == "event":
+                yield value
+            elif kind == "error":
+                raise value
+            else:
+                running -= 1
+    finally:
+        for task in tasks:
+            task.cancel()
+
+
+async def _choice_events(chat: _ChatStream) -> AsyncIterator[dict[str, Any]]:
+    """One choice as ``chat.completion.chunk`` events: content as it comes (held back while it may be a call),
+    then the calls and the finish reason."""
+    stream, index = chat.stream, chat.index
     base = {"id": chat.ident, "object": "chat.completion.chunk", "created": chat.created, "model": chat.model}
     role: dict[str, Any] = {"role": "assistant"}
     text, sent, told = "", 0, 0  # text read, characters sent, logprob entries sent
@@ -320,20 +409,17 @@ async def _chat_events(chat: _ChatStream, include_usage: bool) -> AsyncIterator[
         safe = tools_module.safe_to_stream(text) if chat.calling else len(text)
         if safe > sent or (role and not chat.calling):
             delta = {**role, "content": text[sent:safe]}
-            yield {**base, "choices": [{"index": 0, "delta": delta, "logprobs": logprobs(), "finish_reason": None}]}
+            yield {**base, "choices": [{"index": index, "delta": delta, "logprobs": logprobs(), "finish_reason": None}]}
             role, sent = {}, max(sent, safe)
     deltas = _call_deltas(stream.tool_calls) if stream.tool_calls else []
     if not stream.tool_calls and sent < len(text):  # held back, and no call came: it was content
         deltas = [{"content": text[sent:]}]
     for delta in deltas:
         found = logprobs() if "content" in delta else None
-        yield {**base, "choices": [{"index": 0, "delta": {**role, **delta}, "logprobs": found,
+        yield {**base, "choices": [{"index": index, "delta": {**role, **delta}, "logprobs": found,
                                     "finish_reason": None}]}  # fmt: skip
         role = {}
-    final = {"index": 0, "delta": {}, "finish_reason": stream.finish_reason or "stop"}
-    yield {**base, "choices": [final]}
-    if include_usage:
-        yield {**base, "choices": [], "usage": _usage(stream)}
+    yield {**base, "choices": [{"index": index, "delta": {}, "finish_reason": stream.finish_reason or "stop"}]}
 
 
 @router.post("/v1/completions", response_model=None, responses=documented(Completion, OpenAIError, stream=True))

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tritonhf.tasks import (
+    CHOICES_MAX,
     INT32_MAX,
     LOGIT_BIAS_MAX,
     LOGIT_BIAS_TOKENS,
@@ -178,6 +179,12 @@ class GenerationBody(_Body):
 
 class ChatBody(GenerationBody):
     messages: list[ChatMessage]
+    n: int = Field(
+        default=1,
+        ge=1,
+        le=CHOICES_MAX,
+        description="Choices, each its own generation (with a seed: seed, seed + 1 ...).",
+    )
     tools: list[ChatTool] | None = Field(
         default=None, max_length=MAX_TOOLS, description="Functions the model may call (OpenAI's function tools)."
     )

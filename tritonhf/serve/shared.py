@@ -12,7 +12,7 @@ import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from fastapi import Request
 from fastapi.responses import StreamingResponse
@@ -173,9 +173,13 @@ async def unless_disconnected(request: Request, work: Awaitable[T]) -> T:
     raise ClientGone
 
 
-def sse(
-    events: AsyncIterator[Any], stream: AsyncResponseStream[Any], done: bool = True, tei: bool = False
-) -> StreamingResponse:
+class Closable(Protocol):
+    """What a streamed answer closes when it ends or its client leaves: a stream, or several together."""
+
+    async def aclose(self) -> None: ...
+
+
+def sse(events: AsyncIterator[Any], stream: Closable, done: bool = True, tei: bool = False) -> StreamingResponse:
     """Events as server-sent events (FastAPI's encoder), then ``[DONE]`` (OpenAI's end; TEI's streams have none:
     ``done=False``); an error after the first event is the stream's last event, in OpenAI's shape or TEI's
     (``tei``). Closing cancels the generation."""
