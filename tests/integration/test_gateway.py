@@ -31,6 +31,7 @@ from tritonhf.bootstrap.gateway import start_gateway
 from tritonhf.bootstrap.ports import free_port
 from tritonhf.bootstrap.state import ServerState, ensure_api_key
 from tritonhf.gallery import AddRequest, add_model
+from tritonhf.tasks import CHOICES_MAX
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 CHAT = [{"role": "user", "content": "Say hello in five words."}]
@@ -86,8 +87,8 @@ def test_openai_errors_are_openai_shaped(gateway: Stack) -> None:
     client = openai.OpenAI(base_url=_base(gateway), api_key="x", max_retries=0)
     with pytest.raises(openai.NotFoundError, match="does not exist"):
         client.chat.completions.create(model="nope", messages=CHAT)
-    for bad in ({"n": 2}, {"tools": [{"type": "function", "function": {"parameters": {}}}]},  # a tool without a name
-                {"temperature": 5}, {"max_tokens": 100_000}):  # fmt: skip
+    for bad in ({"n": CHOICES_MAX + 1}, {"tools": [{"type": "function", "function": {"parameters": {}}}]},  # no name
+                {"temperature": 5}, {"max_tokens": 100_000}, {"logit_bias": {"1": 101}}):  # fmt: skip
         with pytest.raises(openai.BadRequestError) as info:
             client.chat.completions.create(model="smollm2", messages=CHAT, **bad)  # type: ignore[arg-type]
         assert info.value.body and "message" in info.value.body  # type: ignore[operator]
