@@ -5,10 +5,11 @@ cost more than another forward pass; ``pad``, ``model_inputs``.
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from .batching import Batch
 from .common import PASS_COST_TOKENS
@@ -217,5 +218,11 @@ def model_inputs(model: Any, batch: dict[str, Any]) -> dict[str, Any]:
     PyTorch forward's parameters."""
     names = getattr(model, "inputs", None)
     if names is None:
-        names = inspect.signature(model.forward).parameters
+        names = _forward_names(cast(Hashable, type(model)))
     return {key: value for key, value in batch.items() if key in names}
+
+
+@functools.cache
+def _forward_names(model_class: Any) -> frozenset[str]:
+    """The parameter names of a PyTorch model class's forward, read once per class (every forward pass asks)."""
+    return frozenset(inspect.signature(model_class.forward).parameters)
