@@ -7,6 +7,8 @@
 - Streaming chat, one stream at a time: time to the first text chunk through the gateway
   (``AsyncOpenAI`` streaming) against ``AsyncClient.chat(stream=True)``: p50 ms, streams
   alternating between the two, and the p50 of the paired differences.
+- The same short chat (4 tokens) through ``/v1/chat/completions`` and ``/v1/responses``, whole and
+  streamed, at concurrency 16 (one aiohttp session): the gateway's CPU per request on each route.
 
 Every client, the gateway and Triton share this machine's cores, so what a client spends per
 request is taken from the server: the table shows it (client CPU ms per request, from
@@ -27,6 +29,7 @@ from typing import Any
 from tritonhf import AsyncClient
 
 CONCURRENCY = 16
+CHAT_REQUESTS = 96  # short chats per route and round, for the gateway's CPU per request
 PATHS = ("direct", "openai", "lean", "tei", "endpoint")
 LABELS = {
     "direct": "AsyncClient -> Triton (gRPC)",
@@ -142,10 +145,32 @@ async def _round(
                     if chunk.choices and chunk.choices[0].delta.content:
                         break
 
+        async def generated(route: str, body: dict[str, Any]) -> object:
+            async with session.post(f"{base_url}/{route}", json=body) as response:
+                response.raise_for_status()
+                return await response.read()  # a stream's events too, to its end
+
+        short = {"model": chat, "temperature": 0}
+
+        def said(text: str) -> list[dict[str, str]]:
+            return [{"role": "user", "content": text}]
+
+        chats: dict[str, Callable[[str], Awaitable[object]]] = {
+            "chat": lambda text: generated("chat/completions", {**short, "messages": said(text), "max_tokens": 4}),
+            "responses": lambda text: generated("responses", {**short, "input": text, "max_output_tokens": 4}),
+            "chat streamed": lambda text: generated("chat/completions", {**short, "messages": said(text),
+                                                                         "max_tokens": 4, "stream": True}),
+            "responses streamed": lambda text: generated("responses", {**short, "input": text, "max_output_tokens": 4,
+                                                                       "stream": True}),
+        }  # fmt: skip
+
         figures: dict[str, float] = {}
         for path in order:
             rate = await _rate(embedders[path], texts, requests, gateway_pid if path != "direct" else None)
             figures[path], figures[f"{path} cpu"], figures[f"{path} gateway cpu"] = rate
+        if gateway_pid:
+            for route in sorted(chats, reverse=order[0] in PATHS[::2]):  # each round's order alternates
+                figures[f"{route} gateway cpu"] = (await _rate(chats[route], texts, CHAT_REQUESTS, gateway_pid))[2]
         figures.update(await _ttft({"direct": direct_first, "openai": gateway_first}, streams))
     return figures
 
@@ -201,6 +226,21 @@ def gateway_section(
             else " Gateway CPU not measured (its process id unknown)."
         )
     )
+    if gateway_pid:
+        lines += [
+            f"\nGateway CPU per short chat ({CHAT_REQUESTS} requests of 4 tokens per route and round, concurrency "
+            f"{CONCURRENCY}, the same messages):\n",
+            "| route | whole: gateway CPU ms per request | streamed: gateway CPU ms per request |",
+            "| --- | --- | --- |",
+        ]
+        for route in ("chat", "responses"):
+            whole = med([r[f"{route} gateway cpu"] for r in measured], 2)
+            lines.append(f"| /v1/{'chat/completions' if route == 'chat' else route} | {whole} | "
+                         f"{med([r[f'{route} streamed gateway cpu'] for r in measured], 2)} |")  # fmt: skip
+        for kind in ("", " streamed"):
+            ratios = [r[f"responses{kind} gateway cpu"] / r[f"chat{kind} gateway cpu"] for r in measured]
+            lines.append(f"\n/v1/responses / chat gateway CPU per request{kind or ' whole'}: {med(ratios, 2)} "
+                         "(per round; target <= 1.05).")  # fmt: skip
     return lines
 
 

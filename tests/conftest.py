@@ -138,6 +138,7 @@ SERVED_MODULES = frozenset(
         "test_gateway",
         "test_inference_endpoints",
         "test_new_tasks_served",
+        "test_responses",
         "test_sdk_live",
         "test_structured",
     )

@@ -40,6 +40,18 @@ AllowImageUrls = Annotated[
                  "--payload-limit bytes, 10 s, no redirects); refused (400) without it.",
                  rich_help_panel="Gateway limits"),
 ]  # fmt: skip
+StoredResponses = Annotated[
+    int,
+    typer.Option(help="Gateway: responses of /v1/responses kept in memory for GET and previous_response_id (the "
+                 "oldest go first).", rich_help_panel="Gateway limits"),
+]  # fmt: skip
+StoredResponseSeconds = Annotated[
+    int,
+    typer.Option(help="Gateway: how long a stored response is kept (a 404 naming it after).",
+                 rich_help_panel="Gateway limits"),
+]  # fmt: skip
+DEFAULT_STORED_RESPONSES = _DEFAULTS.stored_responses
+DEFAULT_STORED_RESPONSE_SECONDS = _DEFAULTS.stored_response_seconds
 DEFAULT_PAYLOAD_LIMIT = _DEFAULTS.payload_limit
 DEFAULT_MAX_AUDIO_BYTES = _DEFAULTS.max_audio_bytes
 DEFAULT_MAX_CLIENT_BATCH_SIZE = _DEFAULTS.max_client_batch_size

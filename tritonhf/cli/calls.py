@@ -268,6 +268,8 @@ def openai_command(
     max_batch_tokens: _limits.MaxBatchTokens = _limits.DEFAULT_MAX_BATCH_TOKENS,
     max_audio_bytes: _limits.MaxAudioBytes = _limits.DEFAULT_MAX_AUDIO_BYTES,
     allow_image_urls: _limits.AllowImageUrls = False,
+    stored_responses: _limits.StoredResponses = _limits.DEFAULT_STORED_RESPONSES,
+    stored_response_seconds: _limits.StoredResponseSeconds = _limits.DEFAULT_STORED_RESPONSE_SECONDS,
     repository: Annotated[
         Path | None,
         typer.Option(
@@ -284,12 +286,14 @@ def openai_command(
     require_gateway_packages()
 
     limits = Limits(
-        payload_limit,
-        max_client_batch_size,
-        max_concurrent_requests,
-        max_batch_tokens,
-        max_audio_bytes,
-        allow_image_urls,
+        payload_limit=payload_limit,
+        max_client_batch_size=max_client_batch_size,
+        max_concurrent_requests=max_concurrent_requests,
+        max_batch_tokens=max_batch_tokens,
+        max_audio_bytes=max_audio_bytes,
+        stored_responses=stored_responses,
+        stored_response_seconds=stored_response_seconds,
+        allow_image_urls=allow_image_urls,
     )
     target = url or gateway_url(Workspace.at())
     key = gateway_key(api_key_file or gateway_key_file(Workspace.at(), host))

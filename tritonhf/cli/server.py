@@ -114,6 +114,8 @@ def up_command(
     max_batch_tokens: _limits.MaxBatchTokens = _limits.DEFAULT_MAX_BATCH_TOKENS,
     max_audio_bytes: _limits.MaxAudioBytes = _limits.DEFAULT_MAX_AUDIO_BYTES,
     allow_image_urls: _limits.AllowImageUrls = False,
+    stored_responses: _limits.StoredResponses = _limits.DEFAULT_STORED_RESPONSES,
+    stored_response_seconds: _limits.StoredResponseSeconds = _limits.DEFAULT_STORED_RESPONSE_SECONDS,
 ) -> None:
     """Start tritonserver in the background and wait until it and its models are ready."""
     if (tls_cert is None) != (tls_key is None) or (tls_ca is not None and tls_cert is None):
@@ -139,12 +141,14 @@ def up_command(
         die_with_parent=False,
     )
     limits = Limits(
-        payload_limit,
-        max_client_batch_size,
-        max_concurrent_requests,
-        max_batch_tokens,
-        max_audio_bytes,
-        allow_image_urls,
+        payload_limit=payload_limit,
+        max_client_batch_size=max_client_batch_size,
+        max_concurrent_requests=max_concurrent_requests,
+        max_batch_tokens=max_batch_tokens,
+        max_audio_bytes=max_audio_bytes,
+        stored_responses=stored_responses,
+        stored_response_seconds=stored_response_seconds,
+        allow_image_urls=allow_image_urls,
     )
     gateway = Gateway(openai_host, openai_port, tuple(limits.argv())) if openai_port is not None else None
     stack = Stack(server, gateway=gateway, supervise=supervise)

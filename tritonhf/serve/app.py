@@ -25,26 +25,27 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from tritonhf.errors import ClientError
 from tritonhf.sdk import AsyncClient, ModelInfo
-from tritonhf.serve import audio, endpoints, openai, rerank, shared, tei
+from tritonhf.serve import audio, endpoints, openai, rerank, responses, shared, tei
 from tritonhf.serve.admission import RETRY_AFTER_SECONDS, Admission
 from tritonhf.serve.coalesce import Coalescer
 from tritonhf.serve.errors import GatewayError, empty, internal_error
+from tritonhf.serve.jsonbody import FastJSONResponse
 from tritonhf.serve.limits import Limits
 from tritonhf.serve.metrics import GatewayMetrics, Metered
-from tritonhf.serve.responses import FastJSONResponse
 from tritonhf.serve.tei import TEI_TASKS
 from tritonhf.serve.tokenizers import Tokenizers
 from tritonhf.tasks import ONNX_PART_SUFFIX, SEED_MAX
 
 OPEN_PATHS = ("/health",)
 # The routers, in the order the app tries them: routing and metrics both read this one tuple.
-ROUTERS = (openai.router, tei.router, audio.router, rerank.router, endpoints.router)
+ROUTERS = (openai.router, responses.router, tei.router, audio.router, rerank.router, endpoints.router)
 OPENAI_PATHS = ("/v1/", "/v2/")  # routes that answer errors in OpenAI's shape (Cohere's /v2/rerank too); others TEI's
 LOG = logging.getLogger("tritonhf.gateway")
 # Request bodies whose "model" names a served model of these tasks: /openapi.json lists those names as its enum.
 MODEL_TASKS = {
     "ChatBody": ("text-generation",),
     "CompletionBody": ("text-generation",),
+    "ResponsesBody": ("text-generation",),
     "EmbeddingBody": ("feature-extraction", "zero-shot-image-classification"),
     "TeiEmbedBody": ("feature-extraction",),
     "TeiPredictBody": ("text-classification",),
@@ -94,6 +95,7 @@ def create_app(
         app.include_router(router)
     app.state.limits = limits
     app.state.tokenizers = Tokenizers(repository)
+    app.state.responses = responses.ResponseStore(limits.stored_responses, limits.stored_response_seconds)
     # every route is metered under its own path: the same list the app routes by
     metrics = GatewayMetrics(
         [

@@ -19,6 +19,8 @@ class Limits:
     max_concurrent_requests: int = 512  # requests in flight (TEI's default): 429 with Retry-After beyond
     max_batch_tokens: int = 16384  # tokens of all inputs of one encoder request (TEI's default): 413 beyond
     max_audio_bytes: int = 25_000_000  # the body of one /v1/audio request (OpenAI's file limit): 413 beyond
+    stored_responses: int = 1000  # responses of /v1/responses kept for previous_response_id (the oldest go first)
+    stored_response_seconds: int = 3600  # and for this long each
     # Fetch images named by http(s) URL (public addresses only, --payload-limit bytes, 10 s; serve/fetch.py).
     allow_image_urls: bool = False
 

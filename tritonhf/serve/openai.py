@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import random
 import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
@@ -23,13 +22,31 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from tritonhf.errors import ClientError
-from tritonhf.runtime import tools as tools_module
 from tritonhf.sdk import AsyncClient, AsyncTextStream, ModelInfo
 from tritonhf.sdk.results import TokenLogprob, ToolCall
+from tritonhf.serve.chat import (
+    ChatCall,
+    ChatStream,
+    Streams,
+    argument_fragments,
+    calls_message,
+    chat_param,
+    check_unicode,
+    content_deltas,
+    full_text,
+    json_format,
+    merged,
+    open_chats,
+    sampling_options,
+    stream_usage,
+    token_logprobs,
+    tool_choice_of,
+    usage_of,
+)
 from tritonhf.serve.errors import GatewayError, empty, refused
 from tritonhf.serve.fetch import FetchRefused, fetch
+from tritonhf.serve.jsonbody import FastJSONResponse
 from tritonhf.serve.limits import Limits
-from tritonhf.serve.responses import FastJSONResponse
 from tritonhf.serve.schemas import (
     ChatBody,
     ChatCompletion,
@@ -38,9 +55,9 @@ from tritonhf.serve.schemas import (
     EmbeddingBody,
     EmbeddingList,
     GenerationBody,
+    JsonSchemaFormat,
     ModelCard,
     ModelList,
-    NamedToolChoice,
     OpenAIError,
     documented,
 )
@@ -58,47 +75,17 @@ from tritonhf.serve.shared import (
     streamed,
     unless_disconnected,
 )
-from tritonhf.tasks import ONNX_PART_SUFFIX, SEED_MAX
+from tritonhf.tasks import ONNX_PART_SUFFIX
 
 router = APIRouter()
-ARGUMENT_FRAGMENT = 16  # characters of a tool call's arguments per streamed delta
 
 
-def _check_generation(body: GenerationBody) -> dict[str, Any]:
-    """The SDK options of an OpenAI generation body. What this server cannot honour (n > 1, the legacy functions) the
-    schema itself bounds to the one value served, so it is a 400 naming the field before a route runs."""
+def _generation_options(body: GenerationBody) -> dict[str, Any]:
+    """The SDK options of an OpenAI generation body. What this server cannot honour the schema itself bounds to the
+    one value served, so it is a 400 naming the field before a route runs."""
     stop = [body.stop] if isinstance(body.stop, str) else body.stop
-    return {
-        "max_tokens": body.max_completion_tokens or body.max_tokens,
-        "temperature": body.temperature,
-        "top_p": body.top_p,
-        "seed": body.seed,
-        "stop": stop or None,
-        "truncate": body.truncate,
-        "presence_penalty": body.presence_penalty or None,
-        "frequency_penalty": body.frequency_penalty or None,
-        "repetition_penalty": body.repetition_penalty,
-        "top_k": body.top_k,
-        "min_p": body.min_p,
-        "logit_bias": body.logit_bias or None,
-    }
-
-
-def _unicode(value: Any, where: str) -> None:
-    """Every string inside ``value`` (a message's tool calls, a tool's schema) encodes as UTF-8: JSON can carry a lone
-    surrogate, which no tokenizer takes; a 400 naming where it is."""
-    if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError as error:
-            raise refused(where, "is not valid Unicode (a lone surrogate); send UTF-8 text.") from error
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            _unicode(key, where)
-            _unicode(item, f"{where}.{key}" if isinstance(key, str) and key.isidentifier() else where)
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            _unicode(item, f"{where}[{index}]")
+    return {**sampling_options(body), "max_tokens": body.max_completion_tokens or body.max_tokens,
+            "stop": stop or None, "truncate": body.truncate}  # fmt: skip
 
 
 def _messages(body: ChatBody) -> list[dict[str, Any]]:
@@ -116,34 +103,14 @@ def _messages(body: ChatBody) -> list[dict[str, Any]]:
         if message.tool_calls:  # an assistant's earlier calls, sent back with their results
             found["content"] = content or None
             found["tool_calls"] = [call.model_dump() for call in message.tool_calls]
-            _unicode(found["tool_calls"], f"messages[{index}].tool_calls")
+            check_unicode(found["tool_calls"], f"messages[{index}].tool_calls")
         if message.tool_call_id is not None:
-            _unicode(message.tool_call_id, f"messages[{index}].tool_call_id")
+            check_unicode(message.tool_call_id, f"messages[{index}].tool_call_id")
             found["tool_call_id"] = message.tool_call_id
         messages.append(found)
     if not messages:
         raise refused("messages", "must hold at least one message.")
     return messages
-
-
-async def _text(stream: AsyncTextStream, first: str | None) -> str:
-    """The whole text of an opened stream (a non-streaming answer); the stream is closed after."""
-    try:
-        return "".join([chunk async for chunk in streamed(stream, first)])
-    except ClientError as error:
-        raise GatewayError.of(error) from error
-    finally:
-        await stream.aclose()
-
-
-def _usage(stream: AsyncTextStream) -> dict[str, int]:
-    """OpenAI's usage; ``prompt_tokens_cut`` (not OpenAI's) says how much of a prompt ``truncate`` cut."""
-    usage = stream.usage
-    prompt, completion = (usage.prompt_tokens, usage.completion_tokens) if usage else (0, 0)
-    found = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
-    if usage and usage.prompt_tokens_cut:
-        found["prompt_tokens_cut"] = usage.prompt_tokens_cut
-    return found
 
 
 @router.get("/v1/models", response_model=None, responses=documented(ModelList, OpenAIError))
@@ -176,35 +143,11 @@ def _model_card(model: ModelInfo) -> dict[str, Any]:
 
 
 def _response_format(body: GenerationBody) -> dict[str, Any] | None:
-    """The SDK's ``response_format``: a JSON Schema (``json_object``: any object), or None for free text; a 400 for a
-    schema with a string that is not valid Unicode."""
     found = body.response_format
-    if found is None or found.type == "text":
+    if found is None:
         return None
-    if found.type == "json_object":
-        return {"type": "json_object"}
-    schema = found.json_schema.schema_ or {"type": "object"}
-    _unicode(schema, "response_format")
-    return {"type": "json_schema", "json_schema": {"schema": schema}}
-
-
-def _tool_choice(body: ChatBody) -> str | None:
-    choice = body.tool_choice
-    return choice.function.name if isinstance(choice, NamedToolChoice) else choice
-
-
-def _constraint_param(error: ClientError) -> str | None:
-    """The request field a template's refusal is about (its inputs json_schema, tools, tool_choice, logprobs)."""
-    message = error.message
-    for word, param in CONSTRAINT_PARAMS:
-        if word in message:
-            return param
-    return None
-
-
-# A template's input named in its refusal -> the OpenAI field it came from.
-CONSTRAINT_PARAMS = (("input 'logprobs'", "top_logprobs"), ("tool_choice", "tool_choice"), ("'tools'", "tools"),
-                     ("tools[", "tools"), ("json_schema", "response_format"), ("text_input", "messages"))  # fmt: skip
+    schema = found.json_schema.schema_ if isinstance(found, JsonSchemaFormat) else None
+    return json_format(found.type, schema, "response_format")
 
 
 def _call_deltas(calls: Sequence[ToolCall]) -> list[dict[str, Any]]:
@@ -213,20 +156,14 @@ def _call_deltas(calls: Sequence[ToolCall]) -> list[dict[str, Any]]:
     for index, call in enumerate(calls):
         head = {"index": index, "id": call.id, "type": "function", "function": {"name": call.name, "arguments": ""}}
         deltas.append({"tool_calls": [head]})
-        for start in range(0, len(call.arguments), ARGUMENT_FRAGMENT):
-            fragment = call.arguments[start : start + ARGUMENT_FRAGMENT]
+        for fragment in argument_fragments(call.arguments):
             deltas.append({"tool_calls": [{"index": index, "function": {"arguments": fragment}}]})
     return deltas
 
 
-def _token(token: str, logprob: float) -> dict[str, Any]:
-    return {"token": token, "logprob": logprob, "bytes": list(token.encode("utf-8", "replace"))}
-
-
 def _chat_logprobs(entries: Sequence[TokenLogprob]) -> dict[str, Any]:
     """OpenAI's ``choices[].logprobs`` of chat: each token, its bytes, and its alternatives."""
-    content = [{**_token(e.token, e.logprob), "top_logprobs": [_token(t, v) for t, v in e.top]} for e in entries]
-    return {"content": content, "refusal": None}
+    return {"content": token_logprobs(entries), "refusal": None}
 
 
 def _completion_logprobs(entries: Sequence[TokenLogprob], alternatives: int, offset: int) -> dict[str, Any]:
@@ -249,87 +186,46 @@ def _calls_message(calls: Sequence[ToolCall]) -> list[dict[str, Any]]:
 )
 async def chat_completions(body: ChatBody, request: Request) -> dict[str, Any] | Response:
     client = client_of(request)
-    options = _check_generation(body)
+    options = _generation_options(body)
     if body.top_logprobs is not None and not body.logprobs:
         raise refused("top_logprobs", "needs logprobs: true.")
-    asked = bool(body.logprobs)
-    if asked:
+    if body.logprobs:
         options["logprobs"] = body.top_logprobs or 0
     messages = _messages(body)
-    choice = _tool_choice(body)
     tools = [tool.model_dump(exclude_none=True) for tool in body.tools] if body.tools else None
-    _unicode(tools, "tools")
+    check_unicode(tools, "tools")
     format_ = _response_format(body)
-    calling = bool(tools) and choice != "none"  # the answer may be a call: content is held back until it is not
     name = await model_for(client, body.model, ("text-generation",), "/v1/chat/completions")
-    ident, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
-    chats: list[_ChatStream] = []
-    try:  # one generation per choice; each opened (and so checked) before the answer starts
-        for index, seed in enumerate(_choice_seeds(body.n, options["seed"])):
-            call = client.chat(messages, model=name, stream=True, response_format=format_, tools=tools,
-                               tool_choice=choice, **{**options, "seed": seed})  # fmt: skip
-            stream, first = await open_stream(call, _constraint_param)
-            chats.append(_ChatStream(ident, created, name, stream, first, asked, calling, index))
-    except BaseException:
-        await _Streams(chats).aclose()
-        raise
+    call = ChatCall(name, messages, options, format_, tools, tool_choice_of(body.tool_choice))
+    chats = await open_chats(client, call, body.n, chat_param)
+    head = _Head(f"chatcmpl-{uuid.uuid4().hex}", int(time.time()), name)
     if not body.stream:
-        return await _chat_full(chats, request)
+        return await _chat_full(head, chats, request)
     include_usage = bool(body.stream_options and body.stream_options.include_usage)
-    return sse(_chat_events(chats, include_usage), _Streams(chats))
-
-
-def _choice_seeds(n: int, seed: int | None) -> list[int | None]:
-    """Each choice's seed: the request's for the first and the next ones after it (so ``n`` choices with a seed are
-    reproducible, each its own), drawn when sampling without one; one choice keeps the request's."""
-    if n == 1:
-        return [seed]
-    first = seed if seed is not None else random.getrandbits(63)
-    return [(first + index) % (SEED_MAX + 1) for index in range(n)]
+    return sse(_chat_events(head, chats, include_usage), Streams(chats))
 
 
 @dataclass(frozen=True)
-class _ChatStream:
-    """One choice's generation, opened: what its full answer and its streamed chunks are both made from."""
+class _Head:
+    """What every chunk of one chat answer carries: its id, when it was made, the model."""
 
     ident: str
     created: int
     model: str
-    stream: AsyncTextStream
-    first: str | None
-    logprobs: bool  # asked for
-    calling: bool  # tools offered and not refused: content is held back until it is not a call
-    index: int = 0  # the choice's index
+
+    def chunk(self, choices: list[dict[str, Any]]) -> dict[str, Any]:
+        return {"id": self.ident, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
+                "choices": choices}  # fmt: skip
 
 
-@dataclass(frozen=True)
-class _Streams:
-    """Several choices' streams, closed together (a client that leaves cancels every generation)."""
-
-    chats: Sequence[_ChatStream]
-
-    async def aclose(self) -> None:
-        for chat in self.chats:
-            await chat.stream.aclose()
-
-
-def _usage_of(chats: Sequence[_ChatStream]) -> dict[str, int]:
-    """The usage of one answer of several choices: the prompt counted once, every choice's tokens."""
-    found = _usage(chats[0].stream)
-    for chat in chats[1:]:
-        found["completion_tokens"] += _usage(chat.stream)["completion_tokens"]
-    found["total_tokens"] = found["prompt_tokens"] + found["completion_tokens"]
-    return found
-
-
-async def _chat_full(chats: Sequence[_ChatStream], request: Request) -> dict[str, Any] | Response:
-    """The whole answer as one ``chat.completion``, a choice per generation."""
+async def _chat_full(head: _Head, chats: Sequence[ChatStream], request: Request) -> dict[str, Any] | Response:
+    """The answer as one ``chat.completion``, a choice per generation."""
     try:
-        texts = await unless_disconnected(request, asyncio.gather(*(_text(c.stream, c.first) for c in chats)))
+        texts = await unless_disconnected(request, asyncio.gather(*(full_text(c.stream, c.first) for c in chats)))
     except ClientGone:
         return Response(status_code=CLIENT_GONE)
     except BaseException:
-        await _Streams(chats).aclose()
+        await Streams(chats).aclose()
         raise
     choices = []
     for chat, text in zip(chats, texts):
@@ -337,65 +233,27 @@ async def _chat_full(chats: Sequence[_ChatStream], request: Request) -> dict[str
         message: dict[str, Any] = {"role": "assistant", "content": text}
         if stream.tool_calls:
             message = {"role": "assistant", "content": stream.content or None,
-                       "tool_calls": _calls_message(stream.tool_calls)}  # fmt: skip
+                       "tool_calls": calls_message(stream.tool_calls)}  # fmt: skip
         choices.append({"index": chat.index, "message": message, "finish_reason": stream.finish_reason or "stop",
                         "logprobs": _chat_logprobs(stream.logprobs) if chat.logprobs else None})  # fmt: skip
-    first = chats[0]
-    return {"id": first.ident, "object": "chat.completion", "created": first.created, "model": first.model,
-            "choices": choices, "usage": _usage_of(chats)}  # fmt: skip
+    return {"id": head.ident, "object": "chat.completion", "created": head.created, "model": head.model,
+            "choices": choices, "usage": usage_of(chats)}  # fmt: skip
 
 
-async def _chat_events(chats: Sequence[_ChatStream], include_usage: bool) -> AsyncIterator[dict[str, Any]]:
+async def _chat_events(head: _Head, chats: Sequence[ChatStream], include_usage: bool) -> AsyncIterator[dict[str, Any]]:
     """The answer as ``chat.completion.chunk`` events, each choice's as they come (by its index), then, when
     asked, the usage of all."""
-    async for event in _merged([_choice_events(chat) for chat in chats]):
+    async for event in merged([_choice_events(head, chat) for chat in chats]):
         yield event
     if include_usage:
-        first = chats[0]
-        base = {"id": first.ident, "object": "chat.completion.chunk", "created": first.created, "model": first.model}
-        yield {**base, "choices": [], "usage": _usage_of(chats)}
+        yield {**head.chunk([]), "usage": usage_of(chats)}
 
 
-async def _merged(sources: Sequence[AsyncIterator[dict[str, Any]]]) -> AsyncIterator[dict[str, Any]]:
-    """The events of several sources as each comes; one source alone is read as it is."""
-    if len(sources) == 1:
-        async for event in sources[0]:
-            yield event
-        return
-    queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
-
-    async def pump(source: AsyncIterator[dict[str, Any]]) -> None:
-        try:
-            async for event in source:
-                await queue.put(("event", event))
-        except Exception as error:  # the first failure ends the answer (the stream's error event says it)
-            await queue.put(("error", error))
-        else:
-            await queue.put(("done", None))
-
-    tasks = [asyncio.ensure_future(pump(source)) for source in sources]
-    try:
-        running = len(tasks)
-        while running:
-            kind, value = await queue.get()
-            if kind == "event":
-                yield value
-            elif kind == "error":
-                raise value
-            else:
-                running -= 1
-    finally:
-        for task in tasks:
-            task.cancel()
-
-
-async def _choice_events(chat: _ChatStream) -> AsyncIterator[dict[str, Any]]:
-    """One choice as ``chat.completion.chunk`` events: content as it comes (held back while it may be a call),
-    then the calls and the finish reason."""
+async def _choice_events(head: _Head, chat: ChatStream) -> AsyncIterator[dict[str, Any]]:
+    """One choice as ``chat.completion.chunk`` events: its content deltas, then its calls and the finish reason."""
     stream, index = chat.stream, chat.index
-    base = {"id": chat.ident, "object": "chat.completion.chunk", "created": chat.created, "model": chat.model}
     role: dict[str, Any] = {"role": "assistant"}
-    text, sent, told = "", 0, 0  # text read, characters sent, logprob entries sent
+    told = 0  # logprob entries sent
 
     def logprobs() -> dict[str, Any] | None:
         nonlocal told
@@ -404,28 +262,20 @@ async def _choice_events(chat: _ChatStream) -> AsyncIterator[dict[str, Any]]:
         found, told = stream.logprobs[told:], len(stream.logprobs)
         return _chat_logprobs(found)
 
-    async for chunk in streamed(stream, chat.first):
-        text += chunk
-        safe = tools_module.safe_to_stream(text) if chat.calling else len(text)
-        if safe > sent or (role and not chat.calling):
-            delta = {**role, "content": text[sent:safe]}
-            yield {**base, "choices": [{"index": index, "delta": delta, "logprobs": logprobs(), "finish_reason": None}]}
-            role, sent = {}, max(sent, safe)
-    deltas = _call_deltas(stream.tool_calls) if stream.tool_calls else []
-    if not stream.tool_calls and sent < len(text):  # held back, and no call came: it was content
-        deltas = [{"content": text[sent:]}]
-    for delta in deltas:
-        found = logprobs() if "content" in delta else None
-        yield {**base, "choices": [{"index": index, "delta": {**role, **delta}, "logprobs": found,
-                                    "finish_reason": None}]}  # fmt: skip
+    async for piece in content_deltas(chat):
+        delta = {**role, "content": piece}
+        yield head.chunk([{"index": index, "delta": delta, "logprobs": logprobs(), "finish_reason": None}])
         role = {}
-    yield {**base, "choices": [{"index": index, "delta": {}, "finish_reason": stream.finish_reason or "stop"}]}
+    for delta in _call_deltas(stream.tool_calls):
+        yield head.chunk([{"index": index, "delta": {**role, **delta}, "logprobs": None, "finish_reason": None}])
+        role = {}
+    yield head.chunk([{"index": index, "delta": {}, "finish_reason": stream.finish_reason or "stop"}])
 
 
 @router.post("/v1/completions", response_model=None, responses=documented(Completion, OpenAIError, stream=True))
 async def completions(body: CompletionBody, request: Request) -> dict[str, Any] | Response:
     client = client_of(request)
-    options = _check_generation(body)
+    options = _generation_options(body)
     if body.logprobs is not None:
         options["logprobs"] = body.logprobs
     prompts = [body.prompt] if isinstance(body.prompt, str) else body.prompt
@@ -439,7 +289,7 @@ async def completions(body: CompletionBody, request: Request) -> dict[str, Any] 
     ident, created = f"cmpl-{uuid.uuid4().hex}", int(time.time())
     if body.stream:
         call = client.generate(str(prompts[0]), model=name, stream=True, response_format=format_, **options)
-        stream, first = await open_stream(call, _constraint_param)
+        stream, first = await open_stream(call, chat_param)
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
 
         async def events() -> AsyncIterator[dict[str, Any]]:
@@ -454,14 +304,14 @@ async def completions(body: CompletionBody, request: Request) -> dict[str, Any] 
             final = {"index": 0, "text": "", "finish_reason": stream.finish_reason or "stop", "logprobs": None}
             yield {**base, "choices": [final]}
             if include_usage:
-                yield {**base, "choices": [], "usage": _usage(stream)}
+                yield {**base, "choices": [], "usage": stream_usage(stream)}
 
         return sse(events(), stream)
 
     async def one(prompt: str) -> tuple[str, AsyncTextStream]:
         call = client.generate(prompt, model=name, stream=True, response_format=format_, **options)
-        stream, first = await open_stream(call, _constraint_param)
-        return await _text(stream, first), stream
+        stream, first = await open_stream(call, chat_param)
+        return await full_text(stream, first), stream
 
     try:  # the prompts run at once (Triton batches them); a client that leaves cancels them all
         answers = await unless_disconnected(request, asyncio.gather(*(one(str(p)) for p in prompts)))
@@ -473,7 +323,7 @@ async def completions(body: CompletionBody, request: Request) -> dict[str, Any] 
         choices.append(
             {"index": index, "text": text, "finish_reason": stream.finish_reason or "stop", "logprobs": found}
         )
-        for key, value in _usage(stream).items():
+        for key, value in stream_usage(stream).items():
             usage[key] = usage.get(key, 0) + value
     return {"id": ident, "object": "text_completion", "created": created, "model": name, "choices": choices,
             "usage": usage}  # fmt: skip

@@ -18,7 +18,7 @@ from fastapi import APIRouter, Request
 from tritonhf.errors import ClientError
 from tritonhf.sdk import Ranked
 from tritonhf.serve.errors import GatewayError, empty
-from tritonhf.serve.responses import FastJSONResponse
+from tritonhf.serve.jsonbody import FastJSONResponse
 from tritonhf.serve.schemas import OpenAIError, RerankBody, RerankList, documented
 from tritonhf.serve.shared import check_count, check_texts, check_tokens, client_of, model_for, unless_disconnected
 

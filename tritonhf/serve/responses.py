@@ -1,24 +1,355 @@
-"""JSON bodies written by orjson: vectors straight from their numpy arrays.
+"""OpenAI's Responses API over Triton: ``POST /v1/responses``, ``GET`` and ``DELETE /v1/responses/{id}``.
 
-Why: an embedding answer is mostly floats; the standard library's encoder walks each one as a
-Python float (about 0.2 ms for one 384-float vector here, a sixth of the gateway's CPU per
-request), orjson writes the array itself in a fraction of that. Floats are written in their
-shortest round-trip form for their own precision, so a float32 reads back bit for bit. NaN and
-infinities (never valid JSON) are written as null.
+What the openai SDK's ``responses.create``, the OpenAI Agents SDK and Codex speak. A request becomes chat messages
+(``instructions`` first, then a stored conversation when ``previous_response_id`` names one, then the ``input``
+items) and is answered by the chat machinery (``serve/chat.py``): the same template call, grammars and limits as
+``/v1/chat/completions``; this module writes the Responses shapes and its typed stream events.
+
+Stored responses (``store``, the default) are kept in this gateway's memory, each for ``--stored-response-seconds``
+and at most ``--stored-responses`` of them (the oldest go first): a gateway restarted, or one of several behind a
+load balancer, does not have another's. An id it does not hold is a 404 naming it.
 """
 
 from __future__ import annotations
 
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-from starlette.responses import JSONResponse
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
 
-OPTIONS = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
+from tritonhf.errors import ClientError
+from tritonhf.sdk.results import ToolCall
+from tritonhf.serve.chat import (
+    ChatCall,
+    ChatStream,
+    argument_fragments,
+    calls_message,
+    check_unicode,
+    content_deltas,
+    full_text,
+    json_format,
+    open_chats,
+    responses_param,
+    sampling_options,
+    stream_usage,
+    token_logprobs,
+)
+from tritonhf.serve.errors import GatewayError, internal_error, refused
+from tritonhf.serve.schemas import (
+    DeletedResponse,
+    FunctionCallItem,
+    FunctionCallOutputItem,
+    InputMessage,
+    InputText,
+    OpenAIError,
+    ResponseJsonSchema,
+    ResponseObject,
+    ResponsesBody,
+    ResponseToolChoice,
+    documented,
+)
+from tritonhf.serve.shared import CLIENT_GONE, LOG, ClientGone, client_of, model_for, sse, unless_disconnected
+
+router = APIRouter()
 
 
-class FastJSONResponse(JSONResponse):
-    """A ``JSONResponse`` whose body orjson writes (numpy arrays included, without ``tolist``)."""
+@dataclass
+class _Stored:
+    response: dict[str, Any]
+    conversation: list[dict[str, Any]]  # its messages and its answer, without the instructions (not carried over)
+    expires: float
 
-    def render(self, content: Any) -> bytes:
-        return orjson.dumps(content, option=OPTIONS)
+
+@dataclass
+class ResponseStore:
+    """Responses kept for ``GET`` and ``previous_response_id``: each for ``seconds``, at most ``size`` of them."""
+
+    size: int
+    seconds: float
+    _items: OrderedDict[str, _Stored] = field(default_factory=OrderedDict)
+
+    def put(self, response: dict[str, Any], conversation: list[dict[str, Any]]) -> None:
+        self._expire()
+        self._items[response["id"]] = _Stored(response, conversation, time.monotonic() + self.seconds)
+        while len(self._items) > self.size:
+            self._items.popitem(last=False)
+
+    def get(self, ident: str, param: str | None = None) -> _Stored:
+        self._expire()
+        found = self._items.get(ident)
+        if found is None:
+            raise GatewayError(404, f"No stored response '{ident}': it was never stored (store: false), or it "
+                               f"expired (a response is kept {self.seconds:g} s, the newest {self.size}), or this "
+                               "gateway restarted since.", param=param, code="response_not_found")  # fmt: skip
+        return found
+
+    def delete(self, ident: str) -> None:
+        self.get(ident)
+        del self._items[ident]
+
+    def _expire(self) -> None:
+        now = time.monotonic()
+        while self._items and next(iter(self._items.values())).expires <= now:
+            self._items.popitem(last=False)
+
+
+def store_of(request: Request) -> ResponseStore:
+    return request.app.state.responses  # type: ignore[no-any-return]
+
+
+def _text_of(content: str | Sequence[InputText]) -> str:
+    return content if isinstance(content, str) else "".join(part.text for part in content)
+
+
+def _input_messages(body: ResponsesBody) -> list[dict[str, Any]]:
+    """The ``input`` as chat messages: a text is the user's; a function call joins the assistant message before it
+    (calls made together are one message), its output is a 'tool' message; reasoning sent back is left out."""
+    if isinstance(body.input, str):
+        return [{"role": "user", "content": body.input}]
+    messages: list[dict[str, Any]] = []
+    for index, item in enumerate(body.input):
+        where = f"input[{index}]"
+        if isinstance(item, InputMessage):
+            role = "system" if item.role == "developer" else item.role
+            messages.append({"role": role, "content": _text_of(item.content)})
+        elif isinstance(item, FunctionCallItem):
+            call = {
+                "id": item.call_id,
+                "type": "function",
+                "function": {"name": item.name, "arguments": item.arguments},
+            }
+            check_unicode(call, where)
+            last = messages[-1] if messages else None
+            if last is not None and last["role"] == "assistant":
+                last["content"] = last["content"] or None
+                last.setdefault("tool_calls", []).append(call)
+            else:
+                messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        elif isinstance(item, FunctionCallOutputItem):
+            check_unicode(item.call_id, where)
+            messages.append({"role": "tool", "tool_call_id": item.call_id, "content": _text_of(item.output)})
+    return messages
+
+
+def _call(body: ResponsesBody, model: str, history: list[dict[str, Any]]) -> ChatCall:
+    """The chat call a Responses request asks for."""
+    messages = [*history, *_input_messages(body)]
+    if not messages:
+        raise refused("input", "must hold at least one message.")
+    if body.instructions:
+        messages = [{"role": "system", "content": body.instructions}, *messages]
+    options = sampling_options(body)
+    stop = [body.stop] if isinstance(body.stop, str) else body.stop
+    options.update(max_tokens=body.max_output_tokens, stop=stop or None, truncate=body.truncation == "auto")
+    if body.top_logprobs is not None and not body.include:
+        raise refused("top_logprobs", "needs include: ['message.output_text.logprobs'].")
+    if body.include:
+        options["logprobs"] = body.top_logprobs or 0
+    tools = [{"type": "function", "function": t.model_dump(exclude_none=True, exclude={"type"})}
+             for t in body.tools] if body.tools else None  # fmt: skip
+    check_unicode(tools, "tools")
+    choice = body.tool_choice.name if isinstance(body.tool_choice, ResponseToolChoice) else body.tool_choice
+    found = body.text.format if body.text else None
+    schema = found.schema_ if isinstance(found, ResponseJsonSchema) else None
+    format_ = json_format(found.type, schema, "text.format") if found else None
+    return ChatCall(model, messages, options, format_, tools, choice)
+
+
+@router.post("/v1/responses", response_model=None, responses=documented(ResponseObject, OpenAIError, stream=True))
+async def create_response(body: ResponsesBody, request: Request) -> dict[str, Any] | Response:
+    client, store = client_of(request), store_of(request)
+    if body.reasoning is not None and body.reasoning.effort not in (None, "none", "minimal"):
+        raise refused("reasoning.effort", "asks the model to think; this model's chat template does not.")
+    history = store.get(body.previous_response_id, "previous_response_id").conversation if (
+        body.previous_response_id) else []  # fmt: skip
+    name = await model_for(client, body.model, ("text-generation",), "/v1/responses")
+    call = _call(body, name, history)
+    (chat,) = await open_chats(client, call, 1, responses_param)
+    answer = _Answer(body, call, chat, f"resp_{uuid.uuid4().hex}", int(time.time()), store)
+    if body.stream:
+        return sse(answer.events(), chat.stream, done=False, named=True)
+    try:
+        text = await unless_disconnected(request, full_text(chat.stream, chat.first))
+    except ClientGone:
+        return Response(status_code=CLIENT_GONE)
+    return answer.finished(answer.output(text))
+
+
+@router.get("/v1/responses/{response_id}", response_model=None, responses=documented(ResponseObject, OpenAIError))
+async def retrieve_response(response_id: str, request: Request) -> dict[str, Any]:
+    return store_of(request).get(response_id, "response_id").response
+
+
+@router.delete("/v1/responses/{response_id}", response_model=None, responses=documented(DeletedResponse, OpenAIError))
+async def delete_response(response_id: str, request: Request) -> dict[str, Any]:
+    store_of(request).delete(response_id)
+    return {"id": response_id, "object": "response", "deleted": True}
+
+
+def _item_id(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex}"
+
+
+def _message(ident: str, text: str, status: str, logprobs: list[dict[str, Any]] | None) -> dict[str, Any]:
+    content = [{"type": "output_text", "text": text, "annotations": [], "logprobs": logprobs or []}] if status != (
+        "in_progress") else []  # fmt: skip
+    return {"type": "message", "id": ident, "status": status, "role": "assistant", "content": content}
+
+
+def _function_call(ident: str, call: ToolCall, arguments: str, status: str) -> dict[str, Any]:
+    return {"type": "function_call", "id": ident, "call_id": call.id, "name": call.name, "arguments": arguments,
+            "status": status}  # fmt: skip
+
+
+@dataclass
+class _Answer:
+    """One response being answered: its shapes, whole or as the typed events of a stream, and its storing."""
+
+    body: ResponsesBody
+    call: ChatCall
+    chat: ChatStream
+    ident: str
+    created: int
+    store: ResponseStore
+    sequence: int = 0
+
+    def response(self, status: str, output: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+        """The response object (OpenAI's fields, the request's settings as served)."""
+        body = self.body
+        text_format = body.text.format.model_dump(by_alias=True, exclude_none=True) if body.text else {"type": "text"}
+        tool_choice = body.tool_choice if body.tool_choice is not None else ("auto" if body.tools else "none")
+        return {
+            "id": self.ident,
+            "object": "response",
+            "created_at": self.created,
+            "status": status,
+            "error": None,
+            "incomplete_details": None,
+            "instructions": body.instructions,
+            "max_output_tokens": body.max_output_tokens,
+            "model": self.call.model,
+            "output": output,
+            "parallel_tool_calls": body.parallel_tool_calls if body.parallel_tool_calls is not None else True,
+            "previous_response_id": body.previous_response_id,
+            "reasoning": {"effort": None, "summary": None},
+            "store": body.store,
+            "temperature": body.temperature if body.temperature is not None else 0.0,
+            "text": {"format": text_format},
+            "tool_choice": tool_choice.model_dump() if isinstance(tool_choice, ResponseToolChoice) else tool_choice,
+            "tools": [tool.model_dump(exclude_none=True) for tool in body.tools or []],
+            "top_p": body.top_p if body.top_p is not None else 1.0,
+            "truncation": body.truncation,
+            "usage": None,
+            "user": None,
+            "metadata": body.metadata or {},
+            **extra,
+        }
+
+    def usage(self) -> dict[str, Any]:
+        found = stream_usage(self.chat.stream)
+        return {"input_tokens": found["prompt_tokens"], "input_tokens_details": {"cached_tokens": 0},
+                "output_tokens": found["completion_tokens"], "output_tokens_details": {"reasoning_tokens": 0},
+                "total_tokens": found["total_tokens"]}  # fmt: skip
+
+    def logprobs(self) -> list[dict[str, Any]] | None:
+        """Each token's log-probability so far, when asked (include: message.output_text.logprobs)."""
+        return token_logprobs(self.chat.stream.logprobs) if self.call.options.get("logprobs") is not None else None
+
+    def output(self, text: str) -> list[dict[str, Any]]:
+        """The output items of a whole answer: the message (unless the answer is only calls), then each call."""
+        stream = self.chat.stream
+        status = "incomplete" if stream.finish_reason == "length" else "completed"
+        content = (stream.content or "") if stream.tool_calls else text
+        items = [] if stream.tool_calls and not content else [_message(_item_id("msg"), content, status,
+                                                                         self.logprobs())]  # fmt: skip
+        items += [_function_call(_item_id("fc"), call, call.arguments, "completed") for call in stream.tool_calls]
+        return items
+
+    def finished(self, output: list[dict[str, Any]]) -> dict[str, Any]:
+        """The final response (completed, or incomplete when max_output_tokens cut it), stored when asked."""
+        stream = self.chat.stream
+        cut = stream.finish_reason == "length"
+        found = self.response("incomplete" if cut else "completed", output, usage=self.usage(),
+                              incomplete_details={"reason": "max_output_tokens"} if cut else None)  # fmt: skip
+        if self.body.store:
+            answer: dict[str, Any] = {
+                "role": "assistant",
+                "content": stream.content
+                if stream.tool_calls
+                else (
+                    "".join(part["text"] for item in output if item["type"] == "message" for part in item["content"])
+                ),
+            }
+            if stream.tool_calls:
+                answer["tool_calls"] = calls_message(stream.tool_calls)
+            conversation = self.call.messages[1:] if self.body.instructions else self.call.messages
+            self.store.put(found, [*conversation, answer])
+        return found
+
+    def event(self, kind: str, **fields: Any) -> dict[str, Any]:
+        self.sequence += 1
+        return {"type": kind, "sequence_number": self.sequence - 1, **fields}
+
+    async def events(self) -> AsyncIterator[dict[str, Any]]:
+        """The typed events: created, in_progress; the message's item, part and text deltas; each call's item and
+        argument deltas; then completed (or incomplete), or failed with the error."""
+        yield self.event("response.created", response=self.response("in_progress", []))
+        yield self.event("response.in_progress", response=self.response("in_progress", []))
+        try:
+            output: list[dict[str, Any]] = []
+            async for event in self._output_events(output):
+                yield event
+        except Exception as error:  # after the first event: the stream's last event says it
+            found = GatewayError.of(error) if isinstance(error, ClientError) else internal_error(LOG, "a response",
+                                                                                                   error)  # fmt: skip
+            failed = self.response("failed", [], error={"code": found.code or "server_error", "message": found.message})
+            yield self.event("response.failed", response=failed)
+            return
+        final = self.finished(output)
+        yield self.event("response.incomplete" if final["status"] == "incomplete" else "response.completed",
+                         response=final)  # fmt: skip
+
+    async def _output_events(self, output: list[dict[str, Any]]) -> AsyncIterator[dict[str, Any]]:
+        stream, ident, text, told = self.chat.stream, _item_id("msg"), "", 0
+        where = {"item_id": ident, "output_index": 0, "content_index": 0}
+        opened = False
+        async for piece in content_deltas(self.chat):
+            if not opened:
+                yield self.event("response.output_item.added", output_index=0, item=_message(ident, "", "in_progress",
+                                                                                            None))  # fmt: skip
+                part = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
+                yield self.event("response.content_part.added", **where, part=part)
+                opened = True
+            if piece:
+                fresh = token_logprobs(stream.logprobs[told:]) if self.logprobs() is not None else []
+                told = len(stream.logprobs)
+                yield self.event("response.output_text.delta", **where, delta=piece, logprobs=fresh)
+                text += piece
+        if opened or not stream.tool_calls:
+            if not opened:  # an empty answer: an empty message
+                yield self.event("response.output_item.added", output_index=0, item=_message(ident, "", "in_progress",
+                                                                                            None))  # fmt: skip
+            status = "incomplete" if stream.finish_reason == "length" else "completed"
+            item = _message(ident, text, status, self.logprobs())
+            part = item["content"][0]
+            yield self.event("response.output_text.done", **where, text=text, logprobs=part["logprobs"])
+            yield self.event("response.content_part.done", **where, part=part)
+            yield self.event("response.output_item.done", output_index=0, item=item)
+            output.append(item)
+        for call in stream.tool_calls:
+            index, call_ident = len(output), _item_id("fc")
+            yield self.event("response.output_item.added", output_index=index,
+                             item=_function_call(call_ident, call, "", "in_progress"))  # fmt: skip
+            for fragment in argument_fragments(call.arguments):
+                yield self.event("response.function_call_arguments.delta", item_id=call_ident, output_index=index,
+                                 delta=fragment)  # fmt: skip
+            yield self.event("response.function_call_arguments.done", item_id=call_ident, output_index=index,
+                             name=call.name, arguments=call.arguments)  # fmt: skip
+            item = _function_call(call_ident, call, call.arguments, "completed")
+            yield self.event("response.output_item.done", output_index=index, item=item)
+            output.append(item)

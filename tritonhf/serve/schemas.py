@@ -3,15 +3,15 @@
 The bounds are the ones every layer holds (tritonhf/runtime/ranges.py, through ``tritonhf.tasks``): the SDK
 checks the same before sending and the templates after receiving, and ``/openapi.json`` publishes them, so a
 client generator or a fuzzer reads the real contract. Fields OpenAI has but this server cannot honour
-(several choices, echo) are bounded to the one value served (n 1, none),
-so the schema tells a client generator the truth and a refusal names the field.
+(echo, best_of, several choices of a completion) are bounded to the one value served, so the schema tells a client
+generator the truth and a refusal names the field.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
 
 from tritonhf.tasks import (
     CHOICES_MAX,
@@ -116,12 +116,9 @@ class JsonSchemaFormat(_Body):
     json_schema: JsonSchemaSpec
 
 
-class GenerationBody(_Body):
-    model: str = Field(description="A served text-generation model's name (GET /v1/models).")
-    max_tokens: int | None = Field(
-        default=None, ge=1, le=INT32_MAX, description="At most this many new tokens (the model's context bounds it)."
-    )
-    max_completion_tokens: int | None = Field(default=None, ge=1, le=INT32_MAX, description="As max_tokens.")
+class Sampling(_Body):
+    """The sampling fields every generation route takes (chat completions, completions, Responses)."""
+
     temperature: float | None = Field(
         default=None, ge=0, le=TEMPERATURE_MAX, description="0 (the default) is greedy; higher samples."
     )
@@ -132,10 +129,6 @@ class GenerationBody(_Body):
         le=SEED_MAX,
         description="Any 64-bit unsigned integer; the same seed, prompt and options give the same text.",
     )
-    stop: str | list[str] | None = Field(default=None, description="The text ends before the first of these.")
-    stream: bool = False
-    stream_options: StreamOptions | None = None
-    n: int = Field(default=1, ge=1, le=1, description="Only 1: each request generates one answer.")
     presence_penalty: float = Field(
         default=0.0, ge=-PENALTY_MAX, le=PENALTY_MAX, description="A token already in the answer loses this much logit."
     )
@@ -167,6 +160,18 @@ class GenerationBody(_Body):
         max_length=LOGIT_BIAS_TOKENS,
         description="Token id -> a bias added to its logit (the transformers engine; the OpenVINO engine: a 400).",
     )
+
+
+class GenerationBody(Sampling):
+    model: str = Field(description="A served text-generation model's name (GET /v1/models).")
+    max_tokens: int | None = Field(
+        default=None, ge=1, le=INT32_MAX, description="At most this many new tokens (the model's context bounds it)."
+    )
+    max_completion_tokens: int | None = Field(default=None, ge=1, le=INT32_MAX, description="As max_tokens.")
+    stop: str | list[str] | None = Field(default=None, description="The text ends before the first of these.")
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    n: int = Field(default=1, ge=1, le=1, description="Only 1: each request generates one answer.")
     response_format: TextFormat | JsonObjectFormat | JsonSchemaFormat | None = Field(
         default=None,
         discriminator="type",
@@ -214,6 +219,142 @@ class CompletionBody(GenerationBody):
     )
     best_of: int | None = Field(default=None, ge=1, le=1, description="Only 1.")
     suffix: str | None = Field(default=None, max_length=0, description="Not supported.")
+
+
+class InputText(_Body):
+    """A message's text part: the input's ``input_text``, an earlier answer's ``output_text``."""
+
+    type: Literal["input_text", "output_text"]
+    text: str
+
+
+class InputMessage(_Body):
+    """A message of a Responses input (``type`` may be left out, as OpenAI's easy input messages do)."""
+
+    type: Literal["message"] = "message"
+    role: Role = Field(description="Who speaks; 'developer' and 'system' are rendered as a system message.")
+    content: str | list[InputText] = Field(description="The text, or its text parts (no images, files or audio).")
+    id: str | None = None
+    status: str | None = None
+
+
+class FunctionCallItem(_Body):
+    """An earlier answer's function call, sent back with its output."""
+
+    type: Literal["function_call"]
+    call_id: str = Field(description="The id its output answers (function_call_output.call_id).")
+    name: str = Field(pattern=TOOL_NAME)
+    arguments: str = Field(default="{}", description="Its arguments, as the JSON text the model wrote.")
+    id: str | None = None
+    status: str | None = None
+
+
+class FunctionCallOutputItem(_Body):
+    """A function call's result."""
+
+    type: Literal["function_call_output"]
+    call_id: str
+    output: str | list[InputText] = Field(description="The result, as text (or text parts).")
+    id: str | None = None
+    status: str | None = None
+
+
+class ReasoningItem(_Body):
+    """An earlier answer's reasoning, sent back by clients that keep the whole output: not shown to the model again
+    (chat templates drop earlier thinking too)."""
+
+    type: Literal["reasoning"]
+    id: str | None = None
+    summary: list[dict[str, Any]] = Field(default_factory=list)
+    content: list[dict[str, Any]] | None = None
+
+
+def _item_type(item: Any) -> str:
+    found = item.get("type", "message") if isinstance(item, dict) else getattr(item, "type", "message")
+    return str(found)
+
+
+InputItem = Annotated[
+    Annotated[InputMessage, Tag("message")]
+    | Annotated[FunctionCallItem, Tag("function_call")]
+    | Annotated[FunctionCallOutputItem, Tag("function_call_output")]
+    | Annotated[ReasoningItem, Tag("reasoning")],
+    Discriminator(_item_type),
+]
+
+
+class ResponseFunctionTool(_Body):
+    """A function tool of the Responses API (its fields flat, not under 'function')."""
+
+    type: Literal["function"] = Field(description="Function tools only (no hosted tools: web or file search ...).")
+    name: str = Field(pattern=TOOL_NAME, description="1-64 letters, digits, '_', '.' or '-'.")
+    description: str | None = None
+    parameters: dict[str, Any] | None = Field(default=None, description="Its arguments' JSON Schema.")
+    strict: bool | None = Field(default=None, description="Accepted; a required call is always held to the schema.")
+
+
+class ResponseToolChoice(_Body):
+    type: Literal["function"]
+    name: str
+
+
+class ResponseJsonSchema(_Body):
+    type: Literal["json_schema"]
+    name: str = Field(default="response", max_length=64)
+    description: str | None = None
+    schema_: dict[str, Any] | None = Field(default=None, alias="schema", description="A JSON Schema object.")
+    strict: bool | None = Field(default=None, description="Accepted: the answer is always held to the schema.")
+
+
+class ResponseText(_Body):
+    format: TextFormat | JsonObjectFormat | ResponseJsonSchema = Field(
+        default_factory=lambda: TextFormat(type="text"),
+        discriminator="type",
+        description="'json_object' or 'json_schema': the answer is held to it by the model's grammar.",
+    )
+    verbosity: Literal["medium"] | None = Field(default=None, description="Only 'medium': the model's own.")
+
+
+class Reasoning(_Body):
+    effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = Field(
+        default=None, description="A model that thinks: 'none' or 'minimal' answers without thinking, the others think."
+    )
+    summary: Literal["auto", "concise", "detailed"] | None = Field(
+        default=None, description="Accepted: the reasoning item carries the whole reasoning text, not a summary."
+    )
+
+
+class ResponsesBody(Sampling):
+    """OpenAI's Responses API request (``POST /v1/responses``)."""
+
+    model: str = Field(description="A served text-generation model's name (GET /v1/models).")
+    input: str | list[InputItem] = Field(description="The user's text, or the conversation's items.")
+    instructions: str | None = Field(default=None, description="A system message put first (not carried over).")
+    max_output_tokens: int | None = Field(default=None, ge=1, le=INT32_MAX, description="At most this many tokens.")
+    tools: list[ResponseFunctionTool] | None = Field(default=None, max_length=MAX_TOOLS)
+    tool_choice: Literal["none", "auto", "required"] | ResponseToolChoice | None = Field(
+        default=None, description="'auto' (the default with tools), 'none', 'required', or one function by name."
+    )
+    parallel_tool_calls: bool | None = Field(default=None, description="Accepted: a required call is one call.")
+    text: ResponseText | None = None
+    reasoning: Reasoning | None = None
+    stream: bool = False
+    store: bool = Field(default=True, description="Keep the response (in memory, for a while) for GET and "
+                        "previous_response_id.")  # fmt: skip
+    previous_response_id: str | None = Field(default=None, description="Continue a stored response's conversation.")
+    truncation: Literal["auto", "disabled"] = Field(
+        default="disabled", description="'auto' cuts the conversation's start when it is past the context."
+    )
+    include: list[Literal["message.output_text.logprobs"]] | None = Field(
+        default=None, description="'message.output_text.logprobs': each token's log-probability (with top_logprobs)."
+    )
+    top_logprobs: int | None = Field(default=None, ge=0, le=TOP_LOGPROBS_MAX)
+    stop: str | list[str] | None = Field(default=None, description="Not OpenAI's: the text ends before these.")
+    metadata: dict[str, str] | None = Field(default=None, max_length=16, description="Kept with the response.")
+    background: Literal[False] = Field(default=False, description="Not supported: each response is answered at once.")
+    conversation: None = Field(default=None, description="Not supported: send previous_response_id.")
+    prompt: None = Field(default=None, description="Not supported (stored prompt templates): send input.")
+    max_tool_calls: int | None = Field(default=None, ge=1, le=MAX_TOOLS)
 
 
 class EmbeddingBody(_Body):
@@ -391,6 +532,61 @@ class ChatCompletion(_Answer):
     model: str
     choices: list[ChatChoice]
     usage: Usage
+
+
+class OutputText(_Answer):
+    type: Literal["output_text"]
+    text: str
+    annotations: list[Any]
+    logprobs: list[TokenLogprob]
+
+
+class OutputMessage(_Answer):
+    type: Literal["message"]
+    id: str
+    status: Literal["in_progress", "completed", "incomplete"]
+    role: Literal["assistant"]
+    content: list[OutputText]
+
+
+class OutputFunctionCall(_Answer):
+    type: Literal["function_call"]
+    id: str
+    call_id: str = Field(description="The id a function_call_output answers it by.")
+    name: str
+    arguments: str
+    status: Literal["in_progress", "completed"]
+
+
+class ResponseUsage(_Answer):
+    input_tokens: int
+    input_tokens_details: dict[str, int]
+    output_tokens: int
+    output_tokens_details: dict[str, int]
+    total_tokens: int
+
+
+class ResponseObject(_Answer):
+    """A response of the Responses API (``stream: true`` answers its typed server-sent events instead: each event's
+    name is its ``type``, from ``response.created`` to ``response.completed``)."""
+
+    id: str
+    object: Literal["response"]
+    created_at: int
+    status: Literal["in_progress", "completed", "incomplete", "failed"]
+    error: dict[str, str] | None
+    incomplete_details: dict[str, str] | None
+    model: str
+    output: list[OutputMessage | OutputFunctionCall]
+    usage: ResponseUsage | None
+    previous_response_id: str | None
+    store: bool
+
+
+class DeletedResponse(_Answer):
+    id: str
+    object: Literal["response"]
+    deleted: bool
 
 
 class CompletionLogprobs(_Answer):

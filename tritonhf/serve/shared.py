@@ -179,10 +179,13 @@ class Closable(Protocol):
     async def aclose(self) -> None: ...
 
 
-def sse(events: AsyncIterator[Any], stream: Closable, done: bool = True, tei: bool = False) -> StreamingResponse:
-    """Events as server-sent events (FastAPI's encoder), then ``[DONE]`` (OpenAI's end; TEI's streams have none:
-    ``done=False``); an error after the first event is the stream's last event, in OpenAI's shape or TEI's
-    (``tei``). Closing cancels the generation."""
+def sse(
+    events: AsyncIterator[Any], stream: Closable, done: bool = True, tei: bool = False, named: bool = False
+) -> StreamingResponse:
+    """Events as server-sent events (FastAPI's encoder), then ``[DONE]`` (OpenAI's end; TEI's streams and the
+    Responses API's have none: ``done=False``); ``named``: each event's ``type`` is its SSE event name too (the
+    Responses API's typed events). An error after the first event is the stream's last event, in OpenAI's shape or
+    TEI's (``tei``). Closing cancels the generation."""
 
     def failed(found: GatewayError) -> bytes:
         return format_sse_event(data_str=json.dumps(found.tei_body() if tei else found.openai_body()))
@@ -190,7 +193,8 @@ def sse(events: AsyncIterator[Any], stream: Closable, done: bool = True, tei: bo
     async def body() -> AsyncIterator[bytes]:
         try:
             async for event in events:
-                yield format_sse_event(data_str=json.dumps(event))
+                name = str(event["type"]) if named else None
+                yield format_sse_event(data_str=json.dumps(event), event=name)
             if done:
                 yield format_sse_event(data_str="[DONE]")
         except ClientError as error:  # after the first chunk: report it in the stream, as OpenAI and TEI do

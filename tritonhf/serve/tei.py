@@ -24,8 +24,8 @@ from pydantic import BaseModel, ValidationError
 from tritonhf._version import __version__
 from tritonhf.errors import ClientError
 from tritonhf.serve.errors import GatewayError, empty, refused
+from tritonhf.serve.jsonbody import FastJSONResponse
 from tritonhf.serve.rerank import rank
-from tritonhf.serve.responses import FastJSONResponse
 from tritonhf.serve.schemas import (
     Label,
     Ranked,
