@@ -212,6 +212,58 @@ def build_generator(folder: Path) -> Path:
     return folder
 
 
+# A reasoning model's chat template, as Qwen3's and DeepSeek-R1's: the generation prompt opens the thinking block,
+# and enable_thinking=false closes it at once (the answer is then all content).
+THINKER_TEMPLATE = (
+    "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}\n{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>"
+    "{% if enable_thinking is defined and not enable_thinking %}<think></think>{% else %}<think>{% endif %}"
+    "{% endif %}"
+)
+THINKER_THINKS, THINKER_SAYS = "i like this", " hello world"
+
+
+def build_thinker(folder: Path) -> Path:
+    """A tiny GPT-2 that reasons by script: after the prompt's "<think>" it writes THINKER_THINKS, "</think>",
+    THINKER_SAYS and ends; after "</think>" (thinking turned off) THINKER_SAYS. Its weights make each token's logits a
+    table lookup (one-hot embeddings, blocks that add nothing, an output layer mapping each token to the next), so the
+    answer is the same greedy or sampled, and a grammar's mask picks among the rest deterministically."""
+    build_generator(folder)
+    for stale in folder.glob("*.safetensors"):
+        stale.unlink()
+    tokenizer = PreTrainedTokenizerFast.from_pretrained(folder)
+    tokenizer.add_tokens(["<think>", "</think>"])  # plain added tokens (not special): decoded with the text
+    tokenizer.chat_template = THINKER_TEMPLATE
+    tokenizer.model_max_length = 1024  # room for the generic tool prompt (its position embeddings are zero)
+    tokenizer.save_pretrained(folder)
+    size = len(tokenizer)
+    config = GPT2Config(vocab_size=size, n_positions=1024, n_embd=size, n_layer=1, n_head=1, tie_word_embeddings=False,
+                        eos_token_id=tokenizer.eos_token_id, bos_token_id=tokenizer.eos_token_id)  # fmt: skip
+    model = GPT2LMHeadModel(config).eval()
+
+    def words(text: str) -> list[int]:
+        return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    # each token of the script -> the next one; every token in it once, so the table is a function
+    ids = [*words("<think>"), *words(THINKER_THINKS), *words("</think>"), *words(THINKER_SAYS)]
+    assert len(set(ids)) == len(ids), tokenizer.convert_ids_to_tokens(ids)
+    with torch.no_grad():
+        model.transformer.wte.weight.copy_(torch.eye(size))
+        model.transformer.wpe.weight.zero_()
+        for block in model.transformer.h:  # the residual stream passes through unchanged
+            for layer in (block.attn.c_proj, block.mlp.c_proj):
+                layer.weight.zero_()
+                layer.bias.zero_()
+        head = torch.zeros(size, size)
+        head[tokenizer.eos_token_id, :] = 1.0  # any other token: the end of text
+        for current, following in zip(ids, [*ids[1:], tokenizer.eos_token_id]):
+            head[:, current] = 0.0
+            head[following, current] = 10.0
+        model.lm_head.weight.copy_(head)
+    model.save_pretrained(folder)
+    return folder
+
+
 def build_llama_generator(folder: Path) -> Path:
     """A tiny Llama (the architecture of SmolLM2, TinyLlama) with the GPT-2 generator's BPE and chat
     template: what the OpenVINO engine's GGUF export takes. Wide weights (std 0.2) make its greedy

@@ -95,6 +95,7 @@ def _build_tiny(root: Path) -> dict[str, Path]:
         ),
         "generator": tiny_models.build_generator,
         "llama": tiny_models.build_llama_generator,
+        "thinker": tiny_models.build_thinker,
         "cross-encoder": tiny_models.build_cross_encoder,
         "qa": tiny_models.build_question_answering,
         "masked-lm": tiny_models.build_masked_lm,

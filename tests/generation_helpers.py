@@ -27,7 +27,7 @@ def request(prompt: str, **options: Any) -> pb.InferenceRequest:
     for key, value in options.items():
         if key == "stop":
             inputs[key] = np.array([[v.encode() for v in value]], dtype=object)
-        elif key in ("json_schema", "tools", "tool_choice", "logit_bias"):
+        elif key in ("json_schema", "tools", "tool_choice", "logit_bias", "chat_template_kwargs"):
             inputs[key] = pb.texts(value if isinstance(value, str) else json.dumps(value))
         elif key in ("chat", "truncate"):
             inputs[key] = np.array([[value]])
@@ -45,9 +45,11 @@ def run(model: Any, steps: int = 10_000) -> int:
     return taken
 
 
-def text_of(req: pb.InferenceRequest) -> str:
+def text_of(req: pb.InferenceRequest, name: str = "text_output") -> str:
+    """A stream's whole text (``reasoning_output``: its thinking), from the responses that carry it."""
     assert req.sender.closed, "every stream ends with the final flag"
-    return "".join(r.output("text_output")[0, 0].decode() for r in req.sender.responses if not r.has_error())
+    found = [r for r in req.sender.responses if not r.has_error() and any(t.name() == name for t in r.output_tensors)]
+    return "".join(r.output(name)[0, 0].decode() for r in found)
 
 
 def last(req: pb.InferenceRequest, name: str) -> Any:

@@ -72,6 +72,7 @@ PLAIN = {
     "finish_reason",
     "tool_calls",
     "content",
+    "reasoning",
     "logprobs",
     "result",
     "__iter__",

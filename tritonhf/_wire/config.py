@@ -6,7 +6,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tritonhf.tasks import PARAM_BATCH_INVARIANT, PARAM_ENGINE, PARAM_MATRYOSHKA, PARAM_TASK, wire_datatype
+from tritonhf.tasks import (
+    PARAM_BATCH_INVARIANT,
+    PARAM_ENGINE,
+    PARAM_MATRYOSHKA,
+    PARAM_REASONING,
+    PARAM_TASK,
+    wire_datatype,
+)
 
 
 @dataclass(frozen=True)
@@ -24,6 +31,7 @@ class ModelConfig:
     # with their batch-mates (every other model answers each input as it would alone).
     batch_invariant: bool = True
     matryoshka: bool = False  # added with --param matryoshka=true: its vectors may be cut to their first N components
+    reasoning: bool = False  # a generation model whose chat template thinks (<think>): its thinking comes apart
 
     @classmethod
     def parse(cls, raw: Mapping[str, Any]) -> ModelConfig:
@@ -52,4 +60,5 @@ class ModelConfig:
             instances=max(sum(int(group.get("count", 1) or 1) for group in config.get("instance_group", [])), 1),
             batch_invariant=params.get(PARAM_ENGINE) != "openvino" or params.get(PARAM_BATCH_INVARIANT) != "false",
             matryoshka=params.get(PARAM_MATRYOSHKA, "").lower() == "true",
+            reasoning=params.get(PARAM_REASONING) == "think",
         )

@@ -54,12 +54,14 @@ from tritonhf.gallery.request import (
 from tritonhf.runtime.audio import PARAM_MAX_AUDIO_SECONDS
 from tritonhf.runtime.common import PARAM_ENTAILMENT_ID, PARAM_ZERO_SHOT_METHOD
 from tritonhf.runtime.images import IMAGE_BACKEND, PARAM_IMAGE_BACKEND, PARAM_MAX_IMAGE_PIXELS
+from tritonhf.runtime.reasoning import thinks
 from tritonhf.tasks import (
     PARAM_BACKEND,
     PARAM_DEVICE,
     PARAM_ENGINE,
     PARAM_GGUF_FILE,
     PARAM_OPENVINO_MODEL,
+    PARAM_REASONING,
     PARAM_SOURCE,
     PARAM_TASK,
     PARAM_TRUST_REMOTE_CODE,
@@ -138,6 +140,8 @@ def _task_parameters(task: Task, folder: Path, request: AddRequest) -> dict[str,
             raise GalleryError("--labels must be non-empty labels separated by commas.")
         if request.labels:
             params["labels"] = ",".join(label.strip() for label in request.labels)
+    if task.name == "text-generation" and thinks(models.chat_template(folder)):
+        params[PARAM_REASONING] = "think"  # its chat answers' thinking is split from them (runtime/reasoning.py)
     if task.takes_images:
         params[PARAM_IMAGE_BACKEND] = IMAGE_BACKEND  # the processor's resize, the same served and in-process
     for key, value in (
@@ -290,6 +294,12 @@ def _notes(params: Mapping[str, str]) -> list[str]:
             "off by default on the batch-invariant settings, since a cached prefix can change a near-tie)."
         )
         notes.append(f"Engine settings: {params[generation.PARAM_ENGINE_SETTINGS]}.")
+    if params.get(PARAM_REASONING) == "think":
+        notes.append(
+            "Reasoning: the chat template writes a <think> block. A chat answer's thinking is sent apart "
+            "(reasoning_output; the gateway's reasoning_content and reasoning items); json_schema and tools hold the "
+            'answer after it; chat_template_kwargs {"enable_thinking": false} turns it off where the template takes it.'
+        )
     if params.get(PARAM_BACKEND) == "onnx":
         notes.append(
             "ONNX Runtime: intra-op threads = this instance's share of the cores, inter-op 1, all graph "

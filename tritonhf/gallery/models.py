@@ -214,3 +214,15 @@ def drop_source_weights(folder: Path) -> None:
 
 def model_config(folder: Path) -> dict[str, Any]:
     return read_json_object(folder / "config.json")
+
+
+def chat_template(folder: Path) -> str:
+    """The tokenizer's chat template as transformers reads it (chat_template.jinja, else tokenizer_config.json's
+    ``chat_template``, its default when a list), or "" when it has none."""
+    jinja = folder / "chat_template.jinja"
+    if jinja.is_file():
+        return jinja.read_text(encoding="utf-8")
+    found = read_json_object(folder / "tokenizer_config.json").get("chat_template") or ""
+    if isinstance(found, list):  # named templates: the default one
+        found = next((item.get("template", "") for item in found if item.get("name") == "default"), "")
+    return str(found)

@@ -29,10 +29,10 @@ What a template finds here:
 
 One module per concern: ``common`` (parameter names, the single place that knows them;
 ``tritonhf.tasks`` imports them from there), ``loading``, ``batching``, ``windows``, ``images``, ``audio``,
-``replies``, ``pipeline``, ``int8``, ``sentence`` (what a sentence-transformers model runs after its
-transformer), ``openvino_settings``, ``ranges``, ``grammars`` and ``tools``
-(constrained answers and tool calls of the generation template)
-(every numeric option's range, which the SDK and the gateway read too).
+``replies``, ``reasoning`` (a reasoning model's thinking apart from its answer), ``pipeline``, ``int8``,
+``sentence`` (what a sentence-transformers model runs after its transformer), ``openvino_settings``,
+``ranges`` (every numeric option's range, which the SDK and the gateway read too), ``grammars`` and ``tools``
+(constrained answers and tool calls of the generation template).
 Templates use the names re-exported here (``runtime.Batch``).
 """
 
@@ -78,6 +78,7 @@ from .common import (
     PARAM_ONNX_TOWERS,
     PARAM_OPENVINO_MODEL,
     PARAM_PART_OF,
+    PARAM_REASONING,
     PARAM_SOURCE,
     PARAM_TASK,
     PARAM_THREADS,
@@ -143,6 +144,7 @@ from .ranges import (
     TOP_P_MAX,
     seed_from_wire,
 )
+from .reasoning import THINK_END, THINK_START, opened_in_prompt, thinks
 from .replies import (
     TextReply,
     bool_tensor,
@@ -201,6 +203,7 @@ __all__ = [
     "PARAM_OPENVINO_MODEL",
     "PARAM_PART_OF",
     "PARAM_QUANTIZE",
+    "PARAM_REASONING",
     "PARAM_SOURCE",
     "PARAM_TASK",
     "PARAM_THREADS",
@@ -214,6 +217,8 @@ __all__ = [
     "REPETITION_PENALTY_MIN",
     "RUNTIME_DIR",
     "TEMPERATURE_MAX",
+    "THINK_END",
+    "THINK_START",
     "TOP_LOGPROBS_MAX",
     "TOP_P_MAX",
     "VENDORED_WEIGHTS_DIR",
@@ -259,6 +264,7 @@ __all__ = [
     "max_length",
     "model_config",
     "model_inputs",
+    "opened_in_prompt",
     "optional_array",
     "optional_scalar",
     "optional_strings",
@@ -274,6 +280,7 @@ __all__ = [
     "start",
     "string_matrix",
     "string_tensor",
+    "thinks",
     "too_long_message",
     "tools",
     "torch_dtype",

@@ -26,6 +26,7 @@ PARAM_BATCH_INVARIANT = "batch_invariant"
 # feature-extraction: "true" where the model was trained so that its first N components are an embedding of their
 # own (Matryoshka); only then does the gateway's /v1/embeddings take OpenAI's ``dimensions``.
 PARAM_MATRYOSHKA = "matryoshka"
+PARAM_REASONING = "reasoning"  # text-generation: "think" when the chat template writes a <think> block
 # feature-extraction (and zero-shot by embeddings): what a sentence-transformers folder declares (runtime.sentence)
 PARAM_POOLING = "pooling"  # comma-separated modes, in POOLING_MODES' order
 PARAM_INCLUDE_PROMPT = "include_prompt"

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from .common import pb_utils
+from .reasoning import split
 
 
 def error_response(message: str, invalid_input: bool = True) -> Any:
@@ -101,10 +102,17 @@ class TextReply:
         prompt_tokens: int,
         prompt_tokens_cut: int = 0,
         calls: Callable[[str], tuple[str, list[dict[str, str]]]] | None = None,
+        reasons: bool = False,
+        opened: bool | None = None,
     ) -> None:
         """``calls``: with tools offered, reads the finished text's tool calls (``tools.parse_calls``); the last
-        response then carries them (``tool_calls``, JSON) and the text outside them (``content``)."""
+        response then carries them (``tool_calls``, JSON) and the text outside them (``content``). ``reasons``: a
+        reasoning model's chat answer, its thinking streamed apart (``reasoning_output``) and the calls read from
+        the rest; ``opened``: where its prompt left it (``reasoning.opened_in_prompt``)."""
         self.sender, self.tokenizer, self.stops, self.calls = sender, tokenizer, list(stops), calls
+        self.reasons, self.opened = reasons, opened
+        self.sent_reasoning = self.sent_content = 0  # characters of each part already sent (reasons only)
+        self.reasoning_tokens = 0  # of the tokens, those of the thinking (counted by the template)
         self.prompt_tokens, self.prompt_tokens_cut = prompt_tokens, prompt_tokens_cut
         self.tokens: list[int] = []
         self.text = ""  # the decoded text so far
@@ -154,19 +162,31 @@ class TextReply:
     def _token(self, token: int) -> str:
         return str(self.tokenizer.decode([token], skip_special_tokens=False))
 
-    def _send(self, end: int, extra: Sequence[Any] = ()) -> None:
-        chunk = self.text[self.sent : end]
-        if (chunk or extra) and self.sender is not None:
+    def _send(self, end: int, extra: Sequence[Any] = (), final: bool = False) -> None:
+        parts = {"text_output": self.text[self.sent : end]}
+        if self.reasons:  # the thinking and the content, each from where it was sent to
+            found = split(self.text[:end], self.opened, final)
+            parts = {"text_output": found.content[self.sent_content :]}
+            if len(found.reasoning) > self.sent_reasoning:
+                parts["reasoning_output"] = found.reasoning[self.sent_reasoning :]
+            self.sent_reasoning, self.sent_content = len(found.reasoning), len(found.content)
+        if (any(parts.values()) or extra) and self.sender is not None:
             pb = pb_utils()
             if self.logprobs:  # the entries go with the text they made (held-back text: with the next response)
                 extra = [*extra, string_tensor("logprobs", [json.dumps(self.logprobs)])]
                 self.logprobs = []
+            tensors = [string_tensor(name, [chunk]) for name, chunk in parts.items()]
             try:
-                self.sender.send(pb.InferenceResponse(output_tensors=[string_tensor("text_output", [chunk]), *extra]))
+                self.sender.send(pb.InferenceResponse(output_tensors=[*tensors, *extra]))
             except Exception:  # refused by the stub: nothing more can reach this caller, this answer ends
                 self.sender, self.finish_reason = None, "error"
                 return
         self.sent = max(self.sent, end)
+
+    @property
+    def content(self) -> str:
+        """The answer's text without its thinking (all of it for a model that does not reason)."""
+        return split(self.text, self.opened, True).content if self.reasons else self.text
 
     def finish(self, reason: str, error: str | None = None) -> None:
         """Send what was held back with the usage, then the final flag (or the error, or just the flag)."""
@@ -189,12 +209,14 @@ class TextReply:
                 ]
                 if self.prompt_tokens_cut:  # the request asked to truncate: the answer says what went
                     usage.append(pb.Tensor("prompt_tokens_cut", np.array([[self.prompt_tokens_cut]], dtype=np.int32)))
-                content, calls = self.calls(self.text) if self.calls is not None else (self.text, [])
+                if self.reasons:
+                    usage.append(pb.Tensor("reasoning_tokens", np.array([[self.reasoning_tokens]], dtype=np.int32)))
+                content, calls = self.calls(self.content) if self.calls is not None else (self.content, [])
                 if calls:
                     self.finish_reason = "tool_calls" if reason == "stop" else reason
                     usage[0] = string_tensor("finish_reason", [self.finish_reason])
                     usage += [string_tensor("tool_calls", [json.dumps(calls)]), string_tensor("content", [content])]
-                self._send(len(self.text), usage)
+                self._send(len(self.text), usage, final=True)
                 if self.sender is not None:  # None: the last chunk was refused, the answer has ended
                     self.sender.send(flags=final)
         except Exception:  # the client went away between two checks: nothing left to tell it

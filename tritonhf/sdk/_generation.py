@@ -71,6 +71,16 @@ def generation_inputs(
         inputs["stop"] = codecs.bytes_matrix([stops])
     if chat:
         inputs["chat"] = codecs.column(True, "BOOL", 1)
+    kwargs = sampling.get("chat_template_kwargs")
+    if kwargs:
+        if not chat:
+            raise InvalidInputError("chat_template_kwargs is for chat (the chat template renders the messages).")
+        if not isinstance(kwargs, Mapping) or not all(isinstance(key, str) for key in kwargs):
+            raise InvalidInputError(f"chat_template_kwargs must be a dict of names to values, not {kwargs!r:.80}.")
+        try:
+            inputs["chat_template_kwargs"] = codecs.bytes_column([json.dumps(dict(kwargs))])
+        except (TypeError, ValueError) as error:
+            raise InvalidInputError(f"chat_template_kwargs must be JSON values ({error}).") from error
     truncate = sampling.get("truncate", False)
     if not isinstance(truncate, bool):
         raise InvalidInputError(f"truncate must be True or False, not {truncate!r}.")
@@ -242,15 +252,21 @@ class StreamProgress:
     tool_calls: tuple[ToolCall, ...] = ()
     content: str | None = None  # with tool calls: the text outside them
     logprobs: list[TokenLogprob] = field(default_factory=list)  # with logprobs asked: each token's, so far
+    reasoning: str = ""  # a reasoning model's thinking, so far (streamed before its text)
 
-    def read(self, response: Mapping[str, Any]) -> str:
-        """The text of one streamed response (possibly ""); records usage and finish reason when present."""
+    def read(self, response: Mapping[str, Any]) -> str | None:
+        """The text of one streamed response: "" when it brought only thinking (``reasoning`` grew), None when it
+        brought neither; records usage and finish reason when present."""
         text = scalar(response["text_output"]) if "text_output" in response else ""
+        thought = str(scalar(response["reasoning_output"]) or "") if "reasoning_output" in response else ""
         if "finish_reason" in response:
             self.finish_reason = str(scalar(response["finish_reason"]) or "") or None
         if "prompt_tokens" in response and "completion_tokens" in response:
             cut = int(scalar(response["prompt_tokens_cut"])) if "prompt_tokens_cut" in response else 0
-            self.usage = Usage(int(scalar(response["prompt_tokens"])), int(scalar(response["completion_tokens"])), cut)
+            thinking = int(scalar(response["reasoning_tokens"])) if "reasoning_tokens" in response else 0
+            self.usage = Usage(
+                int(scalar(response["prompt_tokens"])), int(scalar(response["completion_tokens"])), cut, thinking
+            )
         if "logprobs" in response:
             for token, value, others in json.loads(str(scalar(response["logprobs"]) or "[]")):
                 top = tuple((str(other), float(found)) for other, found in others)
@@ -260,14 +276,17 @@ class StreamProgress:
             self.tool_calls = tuple(ToolCall(str(c["id"]), str(c["name"]), str(c["arguments"])) for c in found)
             self.content = str(scalar(response["content"]) or "") if "content" in response else ""
         text = str(text or "")
-        if text:
+        self.reasoning += thought
+        if text or thought:
             self.chunks += 1
-        return text
+            return text
+        return None
 
     def result(self, text: str, constraint: Constraint) -> ChatResult[Any]:
         """The whole answer of a constrained chat: its text (outside the calls), parsed, or its calls."""
         if self.tool_calls:
-            return ChatResult(self.content or "", None, self.tool_calls, self.finish_reason, self.usage)
+            return ChatResult(self.content or "", None, self.tool_calls, self.finish_reason, self.usage,
+                              self.reasoning)  # fmt: skip
         parsed = None
         if constraint.schema is not None and self.finish_reason != "length":
             try:
@@ -276,7 +295,7 @@ class StreamProgress:
                 raise InferenceError(f"the answer did not parse against its schema ({error}): {text[:200]!r}") from (
                     error
                 )
-        return ChatResult(text, parsed, (), self.finish_reason, self.usage)
+        return ChatResult(text, parsed, (), self.finish_reason, self.usage, self.reasoning)
 
     def stream_error(self, error: ClientError, model: str) -> ClientError:
         return stream_error(self.chunks, error, model)

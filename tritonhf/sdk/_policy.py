@@ -113,6 +113,7 @@ def model_infos(index: Sequence[Mapping[str, Any]], configs: Mapping[str, ModelC
                 config.instances if config else 1,
                 config.batch_invariant if config else True,
                 config.matryoshka if config else False,
+                config.reasoning if config else False,
             )
         )
     return found

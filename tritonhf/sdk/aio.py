@@ -125,7 +125,7 @@ class AsyncResponseStream(AsyncIterator[P]):
                 await self.aclose()
                 break
             found = self._progress.read(response)
-            if found:
+            if found is not None:
                 return found
         raise StopAsyncIteration
 
@@ -190,6 +190,12 @@ class AsyncTextStream(AsyncResponseStream[str]):
     def content(self) -> str | None:
         """With tool calls: the answer's text outside them (the chunks carry all of it)."""
         return self._text.content
+
+    @property
+    def reasoning(self) -> str:
+        """A reasoning model's thinking so far: it grows before the text does (a chunk of "" each time it grows
+        alone), and is never in the chunks."""
+        return self._text.reasoning
 
     @property
     def logprobs(self) -> list[TokenLogprob]:

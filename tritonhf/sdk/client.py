@@ -130,7 +130,7 @@ class ResponseStream(Iterator[P]):
                 self.close()
                 break
             found = self._progress.read(response)
-            if found:
+            if found is not None:
                 return found
         raise StopIteration
 
@@ -193,6 +193,12 @@ class TextStream(ResponseStream[str]):
     def content(self) -> str | None:
         """With tool calls: the answer's text outside them (the chunks carry all of it)."""
         return self._text.content
+
+    @property
+    def reasoning(self) -> str:
+        """A reasoning model's thinking so far: it grows before the text does (a chunk of "" each time it grows
+        alone), and is never in the chunks."""
+        return self._text.reasoning
 
     @property
     def logprobs(self) -> list[TokenLogprob]:

@@ -137,6 +137,7 @@ class Usage:
     prompt_tokens: int
     completion_tokens: int
     prompt_tokens_cut: int = 0
+    reasoning_tokens: int = 0  # of the completion's, those of a reasoning model's thinking
 
     @property
     def total_tokens(self) -> int:
@@ -174,13 +175,14 @@ class ChatResult(Generic[T]):
     ``text``: the answer's text (outside any tool calls). ``parsed``: with ``response_format``, the answer parsed
     (an instance of the model class given, or the JSON value for a schema dict); None when it was cut
     (``finish_reason`` "length") or a tool was called. ``tool_calls``: the calls made (``finish_reason``
-    "tool_calls")."""
+    "tool_calls"). ``reasoning``: a reasoning model's thinking (not in ``text``; the schema holds the text only)."""
 
     text: str
     parsed: T | None = None
     tool_calls: tuple[ToolCall, ...] = ()
     finish_reason: str | None = None
     usage: Usage | None = None
+    reasoning: str = ""
 
 
 @dataclass(frozen=True)
@@ -197,6 +199,7 @@ class ModelInfo:
     # False only where the model was added with batch_invariant=false (text-generation on OpenVINO).
     batch_invariant: bool = True
     matryoshka: bool = False  # its vectors may be cut to their first N components (/v1/embeddings' dimensions)
+    reasoning: bool = False  # it thinks before it answers: chat's thinking comes apart (the streams' ``reasoning``)
 
     @property
     def ready(self) -> bool:

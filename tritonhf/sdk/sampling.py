@@ -37,6 +37,9 @@ class Sampling(TypedDict, total=False):
     # OpenAI's: token id -> a bias from -100 (never) to 100 (always) added to its logit; the transformers engine (the
     # OpenVINO engine refuses it by name)
     logit_bias: Mapping[int, float] | None
+    # chat only: keywords for the model's chat template, as vLLM takes them ({"enable_thinking": False} answers a
+    # reasoning model without its thinking); the stream's ``reasoning`` holds the thinking of one that thinks
+    chat_template_kwargs: Mapping[str, object] | None
 
 
 OPTIONS = tuple(Sampling.__annotations__)

@@ -28,7 +28,8 @@ and does not know which engine runs. One is chosen in ``initialize`` (config par
   several times faster on a CPU; its scheduler batches inside the pipeline.
 
 An engine has ``running`` (the sequences it computes), ``context`` and ``eos_ids`` (the model's),
-``vocab_size`` (the width a grammar masks), and ``prepare(sequence, grammars)`` (a BadRequest for
+``vocab_size`` (the width a grammar masks), ``holds_grammar_back`` (whether a grammar can wait for a reasoning
+model's thinking to end: the sequence's ``phase``), and ``prepare(sequence, grammars)`` (a BadRequest for
 what it cannot serve), ``take(waiting)``, ``step(admitted) -> (prompt tokens, sequences computed)``,
 ``remove_finished()`` and ``clear()`` (after a failed step). A new engine is a module with these,
 and one line in ``ENGINES``.
@@ -48,7 +49,12 @@ Inputs:  text_input (the prompt; with chat=true, a JSON list of {"role", "conten
          runtime/tools.py), logprobs (each token's log-probability, with N alternatives), OpenAI's
          presence_penalty and frequency_penalty, vLLM's repetition_penalty, top_k and min_p (each engine applies
          them: greedy answers too feel the penalties), OpenAI's logit_bias (the transformers engine; the OpenVINO
-         engine refuses it by name).
+         engine refuses it by name), chat_template_kwargs (a JSON object for the chat template, as
+         {"enable_thinking": false}).
+Reasoning models (config parameter reasoning=think, written by gallery add from the chat template): a chat
+         answer's thinking streams as reasoning_output, apart from text_output, without its <think> markers; a
+         grammar (json_schema, tools) holds the text after the thinking, and tool calls are read from it
+         (runtime/reasoning.py).
 Outputs: text_output, one chunk per response; the last response also has finish_reason
          ("stop", "length" or "tool_calls"), prompt_tokens and completion_tokens, and with tools the calls
          made (tool_calls, JSON) and the text outside them (content); with logprobs, each response the
@@ -72,20 +78,43 @@ import tritonhf_runtime as runtime
 from transformers_engine import TransformersEngine
 
 FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
+# apply_chat_template's own arguments, which this template sets: not a request's chat_template_kwargs
+TEMPLATE_ARGUMENTS = {"conversation", "messages", "tools", "documents", "tokenize", "add_generation_prompt",
+                      "chat_template", "continue_final_message", "return_dict", "return_tensors"}  # fmt: skip
+
+
+# A reasoning model's answer, token by token -> ``runtime.opened_in_prompt``'s words for it: "thinking" (inside its
+# thinking: a grammar waits), "undecided" (its first token may open its thinking), "content" (a grammar holds every
+# token).
+PHASES = {"thinking": True, "undecided": None, "content": False}
 
 
 class Sequence:
     """One request being generated: its prompt, settings, scheduling state, and its streamed reply."""
 
     def __init__(
-        self, request, tokenizer, prompt_ids, max_tokens, temperature, top_p, seed, stops, cut=0, constraint=None
+        self,
+        request,
+        tokenizer,
+        prompt_ids,
+        max_tokens,
+        temperature,
+        top_p,
+        seed,
+        stops,
+        cut=0,
+        constraint=None,
+        phase=None,
     ):
-        """``constraint``: a ``Constraint`` (response_format, tools), or None for a free answer."""
+        """``constraint``: a ``Constraint`` (response_format, tools), or None for a free answer. ``phase``: for a
+        reasoning model's chat answer, where its prompt left it (``PHASES``); None for any other answer."""
         self.request = request
         sender = request.get_response_sender() if request is not None else None
         self.constraint = constraint
         calls = constraint.calls if constraint is not None else None
-        self.reply = runtime.TextReply(sender, tokenizer, stops, len(prompt_ids), cut, calls)
+        opened = PHASES.get(phase)
+        self.reply = runtime.TextReply(sender, tokenizer, stops, len(prompt_ids), cut, calls, phase is not None, opened)
+        self.phase = phase or "content"  # where the answer is, token by token (PHASES)
         self.schema = constraint.schema if constraint is not None else None  # held to this JSON Schema (text)
         self.logprobs = None  # with this many alternatives, each token's log-probability goes with the reply
         self.mask = None  # its grammar's state (transformers engine; OpenVINO applies the schema itself)
@@ -186,6 +215,11 @@ class TritonPythonModel(runtime.DecoupledModel):
         self.engine = ENGINES[choice](self, args, params)
         self.context, self.eos_ids = self.engine.context, self.engine.eos_ids
         self.grammars = runtime.Grammars(self.tokenizer, self.engine.vocab_size, sorted(self.eos_ids))
+        # a reasoning model (gallery add read its chat template): its chat answers' thinking is split from them, and
+        # the ids of its markers when each is one token (a grammar then waits for the end of the thinking)
+        self.reasons = params.get(runtime.PARAM_REASONING) == "think"
+        self.think_ids = [self.single_token(marker) for marker in (runtime.THINK_START, runtime.THINK_END)]
+        self.engine.think_start = self.think_ids[0]
         self.engine.grammars = self.grammars
         self.waiting: collections.deque = collections.deque()
         self.lock = threading.Lock()
@@ -200,6 +234,11 @@ class TritonPythonModel(runtime.DecoupledModel):
         self.stopping = False
         self.thread = threading.Thread(target=self.loop, name="tritonhf-decode", daemon=True)
         self.thread.start()
+
+    def single_token(self, text):
+        """The id of ``text`` when the tokenizer writes it as one token, else None."""
+        ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        return ids[0] if len(ids) == 1 else None
 
     def warm_grammars(self, ids):
         """One constrained step, so that the first schema a client sends pays only its own compile: xgrammar reads
@@ -269,7 +308,9 @@ class TritonPythonModel(runtime.DecoupledModel):
             )
         chat = runtime.optional_scalar(request, "chat", False, lambda v: True, "a boolean")
         tools, constraint = self.constraint(request, chat)
-        prompt = self.chat_prompt(prompts[0], tools) if chat else prompts[0]
+        kwargs = self.template_kwargs(request, chat)
+        prompt = self.chat_prompt(prompts[0], tools, kwargs) if chat else prompts[0]
+        phase = self.phase(prompt, constraint) if chat and self.reasons else None
         try:
             ids = self.tokenizer(prompt, add_special_tokens=not chat)["input_ids"]
         except (UnicodeError, TypeError, ValueError) as error:  # JSON can carry a lone surrogate into a message
@@ -293,11 +334,55 @@ class TritonPythonModel(runtime.DecoupledModel):
         stops = runtime.optional_strings(request, "stop") or []
         most = runtime.TOP_LOGPROBS_MAX
         logprobs = runtime.optional_scalar(request, "logprobs", None, lambda v: 0 <= v <= most, f"from 0 to {most}")
-        sequence = Sequence(request, self.tokenizer, ids, max_tokens, temperature, top_p, seed, stops, cut, constraint)
+        sequence = Sequence(
+            request, self.tokenizer, ids, max_tokens, temperature, top_p, seed, stops, cut, constraint, phase
+        )
         sequence.logprobs = logprobs
         self.read_penalties(request, sequence)
         self.engine.prepare(sequence, self.grammars)  # BadRequest: what this engine cannot serve
         return sequence
+
+    def template_kwargs(self, request, chat):
+        """The optional input chat_template_kwargs: a JSON object of keywords for the chat template (vLLM's, as
+        ``{"enable_thinking": false}``), never one that names what this template sets itself."""
+        raw = runtime.optional_scalar(request, "chat_template_kwargs", None, lambda v: True, "a JSON object")
+        if raw is None:
+            return {}
+        if not chat:
+            raise runtime.BadRequest("input 'chat_template_kwargs' is for chat=true (the chat template renders it).")
+        try:
+            kwargs = json.loads(raw)
+        except ValueError as error:
+            raise runtime.BadRequest(f"input 'chat_template_kwargs' must be a JSON object ({error}).") from error
+        if not isinstance(kwargs, dict):
+            raise runtime.BadRequest("input 'chat_template_kwargs' must be a JSON object of names to values.")
+        taken = sorted(set(kwargs) & TEMPLATE_ARGUMENTS)
+        if taken:
+            raise runtime.BadRequest(
+                f"input 'chat_template_kwargs' names {', '.join(taken)}, which the server sets itself; send the "
+                "messages and tools in their own fields."
+            )
+        return kwargs
+
+    def phase(self, prompt, constraint):
+        """Where a reasoning model's chat answer starts (``PHASES``); a grammar the engine cannot hold back until the
+        thinking ends is refused by name."""
+        opened = runtime.opened_in_prompt(prompt)
+        phase = next(name for name, value in PHASES.items() if value is opened)
+        markers = {"thinking": self.think_ids[1:], "undecided": self.think_ids}.get(phase, [])  # what a grammar reads
+        held = constraint is not None and constraint.grammar is not None
+        if held and markers and (not self.engine.holds_grammar_back or None in markers):
+            why = (
+                "this engine holds the whole answer to it, thinking included"
+                if not self.engine.holds_grammar_back
+                else "its thinking markers are not single tokens of this tokenizer"
+            )
+            raise runtime.BadRequest(
+                f"input 'json_schema' or 'tools': this model thinks before it answers, and {why}. Send "
+                'chat_template_kwargs {"enable_thinking": false} (a template that takes it answers at once), or '
+                "add the model with --engine transformers."
+            )
+        return phase
 
     def read_penalties(self, request, sequence):
         """top_k, min_p and the penalties, each checked against its range (runtime/ranges.py); a request's own."""
@@ -377,9 +462,9 @@ class TritonPythonModel(runtime.DecoupledModel):
             )
         return ids[over:], max_tokens, over
 
-    def chat_prompt(self, text, tools=None):
+    def chat_prompt(self, text, tools=None, kwargs=None):
         """The prompt of chat messages (with ``tools`` offered: rendered by a template that takes them, else in the
-        generic tool prompt; ``runtime.tools``)."""
+        generic tool prompt; ``runtime.tools``); ``kwargs``: the request's chat_template_kwargs."""
         try:
             messages = json.loads(text)
             if not isinstance(messages, list) or not all(
@@ -399,7 +484,11 @@ class TritonPythonModel(runtime.DecoupledModel):
         messages = runtime.tools.template_messages(messages, tools, takes_tools)
         try:
             return self.tokenizer.apply_chat_template(
-                messages, tools=tools if takes_tools else None, tokenize=False, add_generation_prompt=True
+                messages,
+                tools=tools if takes_tools else None,
+                tokenize=False,
+                add_generation_prompt=True,
+                **(kwargs or {}),
             )
         except Exception as error:  # the template's own rule (roles that must alternate, ...): the caller's to fix
             raise runtime.BadRequest(
@@ -469,6 +558,13 @@ class TritonPythonModel(runtime.DecoupledModel):
             return
         self.metrics.generated.increment(1)
         sequence.next_token = token
+        if sequence.phase == "undecided":  # its first token opened its thinking, or began its answer
+            sequence.phase = "thinking" if token == self.think_ids[0] else "content"
+        elif sequence.phase == "thinking" and token == self.think_ids[1]:
+            sequence.phase = "content"
+            sequence.reply.reasoning_tokens += 1  # its end marker
+        if sequence.phase == "thinking":
+            sequence.reply.reasoning_tokens += 1
         if sequence.logprobs is not None and logprob is None:
             logprob, sequence.logprob = sequence.logprob, None
         sequence.reply.add(token, logprob if sequence.logprobs is not None else None)

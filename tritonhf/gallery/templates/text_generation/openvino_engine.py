@@ -40,6 +40,8 @@ IGNORED = openvino_genai.GenerationStatus.IGNORED
 class OpenVinoEngine:
     """One ``ContinuousBatchingPipeline`` over a GGUF file (or an OpenVINO IR folder) on the CPU."""
 
+    holds_grammar_back = False  # OpenVINO GenAI holds the whole answer to a grammar, from its first token
+
     def __init__(
         self,
         path,

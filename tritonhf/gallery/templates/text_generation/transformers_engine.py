@@ -29,6 +29,8 @@ from transformers.cache_utils import DynamicLayer
 class TransformersEngine:
     """A PyTorch causal LM, batched step by step by this module's own scheduler."""
 
+    holds_grammar_back = True  # a grammar masks each token itself: it can wait for a reasoning model's thinking
+
     def __init__(self, args, params, tokenizer, pad_id, max_running, max_prefill_tokens, advance):
         self.device = runtime.device(args, params)
         self.model = runtime.load_model(AutoModelForCausalLM, args, params, self.device)
@@ -42,6 +44,7 @@ class TransformersEngine:
         self.vocab_size = getattr(self.model.config, "vocab_size", None) or len(tokenizer)  # the logits' width
         self.pad_id, self.max_running, self.max_prefill_tokens = pad_id, max_running, max_prefill_tokens
         self.advance = advance
+        self.think_start = None  # a reasoning model's "<think>" token, set by the template
         self.running = []
         self.cache: Any = None  # the running batch's key/value cache and its attention mask
         self.mask: Any = None
@@ -155,8 +158,13 @@ class TransformersEngine:
         With ``logprobs`` asked, its log-probability (and the best alternatives') under the model's distribution
         (after a grammar's mask, before temperature and top-p) waits in ``sequence.logprob`` for ``advance``."""
         logits = self.penalised(sequence, logits)
-        if sequence.mask is not None:  # a constrained answer: the tokens its grammar forbids now are out
-            logits = sequence.mask.apply(logits)
+        grammar = sequence.mask if sequence.phase != "thinking" else None  # it holds the answer after any thinking
+        if grammar is not None:  # a constrained answer: the tokens its grammar forbids now are out
+            masked = grammar.apply(logits)
+            if sequence.phase == "undecided":  # a reasoning model's first token may still open its thinking
+                opening = self.think_start
+                masked[opening] = logits[opening]
+            logits = masked
         if sequence.logprobs is not None:
             found = torch.log_softmax(logits.float(), dim=-1)
             best = torch.topk(found, sequence.logprobs) if sequence.logprobs else None
@@ -178,8 +186,8 @@ class TransformersEngine:
                 keep = sorted_probs.cumsum(-1) - sorted_probs < sequence.top_p
                 probabilities = torch.zeros_like(probabilities).scatter(0, order[keep], sorted_probs[keep])
             token = int(torch.multinomial(probabilities.cpu(), 1, generator=sequence.generator))
-        if sequence.mask is not None:
-            sequence.mask.accept(token)
+        if grammar is not None and not (sequence.phase == "undecided" and token == self.think_start):
+            grammar.accept(token)
         if sequence.logprobs is not None:
             found, alternatives = sequence.logprob
             sequence.logprob = (float(found[token]), alternatives)
