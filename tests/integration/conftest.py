@@ -60,6 +60,7 @@ def served_stack(make_workspace: Callable[[str], Workspace], tiny: dict[str, Pat
         ("feature-extraction", tiny["st-prompts"], "embed-st", {}),  # pooling, Dense and prompts of its folder
         ("zero-shot", tiny["encoder"], "zeroshot", {"labels": ("positive", "negative")}),
         ("text-generation", tiny["generator"], "writer", {"engine": "transformers"}),  # the transformers engine
+        ("text-generation", tiny["thinker"], "thinker", {"engine": "transformers"}),  # it reasons, by script
         ("rerank", tiny["cross-encoder"], "reranker", {"options": small}),
         ("question-answering", tiny["qa"], "reader", {}),
         ("fill-mask", tiny["masked-lm"], "filler", {}),

@@ -131,7 +131,6 @@ def test_what_cannot_be_served_is_refused_by_name(gateway: Stack) -> None:
     base = {"model": "smollm2", "input": QUESTION, "max_output_tokens": 4}
     cases: list[tuple[dict[str, Any], str, int]] = [
         ({"tools": [{"type": "web_search"}]}, "tools", 400),
-        ({"reasoning": {"effort": "high"}}, "reasoning.effort", 400),
         ({"background": True}, "background", 400),
         ({"conversation": "conv_1"}, "conversation", 400),
         ({"top_logprobs": 2}, "top_logprobs", 400),
@@ -180,3 +179,43 @@ def test_the_agents_sdk_runs_an_agent_with_a_function_tool(gateway: Stack) -> No
 
     final = asyncio.run(streamed())
     assert len(calls) == 2 and calls[0] == calls[1] and final == result.final_output  # greedy: the same run
+
+
+def test_a_reasoning_models_thinking_comes_apart_on_both_routes(gateway: Stack) -> None:
+    from harness.tiny_models import THINKER_SAYS, THINKER_THINKS
+
+    client = _client(gateway)
+    said, thought = THINKER_SAYS.strip(), THINKER_THINKS
+    assert client.models.retrieve("thinker").model_extra["reasoning"] is True  # type: ignore[index]
+    question: Any = [{"role": "user", "content": "tell me about this"}]
+    answer: Any = client.chat.completions.create(model="thinker", messages=question, max_tokens=24)
+    message = answer.choices[0].message
+    assert message.content == said and message.model_extra["reasoning_content"] == thought
+    assert answer.usage.completion_tokens_details.reasoning_tokens > 0
+    chunks = list(client.chat.completions.create(model="thinker", messages=question, max_tokens=24, stream=True))
+    deltas = [chunk.choices[0].delta for chunk in chunks if chunk.choices]
+    assert deltas[0].role == "assistant"  # the first delta carries the role, and it is the thinking's
+    assert "".join((d.model_extra or {}).get("reasoning_content") or "" for d in deltas) == thought
+    assert "".join(d.content or "" for d in deltas) == said
+    off = {"chat_template_kwargs": {"enable_thinking": False}}
+    plain: Any = client.chat.completions.create(model="thinker", messages=question, max_tokens=24, extra_body=off)
+    assert plain.choices[0].message.content == said and "reasoning_content" not in plain.choices[0].message.model_extra
+
+    # the Responses API: a reasoning item first, whole and streamed; effort "none" turns the thinking off
+    response: Any = client.responses.create(model="thinker", input="tell me about this", max_output_tokens=24)
+    reasoning, _ = response.output
+    assert reasoning.type == "reasoning" and reasoning.content[0].text == thought and response.output_text == said
+    thinking = answer.usage.completion_tokens_details.reasoning_tokens
+    assert response.usage.output_tokens_details.reasoning_tokens == thinking
+    events = list(client.responses.create(model="thinker", input="tell me about this", max_output_tokens=24,
+                                          stream=True))  # fmt: skip
+    assert "".join(e.delta for e in events if e.type == "response.reasoning_text.delta") == thought
+    assert "".join(e.delta for e in events if e.type == "response.output_text.delta") == said
+    done = [(e.output_index, e.item.type) for e in events if e.type == "response.output_item.done"]
+    assert done == [(0, "reasoning"), (1, "message")]
+    quick: Any = client.responses.create(model="thinker", input="tell me about this", max_output_tokens=24,
+                                         reasoning={"effort": "none"})  # fmt: skip
+    assert [item.type for item in quick.output] == ["message"] and quick.output_text == said
+    with pytest.raises(openai.BadRequestError, match="does not think") as refused:
+        client.responses.create(model="smollm2", input=QUESTION, max_output_tokens=4, reasoning={"effort": "high"})
+    assert refused.value.body["param"] == "reasoning.effort"  # type: ignore[index]

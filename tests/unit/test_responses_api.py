@@ -25,7 +25,7 @@ def test_the_store_keeps_the_newest_for_a_while_and_names_what_it_no_longer_has(
     brief = ResponseStore(size=10, seconds=0.05)
     brief.put({"id": "resp_x"}, [])
     time.sleep(0.1)
-    with pytest.raises(GatewayError, match="resp_x.*expired"):
+    with pytest.raises(GatewayError, match=r"resp_x.*expired"):
         brief.get("resp_x")
 
 

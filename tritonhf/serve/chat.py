@@ -2,8 +2,9 @@
 (``responses.py``) differ in their shapes only.
 
 A request becomes chat messages and SDK options; each answer is one generation on the model's template, opened (and
-so checked) before the HTTP response starts; its text is read whole or as content deltas, held back while it may
-still be a tool call. The same template call, grammars and limits serve both routes.
+so checked) before the HTTP response starts; its text is read whole or as deltas (a reasoning model's thinking, then
+the content, held back while it may still be a tool call). The same template call, grammars and limits serve both
+routes.
 """
 
 from __future__ import annotations
@@ -175,36 +176,50 @@ async def full_text(stream: AsyncTextStream, first: str | None) -> str:
         await stream.aclose()
 
 
-async def content_deltas(chat: ChatStream) -> AsyncIterator[str]:
-    """One choice's content as it may be shown: as it comes (the first piece at once, to carry the role, when no call
-    can come), held back while it may still be a tool call; once the stream ends, what was held back when no call
-    came. The calls themselves are the stream's ``tool_calls`` after the last piece."""
-    text, sent, started = "", 0, False
-    async for chunk in streamed(chat.stream, chat.first):
+async def deltas(chat: ChatStream) -> AsyncIterator[tuple[str, str]]:
+    """One choice's answer as it may be shown, as ("reasoning", text) and ("content", text) pieces: a reasoning
+    model's thinking as it grows (before any content); the content as it comes (the first piece at once, to carry the
+    role, when no call can come), held back while it may still be a tool call; once the stream ends, what was held
+    back when no call came. The calls themselves are the stream's ``tool_calls`` after the last piece."""
+    stream = chat.stream
+    text, sent, thought, started = "", 0, 0, False
+    async for chunk in streamed(stream, chat.first):
+        if len(stream.reasoning) > thought:
+            yield "reasoning", stream.reasoning[thought:]
+            thought = len(stream.reasoning)
         text += chunk
         safe = tools_module.safe_to_stream(text) if chat.calling else len(text)
-        if safe > sent or (not started and not chat.calling):
-            yield text[sent:safe]
+        if safe > sent or (not started and not chat.calling and chunk):
+            yield "content", text[sent:safe]
             started, sent = True, max(sent, safe)
-    if not chat.stream.tool_calls and sent < len(text):  # held back, and no call came: it was content
-        yield text[sent:]
+    if len(stream.reasoning) > thought:
+        yield "reasoning", stream.reasoning[thought:]
+    if not stream.tool_calls and sent < len(text):  # held back, and no call came: it was content
+        yield "content", text[sent:]
 
 
-def stream_usage(stream: AsyncTextStream) -> dict[str, int]:
+def stream_usage(stream: AsyncTextStream) -> dict[str, Any]:
     """OpenAI's usage; ``prompt_tokens_cut`` (not OpenAI's) says how much of a prompt ``truncate`` cut."""
     found_usage = stream.usage
     prompt, completion = (found_usage.prompt_tokens, found_usage.completion_tokens) if found_usage else (0, 0)
-    found = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+    found: dict[str, Any] = {"prompt_tokens": prompt, "completion_tokens": completion,
+                             "total_tokens": prompt + completion}  # fmt: skip
     if found_usage and found_usage.prompt_tokens_cut:
         found["prompt_tokens_cut"] = found_usage.prompt_tokens_cut
+    if found_usage and found_usage.reasoning_tokens:  # OpenAI's field for them
+        found["completion_tokens_details"] = {"reasoning_tokens": found_usage.reasoning_tokens}
     return found
 
 
-def usage_of(chats: Sequence[ChatStream]) -> dict[str, int]:
+def usage_of(chats: Sequence[ChatStream]) -> dict[str, Any]:
     """The usage of one answer of several choices: the prompt counted once, every choice's tokens."""
     found = stream_usage(chats[0].stream)
     for chat in chats[1:]:
-        found["completion_tokens"] += stream_usage(chat.stream)["completion_tokens"]
+        more = stream_usage(chat.stream)
+        found["completion_tokens"] += more["completion_tokens"]
+        if "completion_tokens_details" in more:
+            details = found.setdefault("completion_tokens_details", {"reasoning_tokens": 0})
+            details["reasoning_tokens"] += more["completion_tokens_details"]["reasoning_tokens"]
     found["total_tokens"] = found["prompt_tokens"] + found["completion_tokens"]
     return found
 

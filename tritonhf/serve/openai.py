@@ -32,7 +32,7 @@ from tritonhf.serve.chat import (
     calls_message,
     chat_param,
     check_unicode,
-    content_deltas,
+    deltas,
     full_text,
     json_format,
     merged,
@@ -88,6 +88,11 @@ def _generation_options(body: GenerationBody) -> dict[str, Any]:
             "stop": stop or None, "truncate": body.truncate}  # fmt: skip
 
 
+def _chat_options(body: ChatBody) -> dict[str, Any]:
+    """A chat body's SDK options: a generation's, and the keywords for the chat template."""
+    return {**_generation_options(body), "chat_template_kwargs": body.chat_template_kwargs or None}
+
+
 def _messages(body: ChatBody) -> list[dict[str, Any]]:
     messages: list[dict[str, Any]] = []
     for index, message in enumerate(body.messages):
@@ -137,9 +142,10 @@ async def retrieve_model(model_id: str, request: Request) -> dict[str, Any]:
 
 def _model_card(model: ModelInfo) -> dict[str, Any]:
     """OpenAI's model object, with the task, whether each answer is batch-invariant and whether the vectors may be
-    cut (``dimensions``): tritonhf's fields."""
+    cut (``dimensions``) and whether it thinks before it answers (``reasoning``): tritonhf's fields."""
     card = {"id": model.name, "object": "model", "created": 0, "owned_by": "tritonhf", "task": model.task}
-    return {**card, "batch_invariant": model.batch_invariant, "matryoshka": model.matryoshka}
+    return {**card, "batch_invariant": model.batch_invariant, "matryoshka": model.matryoshka,
+            "reasoning": model.reasoning}  # fmt: skip
 
 
 def _response_format(body: GenerationBody) -> dict[str, Any] | None:
@@ -186,7 +192,7 @@ def _calls_message(calls: Sequence[ToolCall]) -> list[dict[str, Any]]:
 )
 async def chat_completions(body: ChatBody, request: Request) -> dict[str, Any] | Response:
     client = client_of(request)
-    options = _generation_options(body)
+    options = _chat_options(body)
     if body.top_logprobs is not None and not body.logprobs:
         raise refused("top_logprobs", "needs logprobs: true.")
     if body.logprobs:
@@ -234,6 +240,8 @@ async def _chat_full(head: _Head, chats: Sequence[ChatStream], request: Request)
         if stream.tool_calls:
             message = {"role": "assistant", "content": stream.content or None,
                        "tool_calls": calls_message(stream.tool_calls)}  # fmt: skip
+        if stream.reasoning:  # a reasoning model's thinking, apart from its answer (vLLM's and DeepSeek's field)
+            message["reasoning_content"] = stream.reasoning
         choices.append({"index": chat.index, "message": message, "finish_reason": stream.finish_reason or "stop",
                         "logprobs": _chat_logprobs(stream.logprobs) if chat.logprobs else None})  # fmt: skip
     return {"id": head.ident, "object": "chat.completion", "created": head.created, "model": head.model,
@@ -262,9 +270,10 @@ async def _choice_events(head: _Head, chat: ChatStream) -> AsyncIterator[dict[st
         found, told = stream.logprobs[told:], len(stream.logprobs)
         return _chat_logprobs(found)
 
-    async for piece in content_deltas(chat):
-        delta = {**role, "content": piece}
-        yield head.chunk([{"index": index, "delta": delta, "logprobs": logprobs(), "finish_reason": None}])
+    async for kind, piece in deltas(chat):  # a reasoning model's thinking first: reasoning_content (vLLM's name)
+        delta = {**role, ("content" if kind == "content" else "reasoning_content"): piece}
+        found = logprobs() if kind == "content" else None
+        yield head.chunk([{"index": index, "delta": delta, "logprobs": found, "finish_reason": None}])
         role = {}
     for delta in _call_deltas(stream.tool_calls):
         yield head.chunk([{"index": index, "delta": {**role, **delta}, "logprobs": None, "finish_reason": None}])

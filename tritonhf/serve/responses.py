@@ -23,6 +23,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from tritonhf.errors import ClientError
+from tritonhf.sdk import AsyncClient
 from tritonhf.sdk.results import ToolCall
 from tritonhf.serve.chat import (
     ChatCall,
@@ -30,7 +31,7 @@ from tritonhf.serve.chat import (
     argument_fragments,
     calls_message,
     check_unicode,
-    content_deltas,
+    deltas,
     full_text,
     json_format,
     open_chats,
@@ -136,7 +137,28 @@ def _input_messages(body: ResponsesBody) -> list[dict[str, Any]]:
     return messages
 
 
-def _call(body: ResponsesBody, model: str, history: list[dict[str, Any]]) -> ChatCall:
+async def _template_kwargs(client: AsyncClient, name: str, body: ResponsesBody) -> dict[str, Any] | None:
+    """The chat template's keywords: the request's own (vLLM's ``chat_template_kwargs``), and for a reasoning model
+    asked for no reasoning effort ('none', 'minimal'), ``enable_thinking: false``. An effort asked of a model that
+    does not think is refused, as OpenAI refuses it for its models that do not reason."""
+    kwargs = dict(body.chat_template_kwargs or {})
+    effort = body.reasoning.effort if body.reasoning else None
+    if effort is None:
+        return kwargs or None
+    info = {m.name: m for m in await client.models()}.get(name)
+    thinking = info is not None and info.reasoning
+    if effort in ("none", "minimal"):
+        if thinking:
+            kwargs.setdefault("enable_thinking", False)
+    elif not thinking:
+        raise refused("reasoning.effort", f"is '{effort}': '{name}' does not think before it answers (its chat "
+                      "template writes no <think> block); leave reasoning out.")  # fmt: skip
+    return kwargs or None
+
+
+def _call(
+    body: ResponsesBody, model: str, history: list[dict[str, Any]], template_kwargs: dict[str, Any] | None
+) -> ChatCall:
     """The chat call a Responses request asks for."""
     messages = [*history, *_input_messages(body)]
     if not messages:
@@ -145,7 +167,8 @@ def _call(body: ResponsesBody, model: str, history: list[dict[str, Any]]) -> Cha
         messages = [{"role": "system", "content": body.instructions}, *messages]
     options = sampling_options(body)
     stop = [body.stop] if isinstance(body.stop, str) else body.stop
-    options.update(max_tokens=body.max_output_tokens, stop=stop or None, truncate=body.truncation == "auto")
+    options.update(max_tokens=body.max_output_tokens, stop=stop or None, truncate=body.truncation == "auto",
+                   chat_template_kwargs=template_kwargs)  # fmt: skip
     if body.top_logprobs is not None and not body.include:
         raise refused("top_logprobs", "needs include: ['message.output_text.logprobs'].")
     if body.include:
@@ -163,12 +186,10 @@ def _call(body: ResponsesBody, model: str, history: list[dict[str, Any]]) -> Cha
 @router.post("/v1/responses", response_model=None, responses=documented(ResponseObject, OpenAIError, stream=True))
 async def create_response(body: ResponsesBody, request: Request) -> dict[str, Any] | Response:
     client, store = client_of(request), store_of(request)
-    if body.reasoning is not None and body.reasoning.effort not in (None, "none", "minimal"):
-        raise refused("reasoning.effort", "asks the model to think; this model's chat template does not.")
     history = store.get(body.previous_response_id, "previous_response_id").conversation if (
         body.previous_response_id) else []  # fmt: skip
     name = await model_for(client, body.model, ("text-generation",), "/v1/responses")
-    call = _call(body, name, history)
+    call = _call(body, name, history, await _template_kwargs(client, name, body))
     (chat,) = await open_chats(client, call, 1, responses_param)
     answer = _Answer(body, call, chat, f"resp_{uuid.uuid4().hex}", int(time.time()), store)
     if body.stream:
@@ -199,6 +220,12 @@ def _message(ident: str, text: str, status: str, logprobs: list[dict[str, Any]] 
     content = [{"type": "output_text", "text": text, "annotations": [], "logprobs": logprobs or []}] if status != (
         "in_progress") else []  # fmt: skip
     return {"type": "message", "id": ident, "status": status, "role": "assistant", "content": content}
+
+
+def _reasoning(ident: str, text: str, status: str) -> dict[str, Any]:
+    """A reasoning item: the model's whole thinking as its content (no summary is made)."""
+    content = [{"type": "reasoning_text", "text": text}] if status != "in_progress" else []
+    return {"type": "reasoning", "id": ident, "summary": [], "content": content, "status": status}
 
 
 def _function_call(ident: str, call: ToolCall, arguments: str, status: str) -> dict[str, Any]:
@@ -236,7 +263,7 @@ class _Answer:
             "output": output,
             "parallel_tool_calls": body.parallel_tool_calls if body.parallel_tool_calls is not None else True,
             "previous_response_id": body.previous_response_id,
-            "reasoning": {"effort": None, "summary": None},
+            "reasoning": {"effort": body.reasoning.effort if body.reasoning else None, "summary": None},
             "store": body.store,
             "temperature": body.temperature if body.temperature is not None else 0.0,
             "text": {"format": text_format},
@@ -252,8 +279,9 @@ class _Answer:
 
     def usage(self) -> dict[str, Any]:
         found = stream_usage(self.chat.stream)
+        thought = found.get("completion_tokens_details", {}).get("reasoning_tokens", 0)
         return {"input_tokens": found["prompt_tokens"], "input_tokens_details": {"cached_tokens": 0},
-                "output_tokens": found["completion_tokens"], "output_tokens_details": {"reasoning_tokens": 0},
+                "output_tokens": found["completion_tokens"], "output_tokens_details": {"reasoning_tokens": thought},
                 "total_tokens": found["total_tokens"]}  # fmt: skip
 
     def logprobs(self) -> list[dict[str, Any]] | None:
@@ -265,8 +293,9 @@ class _Answer:
         stream = self.chat.stream
         status = "incomplete" if stream.finish_reason == "length" else "completed"
         content = (stream.content or "") if stream.tool_calls else text
-        items = [] if stream.tool_calls and not content else [_message(_item_id("msg"), content, status,
-                                                                         self.logprobs())]  # fmt: skip
+        items = [_reasoning(_item_id("rs"), stream.reasoning, "completed")] if stream.reasoning else []
+        if content or not stream.tool_calls:
+            items.append(_message(_item_id("msg"), content, status, self.logprobs()))
         items += [_function_call(_item_id("fc"), call, call.arguments, "completed") for call in stream.tool_calls]
         return items
 
@@ -298,8 +327,9 @@ class _Answer:
     async def events(self) -> AsyncIterator[dict[str, Any]]:
         """The typed events: created, in_progress; the message's item, part and text deltas; each call's item and
         argument deltas; then completed (or incomplete), or failed with the error."""
-        yield self.event("response.created", response=self.response("in_progress", []))
-        yield self.event("response.in_progress", response=self.response("in_progress", []))
+        started = self.response("in_progress", [])
+        yield self.event("response.created", response=started)
+        yield self.event("response.in_progress", response=started)
         try:
             output: list[dict[str, Any]] = []
             async for event in self._output_events(output):
@@ -315,32 +345,35 @@ class _Answer:
                          response=final)  # fmt: skip
 
     async def _output_events(self, output: list[dict[str, Any]]) -> AsyncIterator[dict[str, Any]]:
-        stream, ident, text, told = self.chat.stream, _item_id("msg"), "", 0
-        where = {"item_id": ident, "output_index": 0, "content_index": 0}
-        opened = False
-        async for piece in content_deltas(self.chat):
-            if not opened:
-                yield self.event("response.output_item.added", output_index=0, item=_message(ident, "", "in_progress",
-                                                                                            None))  # fmt: skip
-                part = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
-                yield self.event("response.content_part.added", **where, part=part)
-                opened = True
-            if piece:
+        """The output items' events: a reasoning model's thinking (a reasoning item), the message, each call."""
+        stream, told = self.chat.stream, 0
+        opened: dict[str, Any] | None = None  # the item whose part is streaming: {"kind", "id", "text"}
+        async for kind, piece in deltas(self.chat):
+            if opened is not None and opened["kind"] != kind:  # the thinking ended: its item is done
+                for event in self._part_done(opened, output):
+                    yield event
+                opened = None
+            if opened is None:
+                opened = {"kind": kind, "id": _item_id("rs" if kind == "reasoning" else "msg"), "text": ""}
+                for event in self._part_added(opened, len(output)):
+                    yield event
+            if not piece:
+                continue
+            where = {"item_id": opened["id"], "output_index": len(output), "content_index": 0}
+            opened["text"] += piece
+            if kind == "reasoning":
+                yield self.event("response.reasoning_text.delta", **where, delta=piece)
+            else:
                 fresh = token_logprobs(stream.logprobs[told:]) if self.logprobs() is not None else []
                 told = len(stream.logprobs)
                 yield self.event("response.output_text.delta", **where, delta=piece, logprobs=fresh)
-                text += piece
-        if opened or not stream.tool_calls:
-            if not opened:  # an empty answer: an empty message
-                yield self.event("response.output_item.added", output_index=0, item=_message(ident, "", "in_progress",
-                                                                                            None))  # fmt: skip
-            status = "incomplete" if stream.finish_reason == "length" else "completed"
-            item = _message(ident, text, status, self.logprobs())
-            part = item["content"][0]
-            yield self.event("response.output_text.done", **where, text=text, logprobs=part["logprobs"])
-            yield self.event("response.content_part.done", **where, part=part)
-            yield self.event("response.output_item.done", output_index=0, item=item)
-            output.append(item)
+        if opened is None and not stream.tool_calls:  # an empty answer: an empty message
+            opened = {"kind": "content", "id": _item_id("msg"), "text": ""}
+            for event in self._part_added(opened, len(output)):
+                yield event
+        if opened is not None:
+            for event in self._part_done(opened, output):
+                yield event
         for call in stream.tool_calls:
             index, call_ident = len(output), _item_id("fc")
             yield self.event("response.output_item.added", output_index=index,
@@ -353,3 +386,28 @@ class _Answer:
             item = _function_call(call_ident, call, call.arguments, "completed")
             yield self.event("response.output_item.done", output_index=index, item=item)
             output.append(item)
+
+    def _part_added(self, opened: dict[str, Any], index: int) -> list[dict[str, Any]]:
+        part: dict[str, Any] = {"type": "reasoning_text", "text": ""}
+        if opened["kind"] == "reasoning":
+            item = _reasoning(opened["id"], "", "in_progress")
+        else:
+            item = _message(opened["id"], "", "in_progress", None)
+            part = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
+        where = {"item_id": opened["id"], "output_index": index, "content_index": 0}
+        return [self.event("response.output_item.added", output_index=index, item=item),
+                self.event("response.content_part.added", **where, part=part)]  # fmt: skip
+
+    def _part_done(self, opened: dict[str, Any], output: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        index, text = len(output), opened["text"]
+        where = {"item_id": opened["id"], "output_index": index, "content_index": 0}
+        if opened["kind"] == "reasoning":
+            item = _reasoning(opened["id"], text, "completed")
+            done = self.event("response.reasoning_text.done", **where, text=text)
+        else:
+            status = "incomplete" if self.chat.stream.finish_reason == "length" else "completed"
+            item = _message(opened["id"], text, status, self.logprobs())
+            done = self.event("response.output_text.done", **where, text=text, logprobs=item["content"][0]["logprobs"])
+        output.append(item)
+        return [done, self.event("response.content_part.done", **where, part=item["content"][0]),
+                self.event("response.output_item.done", output_index=index, item=item)]  # fmt: skip

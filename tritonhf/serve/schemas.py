@@ -204,6 +204,10 @@ class ChatBody(GenerationBody):
         le=TOP_LOGPROBS_MAX,
         description="With logprobs: this many alternatives per token (the OpenVINO engine: 0).",
     )
+    chat_template_kwargs: dict[str, Any] | None = Field(
+        default=None,
+        description="Not OpenAI's (vLLM's): keywords for the model's chat template, as {'enable_thinking': false}.",
+    )
     functions: list[Any] | None = Field(default=None, max_length=0, description="Not supported: send 'tools'.")
     function_call: Literal["none"] | None = Field(default=None, description="Not supported: send 'tool_choice'.")
 
@@ -354,7 +358,13 @@ class ResponsesBody(Sampling):
     background: Literal[False] = Field(default=False, description="Not supported: each response is answered at once.")
     conversation: None = Field(default=None, description="Not supported: send previous_response_id.")
     prompt: None = Field(default=None, description="Not supported (stored prompt templates): send input.")
-    max_tool_calls: int | None = Field(default=None, ge=1, le=MAX_TOOLS)
+    max_tool_calls: int | None = Field(
+        default=None, ge=1, description="Accepted: it bounds hosted tools' calls, and this server has none."
+    )
+    chat_template_kwargs: dict[str, Any] | None = Field(
+        default=None,
+        description="Not OpenAI's (vLLM's): keywords for the model's chat template, as {'enable_thinking': false}.",
+    )
 
 
 class EmbeddingBody(_Body):
@@ -482,6 +492,8 @@ class ModelCard(_Answer):
     task: str | None
     batch_invariant: bool = Field(description="False only where the model was added with batch_invariant=false.")
     matryoshka: bool = Field(description="True where /v1/embeddings takes 'dimensions' (--param matryoshka=true).")
+    reasoning: bool = Field(default=False, description="True where the model thinks before it answers "
+                            "(reasoning_content, reasoning items).")  # fmt: skip
 
 
 class ModelList(_Answer):
@@ -494,12 +506,16 @@ class Usage(_Answer):
     completion_tokens: int = 0
     total_tokens: int
     prompt_tokens_cut: int | None = Field(default=None, description="With truncate=true: prompt tokens cut.")
+    completion_tokens_details: dict[str, int] | None = Field(
+        default=None, description="A reasoning model's: reasoning_tokens, those of its thinking."
+    )
 
 
 class AssistantMessage(_Answer):
     role: Literal["assistant"]
     content: str | None
     tool_calls: list[MessageToolCall] | None = None
+    reasoning_content: str | None = Field(default=None, description="A reasoning model's thinking (vLLM's field).")
 
 
 class TopLogprob(_Answer):

@@ -14,6 +14,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
+import orjson
 from fastapi import Request
 from fastapi.responses import StreamingResponse
 from fastapi.sse import format_sse_event
@@ -25,6 +26,7 @@ from tritonhf.sdk import AsyncClient
 from tritonhf.sdk.aio import AsyncResponseStream
 from tritonhf.serve.coalesce import Coalescer
 from tritonhf.serve.errors import GatewayError, internal_error
+from tritonhf.serve.jsonbody import OPTIONS
 from tritonhf.serve.tokenizers import Tokenizers, byte_bound, count
 
 LOG = logging.getLogger("tritonhf.gateway")
@@ -194,7 +196,7 @@ def sse(
         try:
             async for event in events:
                 name = str(event["type"]) if named else None
-                yield format_sse_event(data_str=json.dumps(event), event=name)
+                yield format_sse_event(data_str=orjson.dumps(event, option=OPTIONS).decode(), event=name)
             if done:
                 yield format_sse_event(data_str="[DONE]")
         except ClientError as error:  # after the first chunk: report it in the stream, as OpenAI and TEI do
