@@ -305,6 +305,21 @@ def test_n_choices_each_their_own_generation_reproducible_with_a_seed() -> None:
                                                      stream=True, stream_options={"include_usage": True}))  # fmt: skip
         with pytest.raises(openai.BadRequestError, match="n"):
             client.chat.completions.create(model="writer", messages=messages, n=CHOICES_MAX + 1)  # type: ignore[arg-type]
+        # the legacy completions: each prompt's n choices together, in OpenAI's order; streamed by index
+        completed = client.completions.create(model="writer", prompt=["a", "b"], n=2, seed=7, temperature=1)
+        pieces = list(client.completions.create(model="writer", prompt="a", n=3, seed=7, temperature=1, stream=True,
+                                                stream_options={"include_usage": True}))  # fmt: skip
+    assert [choice.text for choice in completed.choices] == ["seed 7 done", "seed 8 done"] * 2
+    assert completed.usage is not None and (completed.usage.prompt_tokens, completed.usage.completion_tokens) == (10, 8)
+    pieced: dict[int, str] = {}
+    for piece in pieces:
+        for part in piece.choices:
+            pieced[part.index] = pieced.get(part.index, "") + part.text
+    assert pieced == {0: "seed 7 done", 1: "seed 8 done", 2: "seed 9 done"}
+    assert pieces[-1].usage is not None and (pieces[-1].usage.prompt_tokens, pieces[-1].usage.completion_tokens) == (
+        5,
+        6,
+    )
     texts = {choice.index: choice.message.content for choice in full.choices}
     assert texts == {0: "seed 7 done", 1: "seed 8 done", 2: "seed 9 done"}
     assert texts == {choice.index: choice.message.content for choice in again.choices}

@@ -349,3 +349,24 @@ def test_logit_bias_on_the_transformers_engine(generator: Any, tiny: dict[str, P
     assert tokenizer(text_of(alone(logit_bias=json.dumps({str(greedy[0]): -100}))))["input_ids"][0] != greedy[0]
     bad = alone(logit_bias=json.dumps({"999999": 1}))
     assert "logit_bias" in bad.sender.responses[0].error().message()
+
+
+def test_a_repetition_penalty_answers_as_generate_does(generator: Any, tiny: dict[str, Path]) -> None:
+    """vLLM's and transformers' repetition_penalty (a repeated token's logit divided when positive, multiplied when
+    negative, over the prompt's and the answer's tokens): the greedy answer is what generate() gives with it, and
+    so are top_k=1 and a min_p that only the likeliest token passes, at any temperature."""
+    from transformers import AutoModelForCausalLM
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny["generator"])
+    model = AutoModelForCausalLM.from_pretrained(tiny["generator"]).eval()
+    for prompt, penalty in (("the movie the movie the movie", 1.8), ("tell me a story about a cat", 1.3),
+                            ("i love this", 0.7)):  # fmt: skip
+        ids = tokenizer(prompt, return_tensors="pt")
+        out = model.generate(**ids, max_new_tokens=24, do_sample=False, repetition_penalty=penalty,
+                             pad_token_id=tokenizer.eos_token_id)  # fmt: skip
+        expected = tokenizer.decode(out[0, ids["input_ids"].shape[1] :], skip_special_tokens=True)
+        for options in ({}, {"temperature": 1.0, "top_k": 1, "seed": 4}, {"temperature": 0.5, "min_p": 1.0, "seed": 5}):
+            found = request(prompt, max_tokens=24, repetition_penalty=penalty, **options)
+            generator.execute([found])
+            run(generator)
+            assert text_of(found) == expected, (prompt, penalty, options)

@@ -113,11 +113,15 @@ class ChatStream:
 class Streams:
     """Several choices' streams, closed together (a client that leaves cancels every generation)."""
 
-    chats: Sequence[ChatStream]
+    streams: Sequence[AsyncTextStream]
+
+    @classmethod
+    def of(cls, chats: Sequence[ChatStream]) -> Streams:
+        return cls([chat.stream for chat in chats])
 
     async def aclose(self) -> None:
-        for chat in self.chats:
-            await chat.stream.aclose()
+        for stream in self.streams:
+            await stream.aclose()
 
 
 @dataclass(frozen=True)
@@ -152,7 +156,7 @@ async def open_chats(
             stream, first = await open_stream(opening, param)
             chats.append(ChatStream(stream, first, asked, call.calling, index))
     except BaseException:
-        await Streams(chats).aclose()
+        await Streams.of(chats).aclose()
         raise
     return chats
 

@@ -32,6 +32,7 @@ from tritonhf.serve.chat import (
     calls_message,
     chat_param,
     check_unicode,
+    choice_seeds,
     deltas,
     full_text,
     json_format,
@@ -208,7 +209,7 @@ async def chat_completions(body: ChatBody, request: Request) -> dict[str, Any] |
     if not body.stream:
         return await _chat_full(head, chats, request)
     include_usage = bool(body.stream_options and body.stream_options.include_usage)
-    return sse(_chat_events(head, chats, include_usage), Streams(chats))
+    return sse(_chat_events(head, chats, include_usage), Streams.of(chats))
 
 
 @dataclass(frozen=True)
@@ -231,7 +232,7 @@ async def _chat_full(head: _Head, chats: Sequence[ChatStream], request: Request)
     except ClientGone:
         return Response(status_code=CLIENT_GONE)
     except BaseException:
-        await Streams(chats).aclose()
+        await Streams.of(chats).aclose()
         raise
     choices = []
     for chat, text in zip(chats, texts):
@@ -292,50 +293,80 @@ async def completions(body: CompletionBody, request: Request) -> dict[str, Any] 
         raise refused("prompt", "must be a string or a list of strings (token ids are not accepted).")
     if body.stream and len(prompts) != 1:
         raise refused("prompt", "must be a single string when stream=true.")
-    check_count(request, len(prompts), "prompt")
+    check_count(request, len(prompts) * body.n, "prompt")  # every choice of every prompt is a generation
     name = await model_for(client, body.model, ("text-generation",), "/v1/completions")
     format_ = _response_format(body)
     ident, created = f"cmpl-{uuid.uuid4().hex}", int(time.time())
+    base = {"id": ident, "object": "text_completion", "created": created, "model": name}
+    seeds = choice_seeds(body.n, options["seed"])  # with a seed, n reproducible choices: seed, seed + 1 ...
+
+    async def opened(prompt: str, seed: int | None) -> tuple[AsyncTextStream, str | None]:
+        call = client.generate(prompt, model=name, stream=True, response_format=format_, **{**options, "seed": seed})
+        return await open_stream(call, chat_param)
+
     if body.stream:
-        call = client.generate(str(prompts[0]), model=name, stream=True, response_format=format_, **options)
-        stream, first = await open_stream(call, chat_param)
+        streams: list[tuple[AsyncTextStream, str | None]] = []
+        try:  # each choice opened (so checked) before the answer starts
+            for seed in seeds:
+                streams.append(await opened(str(prompts[0]), seed))
+        except BaseException:
+            await Streams([stream for stream, _ in streams]).aclose()
+            raise
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
 
-        async def events() -> AsyncIterator[dict[str, Any]]:
-            base = {"id": ident, "object": "text_completion", "created": created, "model": name}
+        async def choice(index: int, stream: AsyncTextStream, first: str | None) -> AsyncIterator[dict[str, Any]]:
             told, offset = 0, 0
             async for chunk in streamed(stream, first):
                 found = None
                 if body.logprobs is not None:
                     found = _completion_logprobs(stream.logprobs[told:], body.logprobs, offset)
                     told, offset = len(stream.logprobs), offset + len(chunk)
-                yield {**base, "choices": [{"index": 0, "text": chunk, "finish_reason": None, "logprobs": found}]}
-            final = {"index": 0, "text": "", "finish_reason": stream.finish_reason or "stop", "logprobs": None}
+                if chunk or found:
+                    yield {**base, "choices": [{"index": index, "text": chunk, "finish_reason": None,
+                                                "logprobs": found}]}  # fmt: skip
+            final = {"index": index, "text": "", "finish_reason": stream.finish_reason or "stop", "logprobs": None}
             yield {**base, "choices": [final]}
+
+        async def events() -> AsyncIterator[dict[str, Any]]:
+            async for event in merged([choice(index, *found) for index, found in enumerate(streams)]):
+                yield event
             if include_usage:
-                yield {**base, "choices": [], "usage": stream_usage(stream)}
+                yield {**base, "choices": [], "usage": _completion_usage([s for s, _ in streams], body.n)}
 
-        return sse(events(), stream)
+        return sse(events(), Streams([stream for stream, _ in streams]))
 
-    async def one(prompt: str) -> tuple[str, AsyncTextStream]:
-        call = client.generate(prompt, model=name, stream=True, response_format=format_, **options)
-        stream, first = await open_stream(call, chat_param)
+    async def one(prompt: str, seed: int | None) -> tuple[str, AsyncTextStream]:
+        stream, first = await opened(prompt, seed)
         return await full_text(stream, first), stream
 
-    try:  # the prompts run at once (Triton batches them); a client that leaves cancels them all
-        answers = await unless_disconnected(request, asyncio.gather(*(one(str(p)) for p in prompts)))
+    try:  # the prompts and their choices run at once (Triton batches them); a client that leaves cancels them all
+        answers = await unless_disconnected(
+            request, asyncio.gather(*(one(str(p), seed) for p in prompts for seed in seeds))
+        )
     except ClientGone:
         return Response(status_code=CLIENT_GONE)
-    choices, usage = [], {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
-    for index, (text, stream) in enumerate(answers):
+    choices = []
+    for index, (text, stream) in enumerate(answers):  # OpenAI's order: each prompt's n choices together
         found = _completion_logprobs(stream.logprobs, body.logprobs, 0) if body.logprobs is not None else None
         choices.append(
             {"index": index, "text": text, "finish_reason": stream.finish_reason or "stop", "logprobs": found}
         )
-        for key, value in stream_usage(stream).items():
-            usage[key] = usage.get(key, 0) + value
-    return {"id": ident, "object": "text_completion", "created": created, "model": name, "choices": choices,
-            "usage": usage}  # fmt: skip
+    usage = _completion_usage([stream for _, stream in answers], body.n)
+    return {**base, "choices": choices, "usage": usage}
+
+
+def _completion_usage(streams: Sequence[AsyncTextStream], n: int) -> dict[str, int]:
+    """The usage of a completion: each prompt counted once (its first choice's), every choice's tokens."""
+    found = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+    for index, stream in enumerate(streams):
+        usage = stream_usage(stream)
+        if index % n == 0:
+            found["prompt_tokens"] += usage["prompt_tokens"]
+            if "prompt_tokens_cut" in usage:
+                found["prompt_tokens_cut"] = found.get("prompt_tokens_cut", 0) + usage["prompt_tokens_cut"]
+        found["completion_tokens"] += usage["completion_tokens"]
+    found["total_tokens"] = found["prompt_tokens"] + found["completion_tokens"]
+    return found
 
 
 EMBEDDING_TASKS = ("feature-extraction", "zero-shot-image-classification")  # texts: either; images: image-text

@@ -171,7 +171,12 @@ class GenerationBody(Sampling):
     stop: str | list[str] | None = Field(default=None, description="The text ends before the first of these.")
     stream: bool = False
     stream_options: StreamOptions | None = None
-    n: int = Field(default=1, ge=1, le=1, description="Only 1: each request generates one answer.")
+    n: int = Field(
+        default=1,
+        ge=1,
+        le=CHOICES_MAX,
+        description="Choices, each its own generation (with a seed: seed, seed + 1 ...).",
+    )
     response_format: TextFormat | JsonObjectFormat | JsonSchemaFormat | None = Field(
         default=None,
         discriminator="type",
@@ -184,12 +189,6 @@ class GenerationBody(Sampling):
 
 class ChatBody(GenerationBody):
     messages: list[ChatMessage]
-    n: int = Field(
-        default=1,
-        ge=1,
-        le=CHOICES_MAX,
-        description="Choices, each its own generation (with a seed: seed, seed + 1 ...).",
-    )
     tools: list[ChatTool] | None = Field(
         default=None, max_length=MAX_TOOLS, description="Functions the model may call (OpenAI's function tools)."
     )
