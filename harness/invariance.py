@@ -1071,9 +1071,33 @@ def constrained_mix(seed: int, solo: Mapping[str, str]) -> list[Stream]:
     return streams
 
 
+def reasoning_mix(seed: int) -> list[Stream]:
+    """12 chat streams to a reasoning model, arriving in a seeded order: its thinking streamed apart, turned off
+    (``enable_thinking``), a JSON Schema and a required tool call that wait for the thinking to end, seeded samples
+    with top_k, min_p and penalties, and one its client cancels (each row's phase and grammar are its own)."""
+    rng = random.Random(seed)
+    off = {"chat_template_kwargs": {"enable_thinking": False}}
+    kinds: list[dict[str, Any]] = [
+        {}, {}, off, off,
+        {"response_format": ANSWER_SCHEMA}, {"response_format": ANSWER_SCHEMA, **off},
+        {"tools": [WEATHER_TOOL, TIME_TOOL], "tool_choice": "required"},
+        {"tools": [WEATHER_TOOL, TIME_TOOL], "tool_choice": "auto"},
+        {"temperature": 0.9, "top_k": rng.randint(1, 20), "min_p": 0.05, "seed": rng.getrandbits(64)},
+        {"temperature": 0.7, "seed": rng.getrandbits(64), "presence_penalty": 1.0, "repetition_penalty": 1.3},
+        {"frequency_penalty": 2.0, **off},
+        off,
+    ]  # fmt: skip
+    streams = [Stream(rng.choice(QUESTIONS), {"max_tokens": 200, **kind}) for kind in kinds]
+    streams[-1].cancel_after = 2  # its text so far must be the start of its text alone: one without thinking
+    rng.shuffle(streams)
+    for index, stream in enumerate(streams):
+        stream.delay = 0.05 * index
+    return streams
+
+
 def run_streams(url: str, model: str, streams: Sequence[Stream], together: bool) -> list[str]:
     """Each stream's text, all at once (each after its delay) or one after another; a cancelled stream's text
-    is what it read before its client closed it."""
+    is what it read before its client closed it; a reasoning model's thinking first, in its markers."""
     import time as clock
 
     def one(client: Client, stream: Stream, wait: float) -> str:
@@ -1088,7 +1112,8 @@ def run_streams(url: str, model: str, streams: Sequence[Stream], together: bool)
                     break
         finally:
             reply.close()
-        return "".join(parts)
+        thinking = f"<think>{reply.reasoning}</think>" if reply.reasoning else ""  # a reasoning model's, apart
+        return thinking + "".join(parts)
 
     with Client(url, timeout=600) as client:
         if not together:

@@ -9,6 +9,7 @@ batching really happened (Triton ran fewer executions than it received requests)
 from __future__ import annotations
 
 import zlib
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -290,6 +291,23 @@ def test_real_model_streams_equal_themselves_alone(served: Server, protocol: str
     batched = run_streams(url, "smollm2", constrained, together=True)
     mismatches = stream_mismatches(constrained, batched, alone_texts(url, "smollm2", constrained, solo))
     assert not mismatches, f"{len(mismatches)} of {len(constrained)} differ:\n" + "\n".join(mismatches)
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_reasoning_streams_equal_themselves_alone(served: Server, protocol: str) -> None:
+    """A reasoning model's chat streams (harness/tiny_models.py's thinker) with their thinking on and off, grammars
+    that wait for it to end, tool calls, seeded samples and penalties, and a cancelled one, at once: each equals its
+    answer alone, thinking included."""
+    from harness.invariance import reasoning_mix, run_streams, stream_mismatches
+
+    url = served.http_url if protocol == "http" else served.grpc_url
+    streams = reasoning_mix(zlib.crc32(f"thinker/{protocol}".encode()))
+    batched = run_streams(url, "thinker", streams, together=True)
+    whole = [replace(stream, cancel_after=None) for stream in streams]  # alone, a cancelled stream runs to its end
+    alone = run_streams(url, "thinker", whole, together=False)
+    mismatches = stream_mismatches(streams, batched, alone)
+    assert not mismatches, f"{len(mismatches)} of {len(streams)} differ:\n" + "\n".join(mismatches)
+    assert sum("<think>" in text for text in alone) >= 4  # the thinking came apart where it was on
 
 
 @pytest.mark.parametrize(
