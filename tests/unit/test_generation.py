@@ -19,6 +19,8 @@ from transformers import AutoTokenizer
 
 from tritonhf.gallery import AddRequest, add_model
 
+DATA = Path(__file__).resolve().parent.parent / "data"
+
 
 @pytest.fixture
 def generator(tmp_path: Path, tiny: dict[str, Path]) -> Any:
@@ -264,61 +266,34 @@ def test_chat_without_a_chat_template_is_the_callers_400_naming_the_way_out(
     assert isinstance(error_for("", message, "plain", "grpc://x"), InvalidInputError), "no status in a stream: the text"
 
 
-class ToyEngine:
-    """The engine interface of the text-generation template (model.py's docstring), as a newcomer would write a new
-    engine: every step gives each running sequence its next token, counting up from its prompt's last one."""
-
-    def __init__(self, template: Any, args: dict[str, str], params: dict[str, str]) -> None:
-        self.running: list[Any] = []
-        self.context, self.eos_ids, self.vocab_size = 64, set(), len(template.tokenizer)
-        self.advance = template.advance
-
-    def prepare(self, sequence: Any, grammars: Any) -> None:
-        from tritonhf_runtime import BadRequest  # the runtime copied beside model.py, as an engine module imports it
-
-        if sequence.constraint is not None:
-            raise BadRequest("input 'json_schema' is not taken by the toy engine.")
-
-    def take(self, waiting: Any) -> list[Any]:
-        admitted = list(waiting)
-        waiting.clear()
-        return admitted
-
-    def step(self, admitted: list[Any]) -> tuple[int, int]:
-        self.running += admitted
-        for sequence in self.running:
-            self.advance(sequence, self.next_token(sequence.prompt_ids, len(sequence.tokens)))
-        computed = len(self.running)
-        self.remove_finished()
-        return sum(len(s.prompt_ids) for s in admitted), computed
-
-    def next_token(self, prompt: list[int], made: int) -> int:
-        return (prompt[-1] + made + 1) % self.vocab_size
-
-    def remove_finished(self) -> None:
-        self.running = [s for s in self.running if not s.done]
-
-    def clear(self) -> None:
-        self.running = []
-
-
-def test_a_new_engine_is_one_module_and_one_line(tmp_path: Path, tiny: dict[str, Path]) -> None:
+def test_a_new_engine_is_one_module_and_one_line(
+    tmp_path: Path, tiny: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The proof, as docs/guide.md ("How to add an engine") tells it: a module with the engine's methods
-    and one line in ENGINES; the template's streaming, stop strings, limits and refusals work unchanged."""
-    from template_harness import load_template_module, triton_args
+    (tests/data/engines/toy_engine.py) and one line in gallery add's registry; `gallery add --engine toy` copies the
+    module beside model.py and the template serves with it: streaming, limits and refusals work unchanged."""
+    from typer.testing import CliRunner
 
-    folder = add_model(
-        AddRequest("text-generation", str(tiny["generator"]), tmp_path / "repo", name="toy", engine="transformers")
+    from tritonhf.cli.main import app
+    from tritonhf.gallery import engines
+
+    toy = engines.GenerationEngine(
+        "toy", "the toy engine", "counts up", "toy", module=DATA / "engines" / "toy_engine.py"
     )
-    module = load_template_module(folder)
-    module.ENGINES["toy"] = ToyEngine  # the one line
-    args = triton_args(folder, {"tritonhf.engine": "toy"})
-    model = module.TritonPythonModel()
-    model.initialize(args)
+    monkeypatch.setattr(engines, "GENERATION", (toy, *engines.GENERATION))  # the one line
+    assert "toy: counts up" in engines.engine_help()
+    repository = tmp_path / "repo"
+    added = CliRunner().invoke(app, ["gallery", "add", "text-generation", "--model", str(tiny["generator"]),
+                                     "--engine", "toy", "--name", "toy", "--repository", str(repository)])  # fmt: skip
+    assert added.exit_code == 0, added.output
+    folder = repository / "toy"
+    assert "tritonhf.engine" in (folder / "config.pbtxt").read_text() and (folder / "1" / "toy_engine.py").is_file()
+    model = instantiate(folder)
     model.finalize()  # the tests step the loop themselves
+    assert type(model.engine).__name__ == "ToyEngine"
     tokenizer = AutoTokenizer.from_pretrained(tiny["generator"])
     prompt = tokenizer("the movie")["input_ids"]
-    expected = tokenizer.decode([ToyEngine.next_token(model.engine, prompt, made) for made in range(6)])
+    expected = tokenizer.decode([model.engine.next_token(prompt, made) for made in range(6)])
     plain, held = request("the movie", max_tokens=6), request("the movie", json_schema={"type": "object"})
     too_long = request("the movie " * 40, max_tokens=8)
     model.execute([plain, held, too_long])
@@ -326,6 +301,9 @@ def test_a_new_engine_is_one_module_and_one_line(tmp_path: Path, tiny: dict[str,
     assert text_of(plain) == expected and last(plain, "completion_tokens") == 6
     assert "toy engine" in held.sender.responses[0].error().message()
     assert "context length of 64" in too_long.sender.responses[0].error().message()
+    unknown = CliRunner().invoke(app, ["gallery", "add", "text-generation", "--model", str(tiny["generator"]),
+                                       "--engine", "llamacpp", "--repository", str(repository)])  # fmt: skip
+    assert unknown.exit_code != 0 and "toy, openvino, transformers" in unknown.output
 
 
 def test_the_sampling_surface_on_the_transformers_engine(generator: Any) -> None:

@@ -80,15 +80,24 @@ def test_the_config_says_engine_and_check(ov_int8: Any, tmp_path: Path, tiny: di
 
 def test_requirements_name_openvino_and_the_engine_plan(tmp_path: Path, tiny: dict[str, Path]) -> None:
     from tritonhf.deploy.requirements import needed_packages
-    from tritonhf.gallery.generation import plan
+    from tritonhf.gallery.config import ModelOptions
+    from tritonhf.gallery.generation_choice import plan
+    from tritonhf.tasks import get_task
 
     add_model(AddRequest("text-generation", str(tiny["llama"]), tmp_path / "r", name="m", engine="openvino"))
     assert {"openvino", "openvino-genai", "openvino-tokenizers"} <= set(needed_packages(tmp_path / "r"))
-    assert plan("auto", "gpu", True).engine == "transformers" and "GPU" in plan("auto", "gpu", True).reason
-    assert plan("auto", "cpu", False).engine == "transformers" and "--no-vendor" in plan("auto", "cpu", False).reason
-    assert plan("auto", "cpu", True).engine == "openvino"
+
+    def planned(engine: str, device: str, vendor: bool) -> Any:
+        asked = AddRequest("text-generation", "x", tmp_path, engine=engine, vendor=vendor,
+                           options=ModelOptions(device=device))  # fmt: skip
+        return plan(asked, get_task("text-generation"))
+
+    assert planned("auto", "gpu", True).engine.name == "transformers" and "GPU" in planned("auto", "gpu", True).reason
+    no_vendor = planned("auto", "cpu", False)
+    assert no_vendor.engine.name == "transformers" and "--no-vendor" in no_vendor.reason
+    assert planned("auto", "cpu", True).engine.name == "openvino"
     with pytest.raises(GalleryError, match="cannot be used"):
-        plan("openvino", "gpu", True)
+        planned("openvino", "gpu", True)
     with pytest.raises(GalleryError, match="--weight-format"):
         add_model(AddRequest("text-generation", str(tiny["llama"]), tmp_path / "r", name="x", weight_format="int3"))
 

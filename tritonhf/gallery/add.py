@@ -32,7 +32,7 @@ from tritonhf._version import __version__
 from tritonhf.errors import GalleryError, InvalidNameError, ModelExistsError
 from tritonhf.gallery import (
     encoder_choice,
-    generation,
+    engines,
     generation_choice,
     models,
     reference,
@@ -59,8 +59,6 @@ from tritonhf.tasks import (
     PARAM_BACKEND,
     PARAM_DEVICE,
     PARAM_ENGINE,
-    PARAM_GGUF_FILE,
-    PARAM_OPENVINO_MODEL,
     PARAM_REASONING,
     PARAM_SOURCE,
     PARAM_TASK,
@@ -240,7 +238,7 @@ def add_model(request: AddRequest, progress: Progress | None = None) -> Path:
             chosen = encoder_choice.choose(task, request, staging, name, part_name, params, progress)
         if not chosen.part:
             part_target = None
-        progress.step(f"Serving {name} with {ENGINE_NAMES[chosen.backend]}: {chosen.reason}")
+        progress.step(f"Serving {name} with {chosen.label or ENGINE_NAMES[chosen.backend]}: {chosen.reason}")
         params.update(chosen.params)
         params.update(
             {
@@ -283,17 +281,8 @@ def add_model(request: AddRequest, progress: Progress | None = None) -> Path:
 def _notes(params: Mapping[str, str]) -> list[str]:
     """Comment lines for the config: which path serves the model and why, and measured quality."""
     notes = [f"Backend: {params.get(PARAM_BACKEND, 'pytorch')} ({params.get(PARAM_BACKEND_REASON, '')})."]
-    if params.get(PARAM_ENGINE) == "transformers" and params.get(generation.PARAM_ENGINE_REASON):
-        notes.append(f"Engine: transformers, not OpenVINO GenAI: {params[generation.PARAM_ENGINE_REASON]}.")
-    if params.get(PARAM_ENGINE) == "openvino":
-        served = params.get(PARAM_OPENVINO_MODEL) or params.get(PARAM_GGUF_FILE, "")
-        notes.append(
-            f"Engine: OpenVINO GenAI's ContinuousBatchingPipeline on {served} (openvino_engine.py); "
-            "parameters max_running (sequences), max_prefill_tokens (tokens per step), kv_cache_gb, "
-            "prefix_caching (true: a prompt that repeats an earlier one's start reuses its cached keys and values; "
-            "off by default on the batch-invariant settings, since a cached prefix can change a near-tie)."
-        )
-        notes.append(f"Engine settings: {params[generation.PARAM_ENGINE_SETTINGS]}.")
+    if params.get(PARAM_TASK) == "text-generation":  # the engine's own lines (gallery.engines)
+        notes += engines.engine(params.get(PARAM_ENGINE, "transformers")).notes(params)
     if params.get(PARAM_REASONING) == "think":
         notes.append(
             "Reasoning: the chat template writes a <think> block. A chat answer's thinking is sent apart "

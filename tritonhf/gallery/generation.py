@@ -17,16 +17,18 @@ import os
 import shutil
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tritonhf._progress import Progress
 from tritonhf.errors import GalleryError, ModelSourceError
 from tritonhf.gallery import gguf_export, ir_export, models
 from tritonhf.runtime.openvino_settings import EngineSettings, engine_settings
-from tritonhf.tasks import PARAM_ENGINE, PARAM_GGUF_FILE, PARAM_OPENVINO_MODEL
+from tritonhf.tasks import PARAM_ENGINE, PARAM_GGUF_FILE, PARAM_OPENVINO_MODEL, VENDORED_WEIGHTS_DIR
 
-ENGINES = ("auto", "openvino", "transformers")
+if TYPE_CHECKING:
+    from tritonhf.gallery.request import AddRequest
+
 # --weight-format names -> GGUF tensor types of the export (a GGUF source keeps its own).
 WEIGHT_FORMATS = {"int8": "q8_0", "int4": "q4_0", "fp16": "f16"}
 # The IR export of the same weights, for a family the GGUF writer does not know.
@@ -40,16 +42,6 @@ CHECK_PROMPTS = ("The capital of France is", "def fibonacci(n):", "Once upon a t
 CHECK_TOKENS = 16
 
 
-@dataclass(frozen=True)
-class EnginePlan:
-    """The engine to try (openvino) or to use (transformers), and why; for openvino, the weight format it exports
-    to when not the one asked (a family the GGUF writer does not know goes to the OpenVINO IR export)."""
-
-    engine: str
-    reason: str
-    weight_format: str | None = None
-
-
 def openvino_missing() -> str | None:
     """None when OpenVINO GenAI can be imported here; else what to install."""
     try:
@@ -59,24 +51,14 @@ def openvino_missing() -> str | None:
     return None
 
 
-def plan(engine: str, device: str, vendor: bool) -> EnginePlan:
-    """The engine before any weights are read: ``auto`` on a CPU tries OpenVINO when it can be imported."""
-    if engine not in ENGINES:
-        raise GalleryError(f"--engine must be one of {', '.join(ENGINES)}, not {engine!r}.")
-    if engine == "transformers":
-        return EnginePlan("transformers", "--engine transformers")
-    why_not = None
+def openvino_unavailable(request: AddRequest) -> str | None:
+    """Why the OpenVINO engine cannot serve a model here (a GPU, --no-vendor, no OpenVINO GenAI); None: it can."""
+    device = request.options.device
     if device == "gpu" or (device == "auto" and _cuda_available()):
-        why_not = f"--device {device} runs transformers on the GPU (the OpenVINO engine here is for CPUs)"
-    elif not vendor:
-        why_not = "--no-vendor keeps a reference, and the OpenVINO engine needs its GGUF file in the repository"
-    else:
-        why_not = openvino_missing()
-    if why_not is None:
-        return EnginePlan("openvino", "")
-    if engine == "openvino":
-        raise GalleryError(f"--engine openvino cannot be used: {why_not}.")
-    return EnginePlan("transformers", why_not)
+        return f"--device {device} runs transformers on the GPU (the OpenVINO engine here is for CPUs)"
+    if not request.vendor:
+        return "--no-vendor keeps a reference, and the OpenVINO engine needs its GGUF file in the repository"
+    return openvino_missing()
 
 
 def _cuda_available() -> bool:
@@ -233,3 +215,57 @@ def _check_agreement(gguf_file: Path, folder: Path, settings: EngineSettings) ->
         f"greedy agreement with transformers fp32: {agreed}/{total} tokens before the first difference "
         f"({len(prompt_ids)} prompts x {CHECK_TOKENS}), first token {first}/{len(prompt_ids)}"
     )
+
+
+def openvino_source(request: AddRequest, progress: Progress) -> tuple[models.ResolvedSource, str | None, str | None]:
+    """The source as the OpenVINO engine reads it: a GGUF file is not converted (its tokenizer and config are read,
+    the file itself is vendored); a family the GGUF writer does not know is exported to OpenVINO IR at the same
+    width (that format returned), or, with no IR format of the width asked, cannot be served (why returned)."""
+    path = Path(request.source).expanduser()
+    if path.suffix == ".gguf" and path.is_file():
+        metadata = models.gguf_metadata(path.absolute(), progress)
+        return models.ResolvedSource(request.source, "gguf", metadata), None, None
+    resolved = models.resolve(request.source, request.revision, progress)
+    if resolved.kind == "gguf" or request.weight_format in ir_export.IR_FORMATS:  # optimum-intel exports any family
+        return resolved, None, None
+    why_not = gguf_export.supported(resolved.folder)
+    if why_not is None:
+        return resolved, None, None
+    ir_format = IR_OF_GGUF_FORMAT.get(request.weight_format)
+    if ir_format is None:
+        return resolved, None, f"the OpenVINO engine needs a GGUF export, and {why_not}"
+    progress.step(f"Not a GGUF export: {why_not}; exporting to OpenVINO IR ({ir_format}) instead")
+    return resolved, ir_format, None
+
+
+def openvino_weights(
+    request: AddRequest, weight_format: str, resolved: models.ResolvedSource, version_dir: Path, progress: Progress
+) -> tuple[dict[str, str], models.ResolvedSource]:
+    """model.gguf (or the IR export) and its checks. A GGUF export the check refuses is tried again as the IR export
+    of the same width; ModelSourceError when that fails too."""
+    weights_dir = version_dir / VENDORED_WEIGHTS_DIR
+    formats = [weight_format]
+    if resolved.kind != "gguf" and weight_format in IR_OF_GGUF_FORMAT:
+        formats.append(IR_OF_GGUF_FORMAT[weight_format])
+    settings = settings_for(request.params, request.options.instances)
+    for index, tried in enumerate(formats):
+        try:
+            return add_openvino_weights(resolved, weights_dir, tried, progress, settings), resolved
+        except ModelSourceError as exc:
+            shutil.rmtree(weights_dir, ignore_errors=True)
+            if index == len(formats) - 1:
+                raise
+            progress.step(f"The GGUF export is not usable ({exc}); exporting to OpenVINO IR instead")
+    raise AssertionError("unreachable: the last format raises")
+
+
+def openvino_notes(params: Mapping[str, str]) -> list[str]:
+    """The config's lines about a model served by the OpenVINO engine: its file, its parameters, its settings."""
+    served = params.get(PARAM_OPENVINO_MODEL) or params.get(PARAM_GGUF_FILE, "")
+    return [
+        f"Engine: OpenVINO GenAI's ContinuousBatchingPipeline on {served} (openvino_engine.py); "
+        "parameters max_running (sequences), max_prefill_tokens (tokens per step), kv_cache_gb, "
+        "prefix_caching (true: a prompt that repeats an earlier one's start reuses its cached keys and values; "
+        "off by default on the batch-invariant settings, since a cached prefix can change a near-tie).",
+        f"Engine settings: {params.get(PARAM_ENGINE_SETTINGS, '')}.",
+    ]

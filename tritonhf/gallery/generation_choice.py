@@ -1,6 +1,6 @@
-"""Which engine serves a text-generation model (``gallery add``): the plan from ``--engine``, the source resolved
-for it (a GGUF file is read, not converted), and the OpenVINO engine's weights with their checks, falling back
-to transformers under ``--engine auto`` (``gallery.generation`` has the engines' own rules)."""
+"""Which engine serves a text-generation model (``gallery add``), read from the registry (``gallery.engines``): the
+plan from ``--engine``, the source resolved as that engine reads it, and its weights with their checks, the next
+engine taking over under ``--engine auto`` when one cannot serve the model."""
 
 from __future__ import annotations
 
@@ -9,104 +9,99 @@ from pathlib import Path
 
 from tritonhf._progress import Progress
 from tritonhf.errors import GalleryError, ModelSourceError
-from tritonhf.gallery import generation, gguf_export, ir_export, models
+from tritonhf.gallery import engines, generation, models
+from tritonhf.gallery.engines import EnginePlan
 from tritonhf.gallery.request import AddRequest, Choice
-from tritonhf.tasks import PARAM_ENGINE, PARAM_GGUF_FILE, PARAM_OPENVINO_MODEL, VENDORED_WEIGHTS_DIR, Task
+from tritonhf.tasks import PARAM_ENGINE, VENDORED_WEIGHTS_DIR, Task
 
 
-def resolve(
-    request: AddRequest, task: Task, progress: Progress
-) -> tuple[generation.EnginePlan | None, models.ResolvedSource]:
-    """text-generation's engine to try (None for the other tasks, which take no --engine) and the source as a
-    folder; for the OpenVINO engine, a GGUF file is not converted (its tokenizer and config are read, and the file
-    itself is vendored), and a model the GGUF export cannot write goes to transformers under --engine auto."""
-    engine = _plan(request, task)
-    path = Path(request.source).expanduser()
-    if engine and engine.engine == "openvino" and path.suffix == ".gguf" and path.is_file():
-        return engine, models.ResolvedSource(request.source, "gguf", models.gguf_metadata(path.absolute(), progress))
-    resolved = models.resolve(request.source, request.revision, progress)
-    exported_to_gguf = request.weight_format not in ir_export.IR_FORMATS  # optimum-intel exports what GGUF cannot
-    if engine and engine.engine == "openvino" and resolved.kind != "gguf" and exported_to_gguf:
-        why_not = gguf_export.supported(resolved.folder)
-        ir_format = generation.IR_OF_GGUF_FORMAT.get(request.weight_format)
-        if why_not is not None and ir_format is not None:  # optimum-intel exports the families GGUF's writer lacks
-            progress.step(f"Not a GGUF export: {why_not}; exporting to OpenVINO IR ({ir_format}) instead")
-            engine = generation.EnginePlan("openvino", why_not, weight_format=ir_format)
-        elif why_not is not None:
-            if request.engine == "openvino":
-                raise GalleryError(f"--engine openvino cannot serve {request.source}: {why_not}.")
-            engine = generation.EnginePlan("transformers", f"the OpenVINO engine needs a GGUF export, and {why_not}")
-    return engine, resolved
+def resolve(request: AddRequest, task: Task, progress: Progress) -> tuple[EnginePlan | None, models.ResolvedSource]:
+    """text-generation's engine to try (None for the other tasks, which take no --engine) and the source as it
+    reads it; under --engine auto, an engine that cannot serve that source gives way to the next."""
+    planned = plan(request, task)
+    while planned is not None and planned.engine.resolve is not None:
+        resolved, weight_format, why_not = planned.engine.resolve(request, progress)
+        if why_not is None:
+            return EnginePlan(planned.engine, planned.reason, weight_format), resolved
+        if request.engine == planned.engine.name:
+            raise GalleryError(f"--engine {planned.engine.name} cannot serve {request.source}: {why_not}.")
+        planned = _after(planned.engine, why_not, request)
+    return planned, models.resolve(request.source, request.revision, progress)
 
 
 def vendor(
-    request: AddRequest,
-    engine: generation.EnginePlan | None,
-    resolved: models.ResolvedSource,
-    version_dir: Path,
-    progress: Progress,
+    request: AddRequest, plan: EnginePlan | None, resolved: models.ResolvedSource, version_dir: Path, progress: Progress
 ) -> tuple[Choice | None, models.ResolvedSource]:
-    """The weights copied into ``version_dir``: for the OpenVINO engine model.gguf and its checks (falling back to
-    transformers with --engine auto); text-generation's choice (None for the other tasks) and the source as
-    served."""
+    """The weights copied into ``version_dir``: the engine's own, written and checked (under --engine auto, an engine
+    whose weights fail gives way to the next), else the model's folder; the engine's module beside model.py when it
+    is not one of the template's own. text-generation's choice (None for the other tasks) and the source as served."""
     found: dict[str, str] = {}
-    if engine and engine.engine == "openvino":
-        engine, found, resolved = _openvino_weights(request, engine, resolved, version_dir, progress)
+    while plan is not None and plan.engine.weights is not None:
+        try:
+            found, resolved = plan.engine.weights(
+                request, plan.weight_format or request.weight_format, resolved, version_dir, progress
+            )
+            break
+        except ModelSourceError as failure:
+            shutil.rmtree(version_dir / VENDORED_WEIGHTS_DIR, ignore_errors=True)
+            if request.engine == plan.engine.name:
+                raise
+            plan = _after(plan.engine, f"{plan.engine.label} was not usable ({failure})", request)
+            progress.step(f"{plan.engine.label} serves it instead: {plan.reason}")
+            if resolved.kind == "gguf":  # a GGUF file read as it is: converted now, as the next engine loads it
+                resolved = models.resolve(request.source, request.revision, progress)
     if not found:
         models.vendor(resolved.folder, version_dir / VENDORED_WEIGHTS_DIR, request.allow_pickle)
-    return choice(request, engine, found), resolved
+    if plan is not None and plan.engine.module is not None:
+        shutil.copy2(plan.engine.module, version_dir / f"{plan.engine.name}_engine.py")
+    return choice(request, plan, found), resolved
 
 
-def choice(request: AddRequest, engine: generation.EnginePlan | None, found: dict[str, str]) -> Choice | None:
-    """OpenVINO's continuous batching when its weights were written (``found``: its checks), else transformers
-    and why; None for a task that is not text generation."""
-    if engine is None:
+def choice(request: AddRequest, plan: EnginePlan | None, found: dict[str, str]) -> Choice | None:
+    """The engine that serves, why, and what it writes into the config (``found``: its weights' parameters and
+    checks); None for a task that is not text generation."""
+    if plan is None:
         return None
-    if found:
-        served = found.get(PARAM_OPENVINO_MODEL, found.get(PARAM_GGUF_FILE, ""))
-        return Choice("openvino", f"continuous batching on {served}; " + found.pop(generation.PARAM_ENGINE_CHECK),
-                      found)  # fmt: skip
-    why = "--backend pytorch" if request.backend == "pytorch" else f"the transformers engine: {engine.reason}"
-    return Choice("pytorch", why, {generation.PARAM_ENGINE_REASON: engine.reason, PARAM_ENGINE: "transformers"})
+    engine = plan.engine
+    params = {**found, PARAM_ENGINE: engine.name}
+    check = params.pop(generation.PARAM_ENGINE_CHECK, None)
+    if check is not None:
+        return Choice(engine.backend, f"{engine.label}; {check}", params, label=engine.label)
+    if plan.reason:
+        params[generation.PARAM_ENGINE_REASON] = plan.reason
+    why = "--backend pytorch" if request.backend == "pytorch" else f"the {engine.label} engine: {plan.reason}"
+    return Choice(engine.backend, why, params, label=engine.label)
 
 
-def _plan(request: AddRequest, task: Task) -> generation.EnginePlan | None:
-    """text-generation's engine to try; None for the other tasks (which take no --engine)."""
+def plan(request: AddRequest, task: Task) -> EnginePlan | None:
+    """text-generation's engine to try first; None for the other tasks (which take no --engine)."""
     if task.name != "text-generation":
         if request.engine != "auto":
             raise GalleryError(f"--engine chooses text-generation's engine; {task.name} takes --backend.")
         return None
     generation.check_weight_format(request.weight_format)
-    return generation.plan(request.engine, request.options.device, request.vendor)
+    if request.engine != "auto":
+        engine = engines.engine(request.engine)
+        why_not = engine.unavailable(request)
+        if why_not is not None:
+            raise GalleryError(f"--engine {engine.name} cannot be used: {why_not}.")
+        return EnginePlan(engine, f"--engine {engine.name}")
+    return _first_usable(engines.GENERATION, request, "")
 
 
-def _openvino_weights(
-    request: AddRequest,
-    engine: generation.EnginePlan,
-    resolved: models.ResolvedSource,
-    version_dir: Path,
-    progress: Progress,
-) -> tuple[generation.EnginePlan, dict[str, str], models.ResolvedSource]:
-    """model.gguf (or the IR export) and its checks. A GGUF export the check refuses is tried again as the IR
-    export of the same width; with --engine auto, what still fails falls back to transformers (a GGUF source is
-    then converted as transformers needs it)."""
-    weights_dir = version_dir / VENDORED_WEIGHTS_DIR
-    formats = [engine.weight_format or request.weight_format]
-    if resolved.kind != "gguf" and formats[0] in generation.IR_OF_GGUF_FORMAT:
-        formats.append(generation.IR_OF_GGUF_FORMAT[formats[0]])
-    settings = generation.settings_for(request.params, request.options.instances)
-    for weight_format in formats:
-        try:
-            found = generation.add_openvino_weights(resolved, weights_dir, weight_format, progress, settings)
-            return generation.EnginePlan("openvino", ""), found, resolved
-        except ModelSourceError as exc:
-            failure = exc
-            shutil.rmtree(weights_dir, ignore_errors=True)
-            if weight_format != formats[-1]:
-                progress.step(f"The GGUF export is not usable ({exc}); exporting to OpenVINO IR instead")
-    if request.engine == "openvino":
-        raise failure
-    progress.step(f"The OpenVINO engine is not usable ({failure}); serving with transformers")
-    if resolved.kind == "gguf":
-        resolved = models.resolve(request.source, request.revision, progress)
-    return generation.EnginePlan("transformers", f"the OpenVINO engine was not usable ({failure})"), {}, resolved
+def _after(engine: engines.GenerationEngine, why_not: str, request: AddRequest) -> EnginePlan:
+    """The plan under --engine auto once ``engine`` cannot serve the model: the next usable engine, saying why."""
+    later = engines.GENERATION[engines.GENERATION.index(engine) + 1 :]
+    return _first_usable(later, request, why_not)
+
+
+def _first_usable(candidates: tuple[engines.GenerationEngine, ...], request: AddRequest, why: str) -> EnginePlan:
+    """The first of ``candidates`` that can serve a model here (the registry's last one always does), with the
+    reasons the ones before it could not."""
+    reasons = [why] if why else []
+    for engine in candidates:
+        why_not = engine.unavailable(request)
+        if why_not is None or engine is engines.fallback():
+            return EnginePlan(engine, "; ".join(reasons))
+        reasons.append(why_not)
+    raise AssertionError("the registry's last engine serves every model")

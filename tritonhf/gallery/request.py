@@ -47,7 +47,7 @@ class AddRequest:
     quantize: str | None = None  # "int8": int8 weights and per-token activations, behind a quality gate
     calibration: tuple[str, ...] = ()  # texts for the int8 gate (default: onnx_export.CALIBRATION)
     force: bool = False  # keep an int8 model that fails its gate
-    engine: str = "auto"  # text-generation: auto | openvino | transformers (gallery.generation)
+    engine: str = "auto"  # text-generation: auto, or an engine of the registry (gallery.engines)
     weight_format: str = "int8"  # text-generation on OpenVINO: GGUF int8 | int4 | fp16 (a folder), or int4-ir | int8-ir
     labels: tuple[str, ...] = ()
     default_prompt_name: str | None = None  # feature-extraction: the prompt put before every text unless one is named
@@ -65,6 +65,7 @@ class Choice:
     reason: str
     params: Mapping[str, str] = field(default_factory=dict)
     part: bool = True
+    label: str = ""  # how gallery add names what serves it (default: the backend's name)
 
 
 def check(request: AddRequest, task: Task) -> None:

@@ -20,8 +20,9 @@ refused at once with UNAVAILABLE ("exceeds maximum queue size"), as Triton's own
 refuses for the encoder templates, so overload is answered fast instead of queued without end.
 
 The engine computes the tokens; this file checks requests, streams the text, cancels and counts,
-and does not know which engine runs. One is chosen in ``initialize`` (config parameter
-``tritonhf.engine``, chosen at ``gallery add``), each a module beside this file:
+and does not know which engine runs. One is chosen in ``initialize``: config parameter ``tritonhf.engine``
+(NAME, chosen at ``gallery add``) names the module ``NAME_engine.py`` beside this file, whose ``ENGINE`` class is
+made as ``ENGINE(template, args, params)``:
 
 * ``transformers_engine.py``: its own scheduler over a PyTorch causal LM, CPU or GPU;
 * ``openvino_engine.py``: OpenVINO GenAI's ``ContinuousBatchingPipeline`` over a GGUF file,
@@ -31,8 +32,9 @@ An engine has ``running`` (the sequences it computes), ``context`` and ``eos_ids
 ``vocab_size`` (the width a grammar masks), ``holds_grammar_back`` (whether a grammar can wait for a reasoning
 model's thinking to end: the sequence's ``phase``), and ``prepare(sequence, grammars)`` (a BadRequest for
 what it cannot serve), ``take(waiting)``, ``step(admitted) -> (prompt tokens, sequences computed)``,
-``remove_finished()`` and ``clear()`` (after a failed step). A new engine is a module with these,
-and one line in ``ENGINES``.
+``remove_finished()`` and ``clear()`` (after a failed step); each token it computes goes to the template's
+``advance(sequence, token, logprob)``. A new engine is such a module and one line in gallery add's registry
+(``tritonhf/gallery/engines.py``); nothing here changes.
 
 Limits (docs/guide.md, "Long inputs"): the model's context C (``max_position_embeddings``). A
 prompt of P tokens with ``max_tokens`` M: P + M > C is refused (400, "context length")
@@ -67,15 +69,14 @@ Metrics (Triton's metrics port): tritonhf_time_to_first_token_seconds,
 """
 
 import collections
+import importlib
 import json
 import threading
 import time
-from pathlib import Path
 
 import torch
 import triton_python_backend_utils as pb_utils
 import tritonhf_runtime as runtime
-from transformers_engine import TransformersEngine
 
 FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
 # apply_chat_template's own arguments, which this template sets: not a request's chat_template_kwargs
@@ -150,12 +151,19 @@ class Sequence:
         return self.request is not None and self.request.is_cancelled()
 
 
-# tritonhf.engine -> the engine it makes: (the template, Triton's args, the config parameters) -> an engine.
-# A new engine: a module beside this file with the engine's methods (above), and one line here.
-ENGINES = {
-    "transformers": lambda template, args, params: template.transformers_engine(args, params),
-    "openvino": lambda template, args, params: template.openvino_engine(args, params),
-}
+def engine_class(name):
+    """The engine ``tritonhf.engine`` names: the class ``ENGINE`` of the module ``NAME_engine.py`` beside this file
+    (``gallery add`` copies it there; its registry, ``tritonhf/gallery/engines.py``, is the one list of engines)."""
+    try:
+        module = importlib.import_module(f"{name}_engine")
+    except ModuleNotFoundError as error:
+        if error.name != f"{name}_engine":  # the engine's own import failed: that is the error to read
+            raise
+        raise ValueError(
+            f"parameter tritonhf.engine is {name!r}, and there is no {name}_engine.py beside model.py: add the model "
+            "again with gallery add --engine NAME."
+        ) from error
+    return module.ENGINE
 
 
 class Constraint:
@@ -209,10 +217,7 @@ class TritonPythonModel(runtime.DecoupledModel):
         self.max_prefill_tokens = runtime.int_parameter(params, "max_prefill_tokens", 2048)
         self.metrics = Metrics(args.get("model_name", "model"))
         # The one place an engine is chosen; past it, the loop drives any the same way.
-        choice = params.get(runtime.PARAM_ENGINE, "transformers")
-        if choice not in ENGINES:
-            raise ValueError(f"parameter tritonhf.engine is {choice!r}; this template has {', '.join(ENGINES)}.")
-        self.engine = ENGINES[choice](self, args, params)
+        self.engine = engine_class(params.get(runtime.PARAM_ENGINE, "transformers"))(self, args, params)
         self.context, self.eos_ids = self.engine.context, self.engine.eos_ids
         self.grammars = runtime.Grammars(self.tokenizer, self.engine.vocab_size, sorted(self.eos_ids))
         # a reasoning model (gallery add read its chat template): its chat answers' thinking is split from them, and
@@ -257,46 +262,6 @@ class TritonPythonModel(runtime.DecoupledModel):
         self.waiting.append(sequence)
         while not sequence.done:
             self.step()
-
-    def transformers_engine(self, args, params):
-        return TransformersEngine(
-            args, params, self.tokenizer, self.pad_id, self.max_running, self.max_prefill_tokens, self.advance
-        )
-
-    def openvino_engine(self, args, params):
-        """The OpenVINO GenAI engine over the vendored GGUF file (or IR export); context and end-of-text ids from its
-        config."""
-        from openvino_engine import OpenVinoEngine
-        from transformers import AutoConfig, GenerationConfig
-
-        folder = runtime.weights_location(args, params)
-        config = AutoConfig.from_pretrained(folder)
-        try:
-            eos = GenerationConfig.from_pretrained(folder).eos_token_id
-        except OSError:  # no generation_config.json: the model config's, else the tokenizer's
-            eos = getattr(config, "eos_token_id", None)
-        if eos is None:
-            eos = self.tokenizer.eos_token_id
-        settings = runtime.engine_settings(params, runtime.instance_threads(args))  # ValueError: Triton says why
-        print(f"tritonhf: {args.get('model_name', 'model')} on OpenVINO, {settings.describe()}", flush=True)
-        return OpenVinoEngine(
-            path=str(
-                Path(folder)
-                / (params.get(runtime.PARAM_OPENVINO_MODEL) or params.get(runtime.PARAM_GGUF_FILE, "model.gguf"))
-            ),
-            settings=settings,
-            max_running=self.max_running,
-            max_batched_tokens=self.max_prefill_tokens,
-            cache_gb=runtime.int_parameter(params, "kv_cache_gb", 1),
-            # off on the invariant settings unless asked: a cached prefix can turn a near-tie (openvino_engine.py)
-            prefix_caching=params.get("prefix_caching", "false" if settings.invariant else "true").strip().lower()
-            == "true",
-            eos_ids=set(eos if isinstance(eos, list) else [eos]) - {None},
-            context=runtime.max_length(self.tokenizer, config, default=2048),
-            vocab_size=len(self.tokenizer),  # the schema's compile here; OpenVINO masks with its own copy
-            advance=self.advance,
-            finish=self.finish,
-        )
 
     # ------------------------------------------------------------------ requests -> sequences
 

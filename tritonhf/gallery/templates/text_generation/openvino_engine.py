@@ -25,11 +25,13 @@ depend on its neighbours; an unseeded sample gets a random seed (not always the 
 
 import itertools
 import random
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import openvino
 import openvino_genai
+import tritonhf_runtime as runtime
 from tritonhf_runtime import BadRequest
 
 RUNNING = openvino_genai.GenerationStatus.RUNNING
@@ -42,23 +44,34 @@ class OpenVinoEngine:
 
     holds_grammar_back = False  # OpenVINO GenAI holds the whole answer to a grammar, from its first token
 
-    def __init__(
-        self,
-        path,
-        settings,
-        max_running,
-        max_batched_tokens,
-        cache_gb,
-        prefix_caching,
-        eos_ids,
-        context,
-        vocab_size,
-        advance,
-        finish,
-    ):
-        """``settings``: the runtime's ``EngineSettings`` (threads and CPU properties; batch-invariant unless
-        the model was added with batch_invariant=false). The template sets ``grammars`` (its ``runtime.Grammars``)
-        before the first step."""
+    def __init__(self, template, args, params):
+        """The GGUF file (or IR export) vendored with the model, with its context and end-of-text ids from its
+        config; the template's bounds (``max_running``, ``max_prefill_tokens``), ``advance`` and ``finish``. The
+        threads and CPU properties are ``runtime.engine_settings``' (batch-invariant unless the model was added with
+        batch_invariant=false). The template sets ``grammars`` (its ``runtime.Grammars``) before the first step."""
+        from transformers import AutoConfig, GenerationConfig
+
+        folder = runtime.weights_location(args, params)
+        config = AutoConfig.from_pretrained(folder)
+        try:
+            eos = GenerationConfig.from_pretrained(folder).eos_token_id
+        except OSError:  # no generation_config.json: the model config's, else the tokenizer's
+            eos = getattr(config, "eos_token_id", None)
+        if eos is None:
+            eos = template.tokenizer.eos_token_id
+        settings = runtime.engine_settings(params, runtime.instance_threads(args))  # ValueError: Triton says why
+        print(f"tritonhf: {args.get('model_name', 'model')} on OpenVINO, {settings.describe()}", flush=True)
+        served = params.get(runtime.PARAM_OPENVINO_MODEL) or params.get(runtime.PARAM_GGUF_FILE, "model.gguf")
+        path = str(Path(folder) / served)
+        max_running, max_batched_tokens = template.max_running, template.max_prefill_tokens
+        cache_gb = runtime.int_parameter(params, "kv_cache_gb", 1)
+        # off on the invariant settings unless asked: a cached prefix can turn a near-tie (below)
+        prefix_caching = params.get("prefix_caching", "false" if settings.invariant else "true").strip().lower()
+        prefix_caching = prefix_caching == "true"
+        eos_ids = set(eos if isinstance(eos, list) else [eos]) - {None}
+        context = runtime.max_length(template.tokenizer, config, default=2048)
+        vocab_size = len(template.tokenizer)  # the schema's compile in the template; OpenVINO masks with its own copy
+        advance, finish = template.advance, template.finish
         scheduler = openvino_genai.SchedulerConfig()
         scheduler.cache_size = cache_gb  # GB of key/value cache, shared by the running sequences
         scheduler.max_num_seqs = max_running
@@ -166,3 +179,6 @@ class OpenVinoEngine:
         every request from then on; a new pipeline over the same file serves the next ones."""
         self.running = []
         self.pipeline = self.build()
+
+
+ENGINE = OpenVinoEngine  # what the template makes (tritonhf.engine "openvino")

@@ -31,7 +31,10 @@ class TransformersEngine:
 
     holds_grammar_back = True  # a grammar masks each token itself: it can wait for a reasoning model's thinking
 
-    def __init__(self, args, params, tokenizer, pad_id, max_running, max_prefill_tokens, advance):
+    def __init__(self, template, args, params):
+        """The model of Triton's ``args`` and the config's ``params``; the template's tokenizer, its bounds
+        (``max_running``, ``max_prefill_tokens``) and its ``advance``, which every token goes to."""
+        tokenizer = template.tokenizer
         self.device = runtime.device(args, params)
         self.model = runtime.load_model(AutoModelForCausalLM, args, params, self.device)
         # transformers 5 renamed the key/value cache argument from past_key_values to cache.
@@ -42,8 +45,8 @@ class TransformersEngine:
         eos = self.model.generation_config.eos_token_id
         self.eos_ids = set(eos if isinstance(eos, list) else [eos]) - {None}
         self.vocab_size = getattr(self.model.config, "vocab_size", None) or len(tokenizer)  # the logits' width
-        self.pad_id, self.max_running, self.max_prefill_tokens = pad_id, max_running, max_prefill_tokens
-        self.advance = advance
+        self.pad_id, self.max_running = template.pad_id, template.max_running
+        self.max_prefill_tokens, self.advance = template.max_prefill_tokens, template.advance
         self.think_start = None  # a reasoning model's "<think>" token, set by the template
         self.running = []
         self.cache: Any = None  # the running batch's key/value cache and its attention mask
@@ -230,3 +233,6 @@ def left_pad(tensor, width):
     shape = list(tensor.shape)
     shape[axis] = missing
     return torch.cat([torch.zeros(shape, dtype=tensor.dtype, device=tensor.device), tensor], dim=axis)
+
+
+ENGINE = TransformersEngine  # what the template makes (tritonhf.engine "transformers")
