@@ -324,67 +324,69 @@ class _Answer:
         self.sequence += 1
         return {"type": kind, "sequence_number": self.sequence - 1, **fields}
 
-    async def events(self) -> AsyncIterator[dict[str, Any]]:
-        """The typed events: created, in_progress; the message's item, part and text deltas; each call's item and
-        argument deltas; then completed (or incomplete), or failed with the error."""
+    async def events(self) -> AsyncIterator[list[dict[str, Any]]]:
+        """The typed events, in bursts written together (what is ready at one moment is one write): created and
+        in_progress; each item's opening with its first delta, then each delta; the items' ends (each call's item
+        and argument deltas among them) with completed (or incomplete); or failed with the error."""
         started = self.response("in_progress", [])
-        yield self.event("response.created", response=started)
-        yield self.event("response.in_progress", response=started)
+        yield [self.event("response.created", response=started), self.event("response.in_progress", response=started)]
+        output: list[dict[str, Any]] = []
+        closing: list[dict[str, Any]] = []
         try:
-            output: list[dict[str, Any]] = []
-            async for event in self._output_events(output):
-                yield event
+            async for burst in self._output_events(output, closing):
+                yield burst
         except Exception as error:  # after the first event: the stream's last event says it
             found = GatewayError.of(error) if isinstance(error, ClientError) else internal_error(LOG, "a response",
                                                                                                    error)  # fmt: skip
             failed = self.response("failed", [], error={"code": found.code or "server_error", "message": found.message})
-            yield self.event("response.failed", response=failed)
+            yield [self.event("response.failed", response=failed)]
             return
         final = self.finished(output)
-        yield self.event("response.incomplete" if final["status"] == "incomplete" else "response.completed",
-                         response=final)  # fmt: skip
+        kind = "response.incomplete" if final["status"] == "incomplete" else "response.completed"
+        yield [*closing, self.event(kind, response=final)]
 
-    async def _output_events(self, output: list[dict[str, Any]]) -> AsyncIterator[dict[str, Any]]:
-        """The output items' events: a reasoning model's thinking (a reasoning item), the message, each call."""
+    async def _output_events(
+        self, output: list[dict[str, Any]], closing: list[dict[str, Any]]
+    ) -> AsyncIterator[list[dict[str, Any]]]:
+        """The output items' events as they come, in bursts: a reasoning model's thinking (a reasoning item), the
+        message; what comes once the answer has ended (the last item's end, each call) goes into ``closing``."""
         stream, told = self.chat.stream, 0
         opened: dict[str, Any] | None = None  # the item whose part is streaming: {"kind", "id", "text"}
         async for kind, piece in deltas(self.chat):
+            burst: list[dict[str, Any]] = []
             if opened is not None and opened["kind"] != kind:  # the thinking ended: its item is done
-                for event in self._part_done(opened, output):
-                    yield event
+                burst += self._part_done(opened, output)
                 opened = None
             if opened is None:
                 opened = {"kind": kind, "id": _item_id("rs" if kind == "reasoning" else "msg"), "text": ""}
-                for event in self._part_added(opened, len(output)):
-                    yield event
-            if not piece:
-                continue
-            where = {"item_id": opened["id"], "output_index": len(output), "content_index": 0}
-            opened["text"] += piece
-            if kind == "reasoning":
-                yield self.event("response.reasoning_text.delta", **where, delta=piece)
-            else:
-                fresh = token_logprobs(stream.logprobs[told:]) if self.logprobs() is not None else []
-                told = len(stream.logprobs)
-                yield self.event("response.output_text.delta", **where, delta=piece, logprobs=fresh)
+                burst += self._part_added(opened, len(output))
+            if piece:
+                where = {"item_id": opened["id"], "output_index": len(output), "content_index": 0}
+                opened["text"] += piece
+                if kind == "reasoning":
+                    burst.append(self.event("response.reasoning_text.delta", **where, delta=piece))
+                else:
+                    fresh = token_logprobs(stream.logprobs[told:]) if self.logprobs() is not None else []
+                    told = len(stream.logprobs)
+                    burst.append(self.event("response.output_text.delta", **where, delta=piece, logprobs=fresh))
+            if burst:
+                yield burst
         if opened is None and not stream.tool_calls:  # an empty answer: an empty message
             opened = {"kind": "content", "id": _item_id("msg"), "text": ""}
-            for event in self._part_added(opened, len(output)):
-                yield event
+            closing += self._part_added(opened, len(output))
         if opened is not None:
-            for event in self._part_done(opened, output):
-                yield event
+            closing += self._part_done(opened, output)
         for call in stream.tool_calls:
             index, call_ident = len(output), _item_id("fc")
-            yield self.event("response.output_item.added", output_index=index,
-                             item=_function_call(call_ident, call, "", "in_progress"))  # fmt: skip
+            closing.append(self.event("response.output_item.added", output_index=index,
+                                      item=_function_call(call_ident, call, "", "in_progress")))  # fmt: skip
             for fragment in argument_fragments(call.arguments):
-                yield self.event("response.function_call_arguments.delta", item_id=call_ident, output_index=index,
-                                 delta=fragment)  # fmt: skip
-            yield self.event("response.function_call_arguments.done", item_id=call_ident, output_index=index,
-                             name=call.name, arguments=call.arguments)  # fmt: skip
+                closing.append(self.event("response.function_call_arguments.delta", item_id=call_ident,
+                                          output_index=index, delta=fragment))  # fmt: skip
+            closing.append(self.event("response.function_call_arguments.done", item_id=call_ident,
+                                      output_index=index, name=call.name, arguments=call.arguments))  # fmt: skip
             item = _function_call(call_ident, call, call.arguments, "completed")
-            yield self.event("response.output_item.done", output_index=index, item=item)
+            closing.append(self.event("response.output_item.done", output_index=index, item=item))
             output.append(item)
 
     def _part_added(self, opened: dict[str, Any], index: int) -> list[dict[str, Any]]:

@@ -186,17 +186,22 @@ def sse(
 ) -> StreamingResponse:
     """Events as server-sent events (FastAPI's encoder), then ``[DONE]`` (OpenAI's end; TEI's streams and the
     Responses API's have none: ``done=False``); ``named``: each event's ``type`` is its SSE event name too (the
-    Responses API's typed events). An error after the first event is the stream's last event, in OpenAI's shape or
-    TEI's (``tei``). Closing cancels the generation."""
+    Responses API's typed events). An item that is a list of events is one write (a burst ready at one moment).
+    An error after the first event is the stream's last event, in OpenAI's shape or TEI's (``tei``). Closing
+    cancels the generation."""
 
     def failed(found: GatewayError) -> bytes:
         return format_sse_event(data_str=json.dumps(found.tei_body() if tei else found.openai_body()))
 
     async def body() -> AsyncIterator[bytes]:
         try:
-            async for event in events:
-                name = str(event["type"]) if named else None
-                yield format_sse_event(data_str=orjson.dumps(event, option=OPTIONS).decode(), event=name)
+            async for item in events:  # an event, or a burst of them written together
+                burst = item if isinstance(item, list) else [item]
+                yield b"".join(
+                    format_sse_event(data_str=orjson.dumps(event, option=OPTIONS).decode(),
+                                     event=str(event["type"]) if named else None)
+                    for event in burst
+                )  # fmt: skip
             if done:
                 yield format_sse_event(data_str="[DONE]")
         except ClientError as error:  # after the first chunk: report it in the stream, as OpenAI and TEI do
