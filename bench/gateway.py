@@ -29,7 +29,7 @@ from typing import Any
 from tritonhf import AsyncClient
 
 CONCURRENCY = 16
-CHAT_REQUESTS = 96  # short chats per route and round, for the gateway's CPU per request
+CHAT_REQUESTS = 256  # short chats per route and round, for the gateway's CPU per request
 PATHS = ("direct", "openai", "lean", "tei", "endpoint")
 LABELS = {
     "direct": "AsyncClient -> Triton (gRPC)",
