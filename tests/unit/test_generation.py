@@ -270,27 +270,26 @@ def test_a_new_engine_is_one_module_and_one_line(
     tmp_path: Path, tiny: dict[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The proof, as docs/guide.md ("How to add an engine") tells it: a module with the engine's methods
-    (tests/data/engines/toy_engine.py) and one line in gallery add's registry; `gallery add --engine toy` copies the
-    module beside model.py and the template serves with it: streaming, limits and refusals work unchanged."""
+    (tests/data/engines/counter_engine.py) and one line in gallery add's registry; `gallery add --engine counter`
+    copies the module beside model.py and the template serves with it: streaming, limits and refusals unchanged."""
     from typer.testing import CliRunner
 
     from tritonhf.cli.main import app
     from tritonhf.gallery import engines
 
-    toy = engines.GenerationEngine(
-        "toy", "the toy engine", "counts up", "toy", module=DATA / "engines" / "toy_engine.py"
-    )
-    monkeypatch.setattr(engines, "GENERATION", (toy, *engines.GENERATION))  # the one line
-    assert "toy: counts up" in engines.engine_help()
+    counter = DATA / "engines" / "counter_engine.py"
+    line = engines.GenerationEngine("counter", "the counter engine", "counts up", "counter", module=counter)
+    monkeypatch.setattr(engines, "GENERATION", (line, *engines.GENERATION))  # the one line
+    assert "counter: counts up" in engines.engine_help()
     repository = tmp_path / "repo"
-    added = CliRunner().invoke(app, ["gallery", "add", "text-generation", "--model", str(tiny["generator"]),
-                                     "--engine", "toy", "--name", "toy", "--repository", str(repository)])  # fmt: skip
+    adding = ["gallery", "add", "text-generation", "--model", str(tiny["generator"]), "--repository", str(repository)]
+    added = CliRunner().invoke(app, [*adding, "--engine", "counter", "--name", "c"])
     assert added.exit_code == 0, added.output
-    folder = repository / "toy"
-    assert "tritonhf.engine" in (folder / "config.pbtxt").read_text() and (folder / "1" / "toy_engine.py").is_file()
+    folder = repository / "c"
+    assert "tritonhf.engine" in (folder / "config.pbtxt").read_text() and (folder / "1" / "counter_engine.py").is_file()
     model = instantiate(folder)
     model.finalize()  # the tests step the loop themselves
-    assert type(model.engine).__name__ == "ToyEngine"
+    assert type(model.engine).__name__ == "CounterEngine"
     tokenizer = AutoTokenizer.from_pretrained(tiny["generator"])
     prompt = tokenizer("the movie")["input_ids"]
     expected = tokenizer.decode([model.engine.next_token(prompt, made) for made in range(6)])
@@ -299,11 +298,10 @@ def test_a_new_engine_is_one_module_and_one_line(
     model.execute([plain, held, too_long])
     run(model)
     assert text_of(plain) == expected and last(plain, "completion_tokens") == 6
-    assert "toy engine" in held.sender.responses[0].error().message()
+    assert "counter engine" in held.sender.responses[0].error().message()
     assert "context length of 64" in too_long.sender.responses[0].error().message()
-    unknown = CliRunner().invoke(app, ["gallery", "add", "text-generation", "--model", str(tiny["generator"]),
-                                       "--engine", "llamacpp", "--repository", str(repository)])  # fmt: skip
-    assert unknown.exit_code != 0 and "toy, openvino, transformers" in unknown.output
+    unknown = CliRunner().invoke(app, [*adding, "--engine", "llamacpp"])
+    assert unknown.exit_code != 0 and "counter, openvino, transformers" in unknown.output
 
 
 def test_the_sampling_surface_on_the_transformers_engine(generator: Any) -> None:

@@ -250,7 +250,10 @@ def openvino_weights(
     settings = settings_for(request.params, request.options.instances)
     for index, tried in enumerate(formats):
         try:
-            return add_openvino_weights(resolved, weights_dir, tried, progress, settings), resolved
+            found = add_openvino_weights(resolved, weights_dir, tried, progress, settings)
+            served = found.get(PARAM_OPENVINO_MODEL, found.get(PARAM_GGUF_FILE, ""))
+            found[PARAM_ENGINE_CHECK] = f"continuous batching on {served}; {found[PARAM_ENGINE_CHECK]}"
+            return found, resolved
         except ModelSourceError as exc:
             shutil.rmtree(weights_dir, ignore_errors=True)
             if index == len(formats) - 1:

@@ -65,8 +65,8 @@ def choice(request: AddRequest, plan: EnginePlan | None, found: dict[str, str]) 
     engine = plan.engine
     params = {**found, PARAM_ENGINE: engine.name}
     check = params.pop(generation.PARAM_ENGINE_CHECK, None)
-    if check is not None:
-        return Choice(engine.backend, f"{engine.label}; {check}", params, label=engine.label)
+    if check is not None:  # its weights' own account of how they were made and checked
+        return Choice(engine.backend, check, params, label=engine.label)
     if plan.reason:
         params[generation.PARAM_ENGINE_REASON] = plan.reason
     why = "--backend pytorch" if request.backend == "pytorch" else f"the {engine.label} engine: {plan.reason}"

@@ -573,6 +573,21 @@ class OutputFunctionCall(_Answer):
     status: Literal["in_progress", "completed"]
 
 
+class ReasoningText(_Answer):
+    type: Literal["reasoning_text"]
+    text: str
+
+
+class OutputReasoning(_Answer):
+    """A reasoning model's thinking: its whole text as the item's content (no summary is made)."""
+
+    type: Literal["reasoning"]
+    id: str
+    summary: list[Any]
+    content: list[ReasoningText]
+    status: Literal["in_progress", "completed"]
+
+
 class ResponseUsage(_Answer):
     input_tokens: int
     input_tokens_details: dict[str, int]
@@ -592,7 +607,7 @@ class ResponseObject(_Answer):
     error: dict[str, str] | None
     incomplete_details: dict[str, str] | None
     model: str
-    output: list[OutputMessage | OutputFunctionCall]
+    output: list[OutputReasoning | OutputMessage | OutputFunctionCall]
     usage: ResponseUsage | None
     previous_response_id: str | None
     store: bool

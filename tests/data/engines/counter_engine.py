@@ -1,14 +1,14 @@
-"""A toy engine for the text-generation template, as docs/guide.md ("How to add an engine") tells a newcomer to
-write one: the engine interface of templates/text_generation/model.py's docstring, in a module named NAME_engine.py
-whose ENGINE the template makes. Every step gives each running sequence its next token, counting up from its
-prompt's last one (``next_token``)."""
+"""A toy engine for the text-generation template (gallery add --engine counter), as docs/guide.md ("How to add an
+engine") tells a newcomer to write one: the engine interface of templates/text_generation/model.py's docstring, in a
+module named NAME_engine.py whose ENGINE the template makes. Every step gives each running sequence its next token,
+counting up from its prompt's last one (``next_token``)."""
 
 from typing import Any
 
 from tritonhf_runtime import BadRequest  # the runtime copied beside model.py, as an engine module imports it
 
 
-class ToyEngine:
+class CounterEngine:
     """Each running sequence's next token: its prompt's last one, counted up."""
 
     def __init__(self, template: Any, args: dict[str, str], params: dict[str, str]) -> None:
@@ -18,7 +18,7 @@ class ToyEngine:
 
     def prepare(self, sequence: Any, grammars: Any) -> None:
         if sequence.constraint is not None:
-            raise BadRequest("input 'json_schema' is not taken by the toy engine.")
+            raise BadRequest("input 'json_schema' is not taken by the counter engine.")
 
     def take(self, waiting: Any) -> list[Any]:
         admitted = list(waiting)
@@ -43,4 +43,4 @@ class ToyEngine:
         self.running = []
 
 
-ENGINE = ToyEngine
+ENGINE = CounterEngine
