@@ -52,6 +52,7 @@ from tritonhf.runtime.ranges import (
     TEMPERATURE_MAX,
     TOP_LOGPROBS_MAX,
     TOP_P_MAX,
+    TOP_P_MIN,
     seed_to_wire,
 )
 from tritonhf.runtime.tools import MAX_SCHEMA_BYTES, MAX_TOOLS, TOOL_NAME
@@ -105,6 +106,7 @@ __all__ = [
     "TOOL_NAME",
     "TOP_LOGPROBS_MAX",
     "TOP_P_MAX",
+    "TOP_P_MIN",
     "VENDORED_WEIGHTS_DIR",
     "Task",
     "TensorSpec",

@@ -15,16 +15,26 @@ int64) and the template reads it back as unsigned (``seed_from_wire``). The mapp
 
 from __future__ import annotations
 
+import struct
+
+
+def fp32(value: float) -> float:
+    """``value`` as the FP32 a tensor carries it in: a bound stated so holds at every layer (the schema's float64,
+    the SDK's and the template's FP32)."""
+    return float(struct.unpack("f", struct.pack("f", value))[0])
+
+
 SEED_MAX = 2**64 - 1
 INT32_MAX = 2**31 - 1
 MAX_TOKENS_MIN = 1
 TEMPERATURE_MAX = 2.0  # OpenAI's; 0 means greedy
 AUDIO_TEMPERATURE_MAX = 1.0  # OpenAI's for transcriptions and translations
 TOP_P_MAX = 1.0  # top_p is in (0, TOP_P_MAX]
+TOP_P_MIN = fp32(1e-45)  # the least top_p above 0 once it travels as FP32 (a smaller one arrives as 0)
 TOP_LOGPROBS_MAX = 20
 PENALTY_MAX = 2.0  # OpenAI's presence_penalty and frequency_penalty: from -PENALTY_MAX to PENALTY_MAX, 0 is none
 # vLLM's and transformers' repetition_penalty: 1 is none; bounded away from 0, where a logit divided by it overflows
-REPETITION_PENALTY_MIN = 0.01
+REPETITION_PENALTY_MIN = fp32(0.01)  # 0.01 as it travels (0.01 itself rounds below 0.01 in FP32)
 REPETITION_PENALTY_MAX = 10.0
 # top_k: the k likeliest tokens only, 0 (or vLLM's -1) for all; min_p: tokens at least min_p times the likeliest's
 # probability, from 0 (all) to MIN_P_MAX (both vLLM's names)

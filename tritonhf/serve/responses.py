@@ -169,9 +169,7 @@ def _call(
     stop = [body.stop] if isinstance(body.stop, str) else body.stop
     options.update(max_tokens=body.max_output_tokens, stop=stop or None, truncate=body.truncation == "auto",
                    chat_template_kwargs=template_kwargs)  # fmt: skip
-    if body.top_logprobs is not None and not body.include:
-        raise refused("top_logprobs", "needs include: ['message.output_text.logprobs'].")
-    if body.include:
+    if body.include or body.top_logprobs is not None:  # alternatives asked are log-probabilities asked
         options["logprobs"] = body.top_logprobs or 0
     tools = [{"type": "function", "function": t.model_dump(exclude_none=True, exclude={"type"})}
              for t in body.tools] if body.tools else None  # fmt: skip

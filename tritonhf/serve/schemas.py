@@ -28,6 +28,7 @@ from tritonhf.tasks import (
     TOOL_NAME,
     TOP_LOGPROBS_MAX,
     TOP_P_MAX,
+    TOP_P_MIN,
 )
 
 COMPLETION_LOGPROBS_MAX = 5  # OpenAI's legacy completions take 0-5
@@ -122,7 +123,9 @@ class Sampling(_Body):
     temperature: float | None = Field(
         default=None, ge=0, le=TEMPERATURE_MAX, description="0 (the default) is greedy; higher samples."
     )
-    top_p: float | None = Field(default=None, gt=0, le=TOP_P_MAX, description="Nucleus sampling's mass.")
+    top_p: float | None = Field(
+        default=None, ge=TOP_P_MIN, le=TOP_P_MAX, description="Nucleus sampling's mass, above 0 (as FP32) up to 1."
+    )
     seed: int | None = Field(
         default=None,
         ge=0,
@@ -188,7 +191,7 @@ class GenerationBody(Sampling):
 
 
 class ChatBody(GenerationBody):
-    messages: list[ChatMessage]
+    messages: Annotated[list[ChatMessage], Field(json_schema_extra={"minItems": 1})]
     tools: list[ChatTool] | None = Field(
         default=None, max_length=MAX_TOOLS, description="Functions the model may call (OpenAI's function tools)."
     )
@@ -331,7 +334,9 @@ class ResponsesBody(Sampling):
     """OpenAI's Responses API request (``POST /v1/responses``)."""
 
     model: str = Field(description="A served text-generation model's name (GET /v1/models).")
-    input: str | list[InputItem] = Field(description="The user's text, or the conversation's items.")
+    input: str | Annotated[list[InputItem], Field(json_schema_extra={"minItems": 1})] = Field(
+        description="The user's text, or the conversation's items."
+    )
     instructions: str | None = Field(default=None, description="A system message put first (not carried over).")
     max_output_tokens: int | None = Field(default=None, ge=1, le=INT32_MAX, description="At most this many tokens.")
     tools: list[ResponseFunctionTool] | None = Field(default=None, max_length=MAX_TOOLS)
@@ -351,7 +356,9 @@ class ResponsesBody(Sampling):
     include: list[Literal["message.output_text.logprobs"]] | None = Field(
         default=None, description="'message.output_text.logprobs': each token's log-probability (with top_logprobs)."
     )
-    top_logprobs: int | None = Field(default=None, ge=0, le=TOP_LOGPROBS_MAX)
+    top_logprobs: int | None = Field(
+        default=None, ge=0, le=TOP_LOGPROBS_MAX, description="Alternatives per token; log-probabilities come with it."
+    )
     stop: str | list[str] | None = Field(default=None, description="Not OpenAI's: the text ends before these.")
     metadata: dict[str, str] | None = Field(default=None, max_length=16, description="Kept with the response.")
     background: Literal[False] = Field(default=False, description="Not supported: each response is answered at once.")
