@@ -43,6 +43,12 @@ def sampling_options(body: Sampling) -> dict[str, Any]:
     }
 
 
+def stop_list(stop: str | list[str] | None) -> list[str] | None:
+    """The SDK's ``stop``: a request's string or strings, None when there are none."""
+    found = [stop] if isinstance(stop, str) else stop
+    return found or None
+
+
 def check_unicode(value: Any, where: str) -> None:
     """Every string inside ``value`` (a message's tool calls, a tool's schema) encodes as UTF-8: JSON can carry a lone
     surrogate, which no tokenizer takes; a 400 naming where it is."""
@@ -215,15 +221,20 @@ def stream_usage(stream: AsyncTextStream) -> dict[str, Any]:
     return found
 
 
-def usage_of(chats: Sequence[ChatStream]) -> dict[str, Any]:
-    """The usage of one answer of several choices: the prompt counted once, every choice's tokens."""
-    found = stream_usage(chats[0].stream)
-    for chat in chats[1:]:
-        more = stream_usage(chat.stream)
-        found["completion_tokens"] += more["completion_tokens"]
-        if "completion_tokens_details" in more:
+def usage_of(streams: Sequence[AsyncTextStream], choices: int) -> dict[str, Any]:
+    """The usage of an answer of several generations, each run of ``choices`` of them answering one prompt: each
+    prompt counted once (with what truncate cut of it), every generation's tokens (and thinking tokens)."""
+    found: dict[str, Any] = {"prompt_tokens": 0, "completion_tokens": 0}
+    for index, stream in enumerate(streams):
+        usage = stream_usage(stream)
+        if index % choices == 0:
+            found["prompt_tokens"] += usage["prompt_tokens"]
+            if "prompt_tokens_cut" in usage:
+                found["prompt_tokens_cut"] = found.get("prompt_tokens_cut", 0) + usage["prompt_tokens_cut"]
+        found["completion_tokens"] += usage["completion_tokens"]
+        if "completion_tokens_details" in usage:
             details = found.setdefault("completion_tokens_details", {"reasoning_tokens": 0})
-            details["reasoning_tokens"] += more["completion_tokens_details"]["reasoning_tokens"]
+            details["reasoning_tokens"] += usage["completion_tokens_details"]["reasoning_tokens"]
     found["total_tokens"] = found["prompt_tokens"] + found["completion_tokens"]
     return found
 

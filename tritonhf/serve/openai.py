@@ -39,7 +39,7 @@ from tritonhf.serve.chat import (
     merged,
     open_chats,
     sampling_options,
-    stream_usage,
+    stop_list,
     token_logprobs,
     tool_choice_of,
     usage_of,
@@ -84,9 +84,8 @@ router = APIRouter()
 def _generation_options(body: GenerationBody) -> dict[str, Any]:
     """The SDK options of an OpenAI generation body. What this server cannot honour the schema itself bounds to the
     one value served, so it is a 400 naming the field before a route runs."""
-    stop = [body.stop] if isinstance(body.stop, str) else body.stop
     return {**sampling_options(body), "max_tokens": body.max_completion_tokens or body.max_tokens,
-            "stop": stop or None, "truncate": body.truncate}  # fmt: skip
+            "stop": stop_list(body.stop), "truncate": body.truncate}  # fmt: skip
 
 
 def _chat_options(body: ChatBody) -> dict[str, Any]:
@@ -246,7 +245,7 @@ async def _chat_full(head: _Head, chats: Sequence[ChatStream], request: Request)
         choices.append({"index": chat.index, "message": message, "finish_reason": stream.finish_reason or "stop",
                         "logprobs": _chat_logprobs(stream.logprobs) if chat.logprobs else None})  # fmt: skip
     return {"id": head.ident, "object": "chat.completion", "created": head.created, "model": head.model,
-            "choices": choices, "usage": usage_of(chats)}  # fmt: skip
+            "choices": choices, "usage": usage_of(Streams.of(chats).streams, len(chats))}  # fmt: skip
 
 
 async def _chat_events(head: _Head, chats: Sequence[ChatStream], include_usage: bool) -> AsyncIterator[dict[str, Any]]:
@@ -255,7 +254,7 @@ async def _chat_events(head: _Head, chats: Sequence[ChatStream], include_usage: 
     async for event in merged([_choice_events(head, chat) for chat in chats]):
         yield event
     if include_usage:
-        yield {**head.chunk([]), "usage": usage_of(chats)}
+        yield {**head.chunk([]), "usage": usage_of(Streams.of(chats).streams, len(chats))}
 
 
 async def _choice_events(head: _Head, chat: ChatStream) -> AsyncIterator[dict[str, Any]]:
@@ -331,7 +330,7 @@ async def completions(body: CompletionBody, request: Request) -> dict[str, Any] 
             async for event in merged([choice(index, *found) for index, found in enumerate(streams)]):
                 yield event
             if include_usage:
-                yield {**base, "choices": [], "usage": _completion_usage([s for s, _ in streams], body.n)}
+                yield {**base, "choices": [], "usage": usage_of([s for s, _ in streams], body.n)}
 
         return sse(events(), Streams([stream for stream, _ in streams]))
 
@@ -351,22 +350,8 @@ async def completions(body: CompletionBody, request: Request) -> dict[str, Any] 
         choices.append(
             {"index": index, "text": text, "finish_reason": stream.finish_reason or "stop", "logprobs": found}
         )
-    usage = _completion_usage([stream for _, stream in answers], body.n)
+    usage = usage_of([stream for _, stream in answers], body.n)
     return {**base, "choices": choices, "usage": usage}
-
-
-def _completion_usage(streams: Sequence[AsyncTextStream], n: int) -> dict[str, int]:
-    """The usage of a completion: each prompt counted once (its first choice's), every choice's tokens."""
-    found = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
-    for index, stream in enumerate(streams):
-        usage = stream_usage(stream)
-        if index % n == 0:
-            found["prompt_tokens"] += usage["prompt_tokens"]
-            if "prompt_tokens_cut" in usage:
-                found["prompt_tokens_cut"] = found.get("prompt_tokens_cut", 0) + usage["prompt_tokens_cut"]
-        found["completion_tokens"] += usage["completion_tokens"]
-    found["total_tokens"] = found["prompt_tokens"] + found["completion_tokens"]
-    return found
 
 
 EMBEDDING_TASKS = ("feature-extraction", "zero-shot-image-classification")  # texts: either; images: image-text

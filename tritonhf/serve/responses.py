@@ -37,6 +37,7 @@ from tritonhf.serve.chat import (
     open_chats,
     responses_param,
     sampling_options,
+    stop_list,
     stream_usage,
     token_logprobs,
 )
@@ -166,8 +167,7 @@ def _call(
     if body.instructions:
         messages = [{"role": "system", "content": body.instructions}, *messages]
     options = sampling_options(body)
-    stop = [body.stop] if isinstance(body.stop, str) else body.stop
-    options.update(max_tokens=body.max_output_tokens, stop=stop or None, truncate=body.truncation == "auto",
+    options.update(max_tokens=body.max_output_tokens, stop=stop_list(body.stop), truncate=body.truncation == "auto",
                    chat_template_kwargs=template_kwargs)  # fmt: skip
     if body.include or body.top_logprobs is not None:  # alternatives asked are log-probabilities asked
         options["logprobs"] = body.top_logprobs or 0
@@ -282,9 +282,14 @@ class _Answer:
                 "output_tokens": found["completion_tokens"], "output_tokens_details": {"reasoning_tokens": thought},
                 "total_tokens": found["total_tokens"]}  # fmt: skip
 
+    @property
+    def scored(self) -> bool:
+        """Log-probabilities asked (include: message.output_text.logprobs, or top_logprobs)."""
+        return self.call.options.get("logprobs") is not None
+
     def logprobs(self) -> list[dict[str, Any]] | None:
-        """Each token's log-probability so far, when asked (include: message.output_text.logprobs)."""
-        return token_logprobs(self.chat.stream.logprobs) if self.call.options.get("logprobs") is not None else None
+        """Each token's log-probability so far, when asked."""
+        return token_logprobs(self.chat.stream.logprobs) if self.scored else None
 
     def output(self, text: str) -> list[dict[str, Any]]:
         """The output items of a whole answer: the message (unless the answer is only calls), then each call."""
@@ -364,7 +369,7 @@ class _Answer:
                 if kind == "reasoning":
                     burst.append(self.event("response.reasoning_text.delta", **where, delta=piece))
                 else:
-                    fresh = token_logprobs(stream.logprobs[told:]) if self.logprobs() is not None else []
+                    fresh = token_logprobs(stream.logprobs[told:]) if self.scored else []
                     told = len(stream.logprobs)
                     burst.append(self.event("response.output_text.delta", **where, delta=piece, logprobs=fresh))
             if burst:
