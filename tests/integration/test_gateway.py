@@ -111,19 +111,19 @@ def test_openai_async_client_streams(gateway: Stack) -> None:
         assert asyncio.run(main()) == sdk.chat(CHAT, model="smollm2", max_tokens=8, temperature=0)
 
 
-def _smollm2_metric(stack: Stack, name: str) -> float:
+def _model_metric(stack: Stack, name: str, model: str = "smollm2") -> float:
     text = urllib.request.urlopen(stack.server.metrics_url, timeout=10).read().decode()
-    match = re.search(rf'^{name}\{{model="smollm2"\}} (\S+)$', text, re.MULTILINE)
+    match = re.search(rf'^{name}\{{model="{model}"\}} (\S+)$', text, re.MULTILINE)
     return float(match.group(1)) if match else 0.0
 
 
-def _cancelled(stack: Stack) -> float:
-    return _smollm2_metric(stack, "tritonhf_cancelled_total")
+def _cancelled(stack: Stack, model: str = "smollm2") -> float:
+    return _model_metric(stack, "tritonhf_cancelled_total", model)
 
 
 def _started(stack: Stack) -> float:
     """Sequences that produced their first token (a counter, unlike the running gauge)."""
-    return _smollm2_metric(stack, "tritonhf_time_to_first_token_seconds_count")
+    return _model_metric(stack, "tritonhf_time_to_first_token_seconds_count")
 
 
 def test_a_client_that_disconnects_mid_stream_cancels_the_generation(gateway: Stack) -> None:
@@ -175,12 +175,35 @@ def test_a_client_that_leaves_a_non_streamed_answer_cancels_the_generation(gatew
     deadline = time.monotonic() + 10
     while _cancelled(gateway) < expected and time.monotonic() < deadline:
         time.sleep(0.1)
-    left = {name: _smollm2_metric(gateway, f"tritonhf_{name}_sequences") for name in ("running", "waiting")}
+    left = {name: _model_metric(gateway, f"tritonhf_{name}_sequences") for name in ("running", "waiting")}
     with urllib.request.urlopen(f"{_base(gateway).removesuffix('/v1')}/metrics", timeout=30) as response:
         # which route answered 499 (it saw the client leave), and whether one is still being answered
         seen = [line for line in response.read().decode().splitlines()
                 if line.startswith("tritonhf_gateway_requests_in_flight") or 'status="499"' in line]  # fmt: skip
     assert _cancelled(gateway) == expected, f"every generation of a client that left was cancelled ({left}, {seen})"
+
+
+def test_a_refused_generation_cancels_the_other_generations_of_its_request(gateway: Stack) -> None:
+    """Ten prompts of eight choices each ask ``writer`` for 80 generations at once, beyond what its queue takes (8
+    running and 64 waiting): the first refused one ends the request with a 429, and every other one is cancelled
+    then, not left generating answers no one will read while the next requests wait behind them."""
+    before = _cancelled(gateway, "writer")
+    body = {"model": "writer", "prompt": [f"prompt {index}" for index in range(10)], "n": 8, "max_tokens": 120,
+            "temperature": 0}  # fmt: skip
+    request = urllib.request.Request(f"{_base(gateway)}/completions", json.dumps(body).encode(),
+                                     {"Content-Type": "application/json"})  # fmt: skip
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=120)
+    assert refused.value.code == 429 and json.loads(refused.value.read())["error"]["code"] == "model_overloaded"
+    deadline = time.monotonic() + 10
+    left = {"running": -1.0}
+    while time.monotonic() < deadline:
+        left = {name: _model_metric(gateway, f"tritonhf_{name}_sequences", "writer") for name in ("running", "waiting")}
+        if not any(left.values()):
+            break
+        time.sleep(0.1)
+    assert not any(left.values()), f"the request's other generations were stopped ({left})"
+    assert _cancelled(gateway, "writer") - before >= 64, "the waiting ones were cancelled, not run to their end"
 
 
 def test_openai_shapes_nulls_unicode_models_and_usage(gateway: Stack) -> None:

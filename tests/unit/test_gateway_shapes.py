@@ -21,7 +21,7 @@ from starlette.requests import Request
 from tritonhf import Client, InvalidInputError
 from tritonhf.sdk.testing import FakeServer, MemoryTransport
 from tritonhf.serve.schemas import ChatBody, CompletionBody, EmbeddingBody, TeiEmbedBody
-from tritonhf.serve.shared import ClientGone, unless_disconnected
+from tritonhf.serve.shared import ClientGone, all_or_none, unless_disconnected
 
 
 @contextlib.contextmanager
@@ -151,6 +151,32 @@ def test_a_finished_work_answers_and_leaves_no_watcher() -> None:
         return found, len(others)
 
     assert asyncio.run(scenario()) == ("answer", 0)
+
+
+def test_one_failed_generation_cancels_its_siblings_before_the_error_is_raised() -> None:
+    """``all_or_none``: the others are cancelled and have ended (their streams closed) when the failure is raised;
+    ``asyncio.gather`` would have left them running."""
+
+    async def scenario() -> list[str]:
+        ended: list[str] = []
+
+        async def long(name: str) -> str:
+            try:
+                await asyncio.sleep(60)
+            finally:
+                ended.append(name)
+            return name
+
+        async def refused() -> str:
+            await asyncio.sleep(0.01)
+            raise RuntimeError("the model's queue is full")
+
+        with pytest.raises(RuntimeError, match="queue is full"):
+            await all_or_none([long("a"), refused(), long("b")])
+        return sorted(ended)
+
+    assert asyncio.run(asyncio.wait_for(scenario(), 5)) == ["a", "b"]
+    assert asyncio.run(all_or_none(asyncio.sleep(0, name) for name in ("x", "y"))) == ["x", "y"]
 
 
 def test_dimensions_cut_a_matryoshka_model_s_vectors_and_refuse_any_other() -> None:

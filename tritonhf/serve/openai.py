@@ -9,7 +9,6 @@ disconnects cancels the generation on the Triton side (the stream is closed).
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import time
 import uuid
@@ -65,6 +64,7 @@ from tritonhf.serve.schemas import (
 from tritonhf.serve.shared import (
     CLIENT_GONE,
     ClientGone,
+    all_or_none,
     check_count,
     check_texts,
     check_tokens,
@@ -227,7 +227,7 @@ class _Head:
 async def _chat_full(head: _Head, chats: Sequence[ChatStream], request: Request) -> dict[str, Any] | Response:
     """The answer as one ``chat.completion``, a choice per generation."""
     try:
-        texts = await unless_disconnected(request, asyncio.gather(*(full_text(c.stream, c.first) for c in chats)))
+        texts = await unless_disconnected(request, all_or_none(full_text(c.stream, c.first) for c in chats))
     except ClientGone:
         return Response(status_code=CLIENT_GONE)
     except BaseException:
@@ -338,10 +338,9 @@ async def completions(body: CompletionBody, request: Request) -> dict[str, Any] 
         stream, first = await opened(prompt, seed)
         return await full_text(stream, first), stream
 
-    try:  # the prompts and their choices run at once (Triton batches them); a client that leaves cancels them all
-        answers = await unless_disconnected(
-            request, asyncio.gather(*(one(str(p), seed) for p in prompts for seed in seeds))
-        )
+    try:  # the prompts and their choices run at once (Triton batches them); a client that leaves, or one refused
+        # generation (the model's queue is full), cancels them all
+        answers = await unless_disconnected(request, all_or_none(one(str(p), seed) for p in prompts for seed in seeds))
     except ClientGone:
         return Response(status_code=CLIENT_GONE)
     choices = []
