@@ -42,6 +42,13 @@ def test_sdk_new_tasks(served: Server, tiny: dict[str, Path], protocol: str) -> 
         expected = tokenizer.decode(out[0], skip_special_tokens=True)
         assert client.summarize("the movie was great", max_tokens=8) == expected
         assert "".join(client.translate("the movie was great", max_tokens=8, stream=True)) == expected
+        # no max_tokens: the template's default, never past the decoder's learned positions (nor may a request go)
+        longest = model.config.max_position_embeddings - 1
+        with torch.inference_mode():
+            out = model.generate(**tokenizer("the movie", return_tensors="pt"), max_new_tokens=longest, **greedy)
+        assert client.summarize("the movie") == tokenizer.decode(out[0], skip_special_tokens=True)
+        with pytest.raises(InvalidInputError, match=f"from 1 to {longest}"):
+            client.summarize("the movie", max_tokens=longest + 1)
 
 
 def test_many_documents_are_split_over_the_batch_size_and_merged(served: Server) -> None:

@@ -52,6 +52,12 @@ class TritonPythonModel(runtime.DecoupledModel):
         # Beyond this many waiting requests a new one is refused at once (UNAVAILABLE), not queued without end.
         self.max_waiting = runtime.int_parameter(params, "max_waiting", 64)
         self.max_tokens_limit = runtime.int_parameter(params, "max_tokens_limit", 1024)
+        # The decoder's own length where its positions are learned (BART, Marian ...; T5's are relative): an answer
+        # past it would index beyond them, so neither a request nor the default goes further.
+        positions = getattr(self.model.config, "max_position_embeddings", None)
+        if positions:
+            self.max_tokens_limit = min(self.max_tokens_limit, positions - 1)
+        self.default_max_tokens = min(self.default_max_tokens, self.max_tokens_limit)
         self.max_running = runtime.int_parameter(params, "max_running", 8)
         config = self.model.generation_config
         self.start_id = config.decoder_start_token_id
