@@ -12,7 +12,9 @@ from dataclasses import dataclass
 from tritonhf.errors import UnknownTaskError
 from tritonhf.runtime.common import (
     PARAM_BACKEND,
+    PARAM_BACKEND_REASON,
     PARAM_BATCH_INVARIANT,
+    PARAM_CALIBRATION,
     PARAM_DEVICE,
     PARAM_ENGINE,
     PARAM_GGUF_FILE,
@@ -76,7 +78,9 @@ __all__ = [
     "MIN_P_MAX",
     "ONNX_PART_SUFFIX",
     "PARAM_BACKEND",
+    "PARAM_BACKEND_REASON",
     "PARAM_BATCH_INVARIANT",
+    "PARAM_CALIBRATION",
     "PARAM_DEVICE",
     "PARAM_ENGINE",
     "PARAM_GGUF_FILE",

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tritonhf.tasks import (
+    PARAM_BACKEND,
+    PARAM_BACKEND_REASON,
     PARAM_BATCH_INVARIANT,
     PARAM_ENGINE,
     PARAM_MATRYOSHKA,
@@ -32,6 +34,8 @@ class ModelConfig:
     batch_invariant: bool = True
     matryoshka: bool = False  # added with --param matryoshka=true: its vectors may be cut to their first N components
     reasoning: bool = False  # a generation model whose chat template thinks (<think>): its thinking comes apart
+    engine: str = ""  # what computes it (gallery add's choice: transformers, openvino, onnx, pytorch ...)
+    engine_reason: str = ""  # why: what gallery add measured on the machine it was added on
 
     @classmethod
     def parse(cls, raw: Mapping[str, Any]) -> ModelConfig:
@@ -61,4 +65,6 @@ class ModelConfig:
             batch_invariant=params.get(PARAM_ENGINE) != "openvino" or params.get(PARAM_BATCH_INVARIANT) != "false",
             matryoshka=params.get(PARAM_MATRYOSHKA, "").lower() == "true",
             reasoning=params.get(PARAM_REASONING) == "think",
+            engine=params.get(PARAM_ENGINE) or params.get(PARAM_BACKEND) or "",
+            engine_reason=params.get(PARAM_BACKEND_REASON, ""),
         )

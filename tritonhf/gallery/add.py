@@ -44,8 +44,6 @@ from tritonhf.gallery.listing import parameters_of_folder, remove_model
 from tritonhf.gallery.naming import check_name, default_name
 from tritonhf.gallery.request import (
     ENGINE_NAMES,
-    PARAM_BACKEND_REASON,
-    PARAM_CALIBRATION,
     PARAM_INT8_QUALITY,
     AddRequest,
     Choice,
@@ -57,6 +55,8 @@ from tritonhf.runtime.images import IMAGE_BACKEND, PARAM_IMAGE_BACKEND, PARAM_MA
 from tritonhf.runtime.reasoning import thinks
 from tritonhf.tasks import (
     PARAM_BACKEND,
+    PARAM_BACKEND_REASON,
+    PARAM_CALIBRATION,
     PARAM_DEVICE,
     PARAM_ENGINE,
     PARAM_REASONING,

@@ -17,10 +17,11 @@ from tritonhf.errors import GalleryError, ModelSourceError
 from tritonhf.gallery import calibrate, models, onnx_export, tower_export
 from tritonhf.gallery.config import build_onnx_part_config, parse_config, part_config_to_text
 from tritonhf.gallery.naming import check_name
-from tritonhf.gallery.request import PARAM_CALIBRATION, PARAM_INT8_QUALITY, AddRequest, Choice
+from tritonhf.gallery.request import PARAM_INT8_QUALITY, AddRequest, Choice
 from tritonhf.runtime.common import PARAM_ONNX_DIFF, PARAM_OPENVINO_DIFF, PARAM_POOLING
 from tritonhf.tasks import (
     ONNX_PART_SUFFIX,
+    PARAM_CALIBRATION,
     PARAM_ONNX_FILE,
     PARAM_ONNX_INPUTS,
     PARAM_ONNX_MODEL,

@@ -20,10 +20,6 @@ from tritonhf.tasks import Task
 
 BACKENDS = ("auto", "pytorch", "onnx", "openvino", "ctranslate2")
 QUANTIZATIONS = ("int8",)
-PARAM_BACKEND_REASON = "tritonhf.backend_reason"
-PARAM_CALIBRATION = (
-    "tritonhf.engine_calibration"  # --backend auto: both engines' figures on the machine it was added on
-)
 PARAM_INT8_QUALITY = "tritonhf.int8_quality"  # an int8 model's gate: its measured quality against fp32
 PARAM_ENCODER_CHECK = "tritonhf.encoder_check"  # Whisper on CTranslate2: its encoder on OpenVINO, measured
 ONNX_RUNTIMES = ("auto", "native", "python")

@@ -23,7 +23,6 @@ from tritonhf.gallery import (
     whisper_export,
 )
 from tritonhf.gallery.request import (
-    PARAM_CALIBRATION,
     PARAM_ENCODER_CHECK,
     PARAM_INT8_QUALITY,
     AddRequest,
@@ -32,6 +31,7 @@ from tritonhf.gallery.request import (
     int8_verdict,
 )
 from tritonhf.runtime.audio import CT2_FOLDER, OPENVINO_ENCODER, OPENVINO_WHISPER, PARAM_COMPUTE_TYPE, PARAM_ENCODER
+from tritonhf.tasks import PARAM_CALIBRATION
 
 
 def choose(request: AddRequest, vendored: Path, source: Path, progress: Progress) -> Choice:

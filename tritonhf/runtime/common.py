@@ -14,7 +14,11 @@ PARAM_VERSION = "tritonhf.version"
 PARAM_WEIGHTS = "tritonhf.weights"
 PARAM_DEVICE = "tritonhf.device"
 PARAM_TRUST_REMOTE_CODE = "tritonhf.trust_remote_code"
-PARAM_BACKEND = "tritonhf.backend"  # pytorch | onnx
+PARAM_BACKEND = "tritonhf.backend"  # pytorch | onnx | openvino | ctranslate2
+# why gallery add chose it (what it measured on the machine it was added on), and with --backend auto both
+# engines' figures
+PARAM_BACKEND_REASON = "tritonhf.backend_reason"
+PARAM_CALIBRATION = "tritonhf.engine_calibration"
 # text-generation: which engine computes the tokens (transformers | openvino), and the GGUF file
 # the openvino engine loads from the weights folder.
 PARAM_ENGINE = "tritonhf.engine"

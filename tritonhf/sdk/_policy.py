@@ -114,6 +114,8 @@ def model_infos(index: Sequence[Mapping[str, Any]], configs: Mapping[str, ModelC
                 config.batch_invariant if config else True,
                 config.matryoshka if config else False,
                 config.reasoning if config else False,
+                config.engine if config else "",
+                config.engine_reason if config else "",
             )
         )
     return found

@@ -200,6 +200,8 @@ class ModelInfo:
     batch_invariant: bool = True
     matryoshka: bool = False  # its vectors may be cut to their first N components (/v1/embeddings' dimensions)
     reasoning: bool = False  # it thinks before it answers: chat's thinking comes apart (the streams' ``reasoning``)
+    engine: str = ""  # what computes it, as gallery add chose (transformers, openvino, onnx, pytorch ...)
+    engine_reason: str = ""  # why: what gallery add measured on the machine the model was added on
 
     @property
     def ready(self) -> bool:
