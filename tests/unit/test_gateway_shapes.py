@@ -216,6 +216,47 @@ def test_dimensions_cut_a_matryoshka_model_s_vectors_and_refuse_any_other() -> N
             assert refused.value.body["param"] == "dimensions"  # type: ignore[index]
 
 
+def test_the_page_and_its_files_are_open_and_the_state_it_polls_needs_the_key() -> None:
+    """With a key: GET / (for a browser) and the page's two files answer without it (they hold no data); the state,
+    and every API route (POST / included), need it. The state lists the models with their engine and Triton's
+    figures per model; nothing else of the metrics text."""
+    from fastapi.testclient import TestClient
+
+    from tritonhf.sdk import AsyncClient
+    from tritonhf.sdk.testing import AsyncMemoryTransport
+    from tritonhf.serve.app import create_app
+    from tritonhf.serve.page import _metrics, _statistics
+
+    server = FakeServer()
+    model = server.add("tagger", "token-classification")
+    model.config["parameters"].update({"tritonhf.backend": {"string_value": "onnx"},
+                                       "tritonhf.backend_reason": {"string_value": "measured faster"}})  # fmt: skip
+    app = create_app("grpc://127.0.0.1:9", api_key="secret")
+    with TestClient(app) as http:
+        app.state.client = AsyncClient(transport=AsyncMemoryTransport(server))
+        page = http.get("/", headers={"Accept": "text/html"})
+        assert page.status_code == 200 and "/ui/page.js" in page.text
+        assert http.get("/").status_code == 404  # not a browser: told where the API is described
+        assert http.get("/ui/page.js").headers["content-type"].startswith("text/javascript")
+        assert http.get("/ui/page.css").headers["content-type"].startswith("text/css")
+        assert http.get("/ui/state").status_code == 401
+        assert http.post("/", json={"inputs": "x"}).status_code == 401
+        assert http.get("/ui/../app.py").status_code in (401, 404)
+        state = http.get("/ui/state", headers={"Authorization": "Bearer secret"}).json()
+    assert state["models"][0] | {"engine": "onnx", "engine_reason": "measured faster"} == state["models"][0]
+    assert state["figures"] is None  # no --metrics-url: the page says the generation figures are left out
+    inference = {"success": {"count": "3", "ns": "9"}, "queue": {"count": "3", "ns": "6"},
+                 "compute_infer": {"count": "2", "ns": "4"}}  # fmt: skip
+    stats = {
+        "name": "m",
+        "inference_stats": inference,
+        "batch_stats": [{"batch_size": "2", "compute_infer": {"count": "1"}}],
+    }
+    assert _statistics([stats])["m"] == {"success": 3, "fail": 0, "queued": 3, "queue_ns": 6, "computed": 2,
+                                         "compute_ns": 4, "batches": {"2": 1}}  # fmt: skip
+    assert _metrics("http://127.0.0.1:9/metrics") is None  # nothing there: left out, not an error
+
+
 def test_every_route_is_metered_under_its_own_path() -> None:
     """Routing and metrics read one tuple of routers: a route the app serves is never counted as "other"."""
     from fastapi.testclient import TestClient

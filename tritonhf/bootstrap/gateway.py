@@ -44,6 +44,12 @@ def gateway_url(workspace: Workspace) -> str:
     return state.local_url if state.tls else state.grpc_url
 
 
+def gateway_metrics_url(workspace: Workspace) -> str | None:
+    """The running server's metrics endpoint (Triton's and the templates' figures), when it has one."""
+    state = ServerState.load(workspace.state_file)
+    return state.metrics_url if state is not None and state.metrics_port else None
+
+
 def gateway_repository(workspace: Workspace) -> Path | None:
     """The repository the server serves, when it is a folder on this machine (the gateway reads tokenizers there)."""
     state = ServerState.load(workspace.state_file)
@@ -61,8 +67,12 @@ def gateway_key_file(workspace: Workspace, host: str) -> Path | None:
 
 
 def gateway_arguments(workspace: Workspace, host: str, url: str | None = None) -> list[str]:
-    """What the gateway process is given of the workspace: the endpoint, the repository, the key file."""
+    """What the gateway process is given of the workspace: the endpoint, Triton's metrics (the page's server state
+    reads them), the repository, the key file."""
     arguments = ["--url", url or gateway_url(workspace)]
+    metrics = gateway_metrics_url(workspace)
+    if metrics is not None:
+        arguments += ["--metrics-url", metrics]
     repository = gateway_repository(workspace)
     if repository is not None:
         arguments += ["--repository", str(repository)]

@@ -279,7 +279,13 @@ def openai_command(
     ] = None,
 ) -> None:
     """Serve OpenAI- and TEI-compatible routes (/v1/chat/completions, /v1/embeddings, /embed, /rerank ...)."""
-    from tritonhf.bootstrap.gateway import gateway_key_file, gateway_repository, gateway_url, require_gateway_packages
+    from tritonhf.bootstrap.gateway import (
+        gateway_key_file,
+        gateway_metrics_url,
+        gateway_repository,
+        gateway_url,
+        require_gateway_packages,
+    )
     from tritonhf.serve.launch import gateway_key, run_gateway
     from tritonhf.serve.limits import Limits
 
@@ -298,7 +304,8 @@ def openai_command(
     target = url or gateway_url(Workspace.at())
     key = gateway_key(api_key_file or gateway_key_file(Workspace.at(), host))
     console.print(f"gateway on http://{host}:{port}/v1 for {target}" + (" (Bearer key required)" if key else ""))
-    run_gateway(target, host, port, key, limits, repository or gateway_repository(Workspace.at()))
+    metrics = gateway_metrics_url(Workspace.at()) if url is None else None  # the workspace's server's, not another's
+    run_gateway(target, host, port, key, limits, repository or gateway_repository(Workspace.at()), metrics)
 
 
 @friendly_errors

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import subprocess
 import time
+import webbrowser
 from pathlib import Path
 from typing import Annotated
 
@@ -106,6 +107,9 @@ def up_command(
     openai_host: Annotated[
         str, typer.Option(help="Where the gateway listens; beyond loopback it requires the workspace's key.")
     ] = LOOPBACK,
+    open_page: Annotated[
+        bool, typer.Option("--open", help="Open the gateway's page in a browser once up (with --openai-port).")
+    ] = False,
     log_verbose: Annotated[int, typer.Option(help="Triton's --log-verbose level.")] = 0,
     timeout: Annotated[float, typer.Option(help="Seconds to wait for the server and its models.")] = 60.0,
     payload_limit: _limits.PayloadLimit = _limits.DEFAULT_PAYLOAD_LIMIT,
@@ -120,6 +124,8 @@ def up_command(
     """Start tritonserver in the background and wait until it and its models are ready."""
     if (tls_cert is None) != (tls_key is None) or (tls_ca is not None and tls_cert is None):
         raise ValueError("--tls-cert and --tls-key go together (and --tls-ca needs them).")
+    if open_page and openai_port is None:
+        raise ValueError("--open opens the gateway's page: give --openai-port too (a port, or 'auto').")
     tls = (
         Tls(tls_cert.absolute(), tls_key.absolute(), tls_ca.absolute() if tls_ca else None)
         if tls_cert and tls_key
@@ -172,6 +178,8 @@ def up_command(
     console.print(f"[green]✓[/] tritonserver ready in {time.monotonic() - started:.1f} s (pid {state.pid})")
     _endpoints(server)
     _models_table(server.models())
+    if open_page and state.gateway_url:
+        webbrowser.open(state.gateway_url.removesuffix("/v1") + "/")
 
 
 def _endpoints(server: Server) -> None:
@@ -184,6 +192,7 @@ def _endpoints(server: Server) -> None:
         key = " (Bearer key: WORKSPACE/run/api-key)" if state.gateway_host not in (LOOPBACK, "localhost", "::1") else ""
         alive = "" if state.gateway is None or state.gateway.alive() else "  [red](not running)[/]"
         console.print(f"  OpenAI   {state.gateway_url}{key}{alive}")
+        console.print(f"  page     {state.gateway_url.removesuffix('/v1')}/  (the models to try, the server's state)")
     console.print(f"  log      {server.workspace.server_log}")
 
 

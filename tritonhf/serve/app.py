@@ -1,7 +1,7 @@
 """The gateway's app: one async SDK client to Triton (gRPC), OpenAI and TEI routes, auth, errors.
 
 ``create_app(url)`` builds it; ``run`` serves it with uvicorn. Bound to loopback by default;
-beyond loopback every route but /health requires ``Authorization: Bearer KEY`` (compared in
+beyond loopback every route but /health and the page's static files requires ``Authorization: Bearer KEY`` (compared in
 constant time). The key comes from a file or the environment, never from a command line.
 """
 
@@ -25,7 +25,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from tritonhf.errors import ClientError
 from tritonhf.sdk import AsyncClient, ModelInfo
-from tritonhf.serve import audio, endpoints, openai, rerank, responses, shared, tei
+from tritonhf.serve import audio, endpoints, openai, page, rerank, responses, shared, tei
 from tritonhf.serve.admission import RETRY_AFTER_SECONDS, Admission
 from tritonhf.serve.coalesce import Coalescer
 from tritonhf.serve.errors import GatewayError, empty, internal_error
@@ -38,7 +38,7 @@ from tritonhf.tasks import ONNX_PART_SUFFIX, SEED_MAX
 
 OPEN_PATHS = ("/health",)
 # The routers, in the order the app tries them: routing and metrics both read this one tuple.
-ROUTERS = (openai.router, responses.router, tei.router, audio.router, rerank.router, endpoints.router)
+ROUTERS = (openai.router, responses.router, tei.router, audio.router, rerank.router, endpoints.router, page.router)
 OPENAI_PATHS = ("/v1/", "/v2/")  # routes that answer errors in OpenAI's shape (Cohere's /v2/rerank too); others TEI's
 LOG = logging.getLogger("tritonhf.gateway")
 # Request bodies whose "model" names a served model of these tasks: /openapi.json lists those names as its enum.
@@ -65,10 +65,12 @@ def create_app(
     concurrency: int = 64,
     limits: Limits | None = None,
     repository: Path | None = None,
+    metrics_url: str | None = None,
 ) -> FastAPI:
-    """The gateway for the Triton server at ``url``; ``api_key`` (when set) guards every route but /health;
-    ``limits`` bound bodies, inputs and tokens per request and requests in flight (TEI's defaults when not
-    given); ``repository`` (the served model repository, when on this machine) gives the tokenizers."""
+    """The gateway for the Triton server at ``url``; ``api_key`` (when set) guards every route but /health and the
+    page's static files; ``limits`` bound bodies, inputs and tokens per request and requests in flight (TEI's
+    defaults when not given); ``repository`` (the served model repository, when on this machine) gives the
+    tokenizers; ``metrics_url`` (Triton's metrics) gives the page the templates' own figures."""
     limits = limits or Limits()
 
     @asynccontextmanager
@@ -94,6 +96,7 @@ def create_app(
     for router in ROUTERS:
         app.include_router(router)
     app.state.limits = limits
+    app.state.metrics_url = metrics_url
     app.state.tokenizers = Tokenizers(repository)
     app.state.responses = responses.ResponseStore(limits.stored_responses, limits.stored_response_seconds)
     # every route is metered under its own path: the same list the app routes by
@@ -257,7 +260,8 @@ def _error_for_path(path: str, error: GatewayError) -> JSONResponse:
 
 
 class KeyRequired:
-    """``Authorization: Bearer KEY`` on every route but /health, compared in constant time.
+    """``Authorization: Bearer KEY`` on every route but /health and the page's static files, compared in constant
+    time.
 
     A plain ASGI middleware: Starlette's ``BaseHTTPMiddleware`` (``@app.middleware``) runs each
     request in a task group of its own, which cost the embeddings route a third of its CPU.
@@ -267,7 +271,7 @@ class KeyRequired:
         self.app, self.key = app, key.encode()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"] not in OPEN_PATHS:
+        if scope["type"] == "http" and not _open(scope):
             given = Headers(scope=scope).get("authorization", "")
             token = given[7:] if given[:7].lower() == "bearer " else ""
             if not hmac.compare_digest(token.encode(), self.key):
@@ -278,6 +282,11 @@ class KeyRequired:
         await self.app(scope, receive, send)
 
 
+def _open(scope: Scope) -> bool:
+    """/health, and the page with its static files (they hold no data: the page asks for the key)."""
+    return scope["path"] in OPEN_PATHS or (scope["method"] == "GET" and scope["path"] in page.PAGE_PATHS)
+
+
 def run(
     url: str,
     host: str = "127.0.0.1",
@@ -285,9 +294,10 @@ def run(
     api_key: str | None = None,
     limits: Limits | None = None,
     repository: Path | None = None,
+    metrics_url: str | None = None,
 ) -> None:
     """Serve the gateway with uvicorn until interrupted."""
     import uvicorn
 
-    app = create_app(url, api_key, limits=limits, repository=repository)
+    app = create_app(url, api_key, limits=limits, repository=repository, metrics_url=metrics_url)
     uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False, lifespan="on")

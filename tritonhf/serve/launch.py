@@ -23,8 +23,14 @@ def gateway_key(key_file: Path | None = None) -> str | None:
 
 
 def run_gateway(
-    url: str, host: str, port: int, key: str | None, limits: Limits | None = None, repository: Path | None = None
+    url: str,
+    host: str,
+    port: int,
+    key: str | None,
+    limits: Limits | None = None,
+    repository: Path | None = None,
+    metrics_url: str | None = None,
 ) -> None:
     from tritonhf.serve.app import run
 
-    run(url, host, port, key, limits, repository)
+    run(url, host, port, key, limits, repository, metrics_url)
