@@ -192,7 +192,7 @@ def test_ctc_speech_rows_get_the_answer_they_get_alone(served: Server, tiny: dic
     check_batched(served.http_url, served.grpc_url, "ctc", cases, AudioRowOracle(tiny["wav2vec2"], ctc=True))
 
 
-# ---------------------------------------------------------------- the cases the issue reported, by name
+# ---------------------------------------------------------------- the reported cases, by name
 
 
 @pytest.mark.parametrize("protocol", ["http", "grpc"])

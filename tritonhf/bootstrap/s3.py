@@ -24,7 +24,7 @@ from typing import Any
 
 from tritonhf.errors import StorageError
 
-# Triton's own parser: a custom endpoint is only recognised in this shape (see triton-native-facts).
+# Triton's own parser: a custom endpoint is only recognised in this shape (s3://http://HOST:PORT/BUCKET/PATH).
 _ENDPOINT_URL = re.compile(
     r"^s3://(?P<scheme>https?)://(?P<host>[^/:]+):(?P<port>\d+)/(?P<bucket>[^/]+)/?(?P<path>.*)$"
 )
