@@ -42,7 +42,10 @@ class Speed:
 
 
 @dataclass(frozen=True)
-class Choice:
+class Measured:
+    """Both engines' figures on this machine and the one they make the better (what ``gallery add`` then
+    chooses, with this summary as its reason: ``request.Choice``)."""
+
     backend: str  # "onnx" or "openvino"
     onnx: Speed
     openvino: Speed
@@ -70,7 +73,7 @@ def threads(instances: int = 1) -> int:
     return max(1, (os.cpu_count() or 1) // max(instances, 1))
 
 
-def compare(weights: Path, onnx_file: str, texts: list[str], instances: int = 1) -> Choice:
+def compare(weights: Path, onnx_file: str, texts: list[str], instances: int = 1) -> Measured:
     """Both engines on ``weights/onnx_file`` (config and tokenizer beside it), measured on ``texts``."""
     import transformers
 
@@ -89,7 +92,7 @@ def compare_inputs(
     instances: int = 1,
     item: str = "text",
     calls: tuple[int, int, int] = (ROUNDS, LONE_CALLS, BATCH_CALLS),
-) -> Choice:
+) -> Measured:
     """Both engines on ``weights/onnx_file``: ``lone`` inputs one at a time, then the batch ``full`` (torch
     tensors by input name), in ``calls`` = (rounds, lone calls, batch calls per round)."""
     import torch
@@ -117,7 +120,7 @@ def compare_inputs(
         name: Speed(1000 * statistics.median(lone_times), size / statistics.median(batch_times), size, item)
         for name, (lone_times, batch_times) in runs.items()
     }
-    return Choice(choose(speeds["onnx"], speeds["openvino"]), speeds["onnx"], speeds["openvino"], count)
+    return Measured(choose(speeds["onnx"], speeds["openvino"]), speeds["onnx"], speeds["openvino"], count)
 
 
 def fastest_runs(runs: dict[str, Callable[[], object]], rounds: int) -> dict[str, float]:

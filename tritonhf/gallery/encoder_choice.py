@@ -241,7 +241,7 @@ def towers(request: AddRequest, weights: Path, progress: Progress) -> Choice:
     return Choice(backend, reason, params)
 
 
-def _measure_vision(weights: Path, towers: tower_export.Towers, instances: int) -> calibrate.Choice:
+def _measure_vision(weights: Path, towers: tower_export.Towers, instances: int) -> calibrate.Measured:
     """The vision tower (where an image-text model spends its time) on both engines: the sample images one
     at a time and in a batch of 8, two short rounds (a ViT-B/32 batch takes about a second on 2 cores)."""
     import torch

@@ -25,13 +25,16 @@ from tritonhf.gallery.calibrate import fastest_runs, threads
 from tritonhf.gallery.speech_int8 import CALIBRATION_SECONDS, MIN_COSINE, calibration_audio, cosine
 from tritonhf.runtime.audio import OPENVINO_ENCODER
 
-__all__ = ["EncoderChoice", "choose"]
+__all__ = ["Measured", "choose"]
 
 ROUNDS = 3  # alternating timed rounds per encoder (after one warm-up call each)
 
 
 @dataclass(frozen=True)
-class EncoderChoice:
+class Measured:
+    """CTranslate2's encoder against OpenVINO's on this machine, and whether OpenVINO's is kept (its gate and its
+    speed)."""
+
     kept: bool
     cosine: float  # the lowest, over the calibration clips, of OpenVINO's states against float32 PyTorch's
     ct2_s: float  # one 30 s window through the encoder, the best round
@@ -55,7 +58,7 @@ def _features(extractor: Any, seconds: float, seed: int) -> Any:
     return np.ascontiguousarray(found, dtype=np.float32)
 
 
-def choose(folder: Path, ct2_folder: Path, instances: int = 1) -> EncoderChoice:
+def choose(folder: Path, ct2_folder: Path, instances: int = 1) -> Measured:
     """Export the encoder of the Whisper in ``folder`` next to its CTranslate2 model, gate it and time it against
     CTranslate2's int8 encoder; the file is removed unless it is kept."""
     import ctranslate2
@@ -88,4 +91,4 @@ def choose(folder: Path, ct2_folder: Path, instances: int = 1) -> EncoderChoice:
     if not kept:
         target.unlink()
         target.with_suffix(".bin").unlink(missing_ok=True)
-    return EncoderChoice(kept, min(cosines), best["ct2"], best["openvino"], count)
+    return Measured(kept, min(cosines), best["ct2"], best["openvino"], count)

@@ -43,7 +43,7 @@ from tritonhf.runtime.audio import long_form_settings
 from tritonhf.runtime.int8 import int8_linear_layers
 
 __all__ = [
-    "EngineChoice",
+    "Measured",
     "check_ct2_int8",
     "convert",
     "ct2_available",
@@ -64,7 +64,10 @@ NAMES = {"pytorch": "PyTorch", "ctranslate2": "CTranslate2", "openvino": "OpenVI
 
 
 @dataclass(frozen=True)
-class EngineChoice:
+class Measured:
+    """The speech engines' figures on this machine and the fastest for concurrent callers (what ``gallery add``
+    then chooses, with this summary as its reason)."""
+
     backend: str  # "ctranslate2", "pytorch" or "openvino"
     lone: dict[str, float]  # engine -> seconds for one 30 s window and TIMED_TOKENS tokens, the best round
     batch: dict[str, float]  # engine -> seconds for CALLERS such windows at once (as the template runs them)
@@ -160,7 +163,7 @@ def measure(
     instances: int = 1,
     exported: Path | str = "not exported",
     encoder: Path | None = None,
-) -> EngineChoice:
+) -> Measured:
     """The engines on this machine, alternating rounds; the fastest kept. ``exported``: the folder exported for
     OpenVINO GenAI's WhisperPipeline, or why there is none; ``encoder``: CTranslate2's encoder on OpenVINO, where
     ``gallery.speech_encoder`` kept it. CTranslate2 runs as the template runs it: ``CT2_WORKERS`` parts at once,
@@ -238,7 +241,7 @@ def measure(
     batch = {name: best[f"{name}/{CALLERS}"] for name in makers}
     backend = min(batch, key=lambda name: batch[name])
     note = exported if isinstance(exported, str) else ""
-    return EngineChoice(backend, lone, batch, count, compute, note)
+    return Measured(backend, lone, batch, count, compute, note)
 
 
 def _openvino_run(
