@@ -127,84 +127,83 @@ function fileBase64(file) {
 
 // ------------------------------------------------------------------------------------------------ the widgets
 
-// Each: what it is for, its fields [name, label, kind, default], its button, and run(model, values, show), which
-// sends the request, shows the curl line and SDK code for it, and returns the node that shows the answer.
+// Each: what it is for, its fields [name, label, kind, default], its button, and run(model, values, show, update),
+// which sends the request, shows the curl line and SDK code for it, and returns the node that shows the answer.
 const modelPath = (model) => "/models/" + encodeURIComponent(model);
 
+// The widgets that send one JSON body and show its answer: body(values, model), the SDK call for the same
+// request, shown(answer, values); the model's URL (Hugging Face's shape) unless path says another route.
+function jsonWidget({ about, fields, button, body, call, shown, path = modelPath }) {
+  return {
+    about, fields, button,
+    async run(model, v, show) {
+      const request = body(v, model);
+      show(curl(path(model), request), sdk(call(model, v)));
+      return shown(await sendJSON(path(model), request), v);
+    },
+  };
+}
+
+const labelsOf = (v) => v.labels.split(",").map((label) => label.trim()).filter((label) => label);
+
 const WIDGETS = {
-  "text-classification": {
+  "text-classification": jsonWidget({
     about: "Scores for each of the model's labels.",
     fields: [["text", "Text to classify", "textarea", "I really enjoyed this film, the acting was wonderful."]],
     button: "Classify",
-    async run(model, v, show) {
-      const body = { inputs: v.text };
-      show(curl(modelPath(model), body), sdk(`print(client.classify(${python(v.text)}, model=${python(model)}, top_k=5))`));
-      const answer = await sendJSON(modelPath(model), body);
-      return bars(answer[0].map((c) => [c.label, c.score]));
-    },
-  },
-  "token-classification": {
+    body: (v) => ({ inputs: v.text }),
+    call: (model, v) => `print(client.classify(${python(v.text)}, model=${python(model)}, top_k=5))`,
+    shown: (answer) => bars(answer[0].map((c) => [c.label, c.score])),
+  }),
+  "token-classification": jsonWidget({
     about: "Entities found in the text, highlighted with their labels.",
     fields: [["text", "Text to tag", "textarea", "My name is Sarah and I live in London, where I work for the BBC."]],
     button: "Find entities",
-    async run(model, v, show) {
-      const body = { inputs: v.text };
-      show(curl(modelPath(model), body), sdk(`print(client.ner(${python(v.text)}, model=${python(model)}))`));
-      const entities = await sendJSON(modelPath(model), body);
+    body: (v) => ({ inputs: v.text }),
+    call: (model, v) => `print(client.ner(${python(v.text)}, model=${python(model)}))`,
+    shown(entities, v) {
       const node = el("div", {}, marked(v.text, entities.map((e) => ({ start: e.start, end: e.end, label: e.entity_group }))));
       node.append(el("ul", {}, ...entities.map((e) => el("li", { class: "entity", text: `${e.word}: ${e.entity_group} (${fixed(e.score)})` }))));
       if (!entities.length) node.append(el("p", { text: "No entities found." }));
       return node;
     },
-  },
-  "fill-mask": {
+  }),
+  "fill-mask": jsonWidget({
     about: "The likeliest words for the mask: write the model's mask token ([MASK], or <mask> for RoBERTa-like models).",
     fields: [["text", "Text with one mask", "textarea", "Paris is the [MASK] of France."]],
     button: "Fill the mask",
-    async run(model, v, show) {
-      const body = { inputs: v.text };
-      show(curl(modelPath(model), body), sdk(`print(client.fill_mask(${python(v.text)}, model=${python(model)}))`));
-      const candidates = await sendJSON(modelPath(model), body);
-      return bars(candidates.map((c) => [c.token_str, c.score]));
-    },
-  },
-  "question-answering": {
+    body: (v) => ({ inputs: v.text }),
+    call: (model, v) => `print(client.fill_mask(${python(v.text)}, model=${python(model)}))`,
+    shown: (candidates) => bars(candidates.map((c) => [c.token_str, c.score])),
+  }),
+  "question-answering": jsonWidget({
     about: "The answer, marked in the context it was read from.",
     fields: [["question", "Question", "text", "Where does Sarah live?"],
       ["context", "Context", "textarea", "My name is Sarah and I live in London."]],
     button: "Answer",
-    async run(model, v, show) {
-      const body = { inputs: { question: v.question, context: v.context } };
-      show(curl(modelPath(model), body), sdk(`print(client.answer(${python(v.question)}, ${python(v.context)}, model=${python(model)}))`));
-      const found = await sendJSON(modelPath(model), body);
-      return el("div", {}, el("p", { class: "found", text: `${found.answer} (${fixed(found.score)})` }),
-        marked(v.context, [{ start: found.start, end: found.end, label: "answer" }]));
-    },
-  },
-  "zero-shot-classification": {
+    body: (v) => ({ inputs: { question: v.question, context: v.context } }),
+    call: (model, v) => `print(client.answer(${python(v.question)}, ${python(v.context)}, model=${python(model)}))`,
+    shown: (found, v) => el("div", {}, el("p", { class: "found", text: `${found.answer} (${fixed(found.score)})` }),
+      marked(v.context, [{ start: found.start, end: found.end, label: "answer" }])),
+  }),
+  "zero-shot-classification": jsonWidget({
     about: "Scores for labels you choose (left empty: the labels the model was added with).",
     fields: [["text", "Text to classify", "textarea", "The new phone has a great camera and the battery lasts two days."],
       ["labels", "Labels, separated by commas", "text", ""]],
     button: "Classify",
-    async run(model, v, show) {
-      const labels = v.labels.split(",").map((label) => label.trim()).filter((label) => label);
-      const body = labels.length ? { inputs: v.text, parameters: { candidate_labels: labels } } : { inputs: v.text };
-      const given = labels.length ? `, labels=${python(labels)}` : "";
-      show(curl(modelPath(model), body), sdk(`print(client.zero_shot(${python(v.text)}, model=${python(model)}${given}))`));
-      const answer = await sendJSON(modelPath(model), body);
-      return bars(answer.map((c) => [c.label, c.score]));
-    },
-  },
-  "feature-extraction": {
+    body: (v) => (labelsOf(v).length ? { inputs: v.text, parameters: { candidate_labels: labelsOf(v) } } : { inputs: v.text }),
+    call: (model, v) => `print(client.zero_shot(${python(v.text)}, model=${python(model)}${labelsOf(v).length ? `, labels=${python(labelsOf(v))}` : ""}))`,
+    shown: (answer) => bars(answer.map((c) => [c.label, c.score])),
+  }),
+  "feature-extraction": jsonWidget({
     about: "The cosine similarity of every two sentences' embeddings.",
     fields: [["sentences", "Sentences, one per line", "textarea",
       "A man is eating food.\nA man is eating a piece of bread.\nThe girl is carrying a baby."]],
     button: "Compare",
-    async run(model, v, show) {
+    body: (v) => ({ inputs: lines(v.sentences) }),
+    call: (model, v) => `vectors = client.embed(${python(lines(v.sentences))}, model=${python(model)})`,
+    shown(vectors, v) {
       const sentences = lines(v.sentences);
-      const body = { inputs: sentences };
-      show(curl(modelPath(model), body), sdk(`vectors = client.embed(${python(sentences)}, model=${python(model)})`));
-      const vectors = await sendJSON(modelPath(model), body);
       const norm = (a) => Math.sqrt(a.reduce((sum, x) => sum + x * x, 0));
       const cosine = (a, b) => a.reduce((sum, x, i) => sum + x * b[i], 0) / (norm(a) * norm(b));
       const head = el("tr", {}, el("th", { scope: "col", text: "" }), ...sentences.map((_, i) => el("th", { scope: "col", text: String(i + 1) })));
@@ -212,31 +211,25 @@ const WIDGETS = {
         ...vectors.map((other) => el("td", { class: "similarity", text: fixed(cosine(vectors[i], other)) }))));
       return el("table", { class: "matrix" }, el("caption", { text: `${vectors[0].length} dimensions` }), el("thead", {}, head), el("tbody", {}, ...rows));
     },
-  },
-  "text-ranking": {
+  }),
+  "text-ranking": jsonWidget({
     about: "The documents ordered by relevance to the query.",
     fields: [["query", "Query", "text", "What is the capital of France?"],
       ["documents", "Documents, one per line", "textarea", "Paris is the capital of France.\nBerlin is in Germany.\nThe Eiffel Tower is in Paris."]],
     button: "Rank",
-    async run(model, v, show) {
-      const documents = lines(v.documents);
-      const body = { model, query: v.query, documents };
-      show(curl("/v1/rerank", body), sdk(`print(client.rerank(${python(v.query)}, ${python(documents)}, model=${python(model)}))`));
-      const answer = await sendJSON("/v1/rerank", body);
-      return bars(answer.results.map((r) => [documents[r.index], r.relevance_score]));
-    },
-  },
-  "text2text-generation": {
+    path: () => "/v1/rerank",
+    body: (v, model) => ({ model, query: v.query, documents: lines(v.documents) }),
+    call: (model, v) => `print(client.rerank(${python(v.query)}, ${python(lines(v.documents))}, model=${python(model)}))`,
+    shown: (answer, v) => bars(answer.results.map((r) => [lines(v.documents)[r.index], r.relevance_score])),
+  }),
+  "text2text-generation": jsonWidget({
     about: "The model's text for yours: a summary, or a translation (the model decides).",
     fields: [["text", "Text", "textarea", "The tower is 324 metres tall, about the same height as an 81-storey building, and the tallest structure in Paris."]],
     button: "Generate",
-    async run(model, v, show) {
-      const body = { inputs: v.text };
-      show(curl(modelPath(model), body), sdk(`print(client.summarize(${python(v.text)}, model=${python(model)}))`));
-      const answer = await sendJSON(modelPath(model), body);
-      return el("p", { class: "answer", text: answer[0].summary_text });
-    },
-  },
+    body: (v) => ({ inputs: v.text }),
+    call: (model, v) => `print(client.summarize(${python(v.text)}, model=${python(model)}))`,
+    shown: (answer) => el("p", { class: "answer", text: answer[0].summary_text }),
+  }),
   "text-generation": {
     about: "A chat, streamed as it is generated. The conversation goes on until you start a new one.",
     fields: [["system", "System prompt", "text", ""], ["message", "Message", "textarea", "Write a haiku about the sea."],
@@ -310,7 +303,7 @@ const WIDGETS = {
     button: "Classify",
     async run(model, v, show) {
       const file = v.image;
-      const labels = v.labels.split(",").map((label) => label.trim()).filter((label) => label);
+      const labels = labelsOf(v);
       const parameters = labels.length ? { candidate_labels: labels } : {};
       const body = { inputs: await fileBase64(file), parameters };
       const shown = { inputs: `BASE64 OF ${file.name}`, parameters };
