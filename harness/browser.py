@@ -1,5 +1,6 @@
 """Headless Chromium for the gateway's page: Debian's ``chromium`` and ``chromium-driver`` (``make packages``)
-driven by Selenium, resolving no host but loopback (the page must need nothing from another)."""
+driven by Selenium, resolving no host but loopback (the page must need nothing from another), with a fake
+microphone."""
 
 from __future__ import annotations
 
@@ -28,6 +29,9 @@ def chromium(width: int = 1400, height: int = 1000) -> Any:
         "--disable-dev-shm-usage",
         f"--window-size={width},{height}",
         LOOPBACK_ONLY,
+        # a microphone that plays a tone, granted without asking: the speech widget's recorder
+        "--use-fake-device-for-media-stream",
+        "--use-fake-ui-for-media-stream",
     ):
         options.add_argument(argument)  # fmt: skip
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})

@@ -11,6 +11,7 @@ import json
 import math
 import os
 import random
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -190,6 +191,44 @@ def test_each_widget_shows_what_the_sdk_answers(
         tried = [*(b[0] for b in bars), *(t[0] for t in texts), "ner", "reader", "minilm"]
         tasks = {m.task for m in sdk.models() if m.name in tried}
     assert len(tasks) == 12, tasks  # every task the gallery serves has its widget
+    assert _errors(browser) == []
+
+
+def test_the_microphone_records_a_wav_that_is_transcribed_as_the_sdk_transcribes_it(
+    served_stack: Stack, browser: Any
+) -> None:
+    """Chromium's fake microphone (a tone): the widget records it to 16-bit mono WAV in the page, puts it in the
+    file field, and the transcript shown is the SDK's for those same bytes."""
+    import base64
+
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    _open(browser, served_stack)
+    browser.find_element(By.CSS_SELECTOR, '#models button[data-model="asr-ct2"]').click()
+    record = browser.find_element(By.XPATH, "//button[text()='Record from the microphone']")
+    record.click()
+    WebDriverWait(browser, WAIT).until(lambda d: record.text == "Stop recording")
+    time.sleep(2)
+    record.click()
+    WebDriverWait(browser, WAIT).until(lambda d: record.text == "Record from the microphone")
+    recorded = browser.execute_async_script(
+        """const done = arguments[arguments.length - 1];
+        const file = document.getElementById("field-audio").files[0];
+        const reader = new FileReader();
+        reader.onload = () => done([file.name, file.type, String(reader.result).split(",")[1]]);
+        reader.readAsDataURL(file);"""
+    )
+    name, kind, data = recorded[0], recorded[1], base64.b64decode(recorded[2])
+    assert (name, kind, data[:4], data[8:16]) == ("recording.wav", "audio/wav", b"RIFF", b"WAVEfmt ")
+    assert len(data) > 44 + 16000, "over a second of 16-bit samples"
+    browser.find_element(By.CSS_SELECTOR, "#widget-form button[type=submit]").click()
+    result = browser.find_element(By.ID, "result")
+    WebDriverWait(browser, WAIT).until(lambda d: result.get_attribute("data-state"))
+    assert result.get_attribute("data-state") == "done", result.text
+    with Client(served_stack.server.grpc_url) as sdk:
+        expected = sdk.transcribe(data, model="asr-ct2", timestamps=True).text
+    assert result.find_element(By.CLASS_NAME, "transcript-text").get_attribute("textContent") == expected
     assert _errors(browser) == []
 
 

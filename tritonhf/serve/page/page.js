@@ -317,7 +317,9 @@ const WIDGETS = {
     about: "The transcript, with its segments' times: pick a recording (WAV, FLAC, OGG, MP3) or record one.",
     fields: [["audio", "Recording", "file", "audio/*"]],
     button: "Transcribe",
-    extra: [["Record from the microphone", (event) => record(event.target)]],
+    extra: [["Record from the microphone", (event) => record(event.target).catch((error) => {
+      document.getElementById("result").replaceChildren(el("p", { class: "error", text: `No recording: ${error.message || error}` }));
+    })]],
     async run(model, v, show) {
       const file = v.audio;
       const form = new FormData();
