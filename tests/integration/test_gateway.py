@@ -186,24 +186,30 @@ def test_a_client_that_leaves_a_non_streamed_answer_cancels_the_generation(gatew
 def test_a_refused_generation_cancels_the_other_generations_of_its_request(gateway: Stack) -> None:
     """Ten prompts of eight choices each ask ``writer`` for 80 generations at once, beyond what its queue takes (8
     running and 64 waiting): the first refused one ends the request with a 429, and every other one is cancelled
-    then, not left generating answers no one will read while the next requests wait behind them."""
-    before = _cancelled(gateway, "writer")
+    then, not left generating answers no one will read while the next requests wait behind them. Counted in tokens:
+    after the 429, at most what the running ones could still make (cancelled ones may also end before the template
+    sees them, so the cancelled count alone would not tell)."""
     body = {"model": "writer", "prompt": [f"prompt {index}" for index in range(10)], "n": 8, "max_tokens": 120,
             "temperature": 0}  # fmt: skip
     request = urllib.request.Request(f"{_base(gateway)}/completions", json.dumps(body).encode(),
                                      {"Content-Type": "application/json"})  # fmt: skip
+    before = _cancelled(gateway, "writer")
     with pytest.raises(urllib.error.HTTPError) as refused:
         urllib.request.urlopen(request, timeout=120)
+    generated = _model_metric(gateway, "tritonhf_generated_tokens_total", "writer")
     assert refused.value.code == 429 and json.loads(refused.value.read())["error"]["code"] == "model_overloaded"
-    deadline = time.monotonic() + 10
-    left = {"running": -1.0}
-    while time.monotonic() < deadline:
-        left = {name: _model_metric(gateway, f"tritonhf_{name}_sequences", "writer") for name in ("running", "waiting")}
-        if not any(left.values()):
-            break
-        time.sleep(0.1)
-    assert not any(left.values()), f"the request's other generations were stopped ({left})"
-    assert _cancelled(gateway, "writer") - before >= 64, "the waiting ones were cancelled, not run to their end"
+    # until the model is idle: no sequence left (the gauges are set at each step) and no token for half a second
+    deadline, last, idle = time.monotonic() + 60, -1.0, False
+    while not idle and time.monotonic() < deadline:
+        tokens = _model_metric(gateway, "tritonhf_generated_tokens_total", "writer")
+        left = [_model_metric(gateway, f"tritonhf_{name}_sequences", "writer") for name in ("running", "waiting")]
+        idle, last = tokens == last and not any(left), tokens
+        time.sleep(0.5)
+    assert idle, "the model was still generating a minute after the 429"
+    after = last - generated
+    # left running, the 64 waiting would each have made up to 120 more (thousands); stopped, a few steps' worth
+    assert after <= 8 * 120, f"{after:.0f} tokens generated after the 429"
+    assert _cancelled(gateway, "writer") > before, "the request's generations were cancelled"
 
 
 def test_openai_shapes_nulls_unicode_models_and_usage(gateway: Stack) -> None:
