@@ -10,6 +10,7 @@ state below is guarded like every route. Nothing here runs unless a browser asks
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import re
 import urllib.request
 from collections.abc import Mapping, Sequence
@@ -92,10 +93,8 @@ async def asset(name: str) -> Response:
 
 
 def _model(model: ModelInfo) -> dict[str, Any]:
-    return {"name": model.name, "task": model.task, "state": model.state, "ready": model.ready,
-            "reason": model.reason, "engine": model.engine, "engine_reason": model.engine_reason,
-            "reasoning": model.reasoning, "batch_invariant": model.batch_invariant,
-            "max_batch_size": model.max_batch_size, "instances": model.instances}  # fmt: skip
+    """The SDK's ModelInfo as it is, with whether it is ready."""
+    return {**dataclasses.asdict(model), "ready": model.ready}
 
 
 def _count(entry: Mapping[str, Any]) -> tuple[int, int]:

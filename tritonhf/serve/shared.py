@@ -153,8 +153,12 @@ async def all_or_none(works: Iterable[Awaitable[T]]) -> list[T]:
     try:
         return list(await asyncio.gather(*tasks))
     except BaseException:
+        for task in tasks:  # all at once, then waited for: none generates while another closes
+            task.cancel()
+        await asyncio.wait(tasks)
         for task in tasks:
-            await cancel_and_wait(task)
+            if not task.cancelled():
+                task.exception()  # retrieved: asyncio would log it as never retrieved
         raise
 
 
