@@ -290,3 +290,45 @@ def test_a_transformer_that_formats_texts_as_chat_messages_is_refused_by_name(
     (folder / "sentence_bert_config.json").write_text(json.dumps(config))
     with pytest.raises(GalleryError, match="formats each text as a chat message"):
         _add(tmp_path, "feature-extraction", folder)
+
+
+def test_the_openvino_engines_penalties_are_the_librarys(tmp_path: Path, causal_lms: dict[str, Path]) -> None:
+    """The penalties on OpenVINO GenAI (fp16 weights) answer as their definitions do: repetition_penalty as
+    transformers' generate(repetition_penalty=) (greedy), presence and frequency penalties as the transformers
+    engine applies OpenAI's (over the answer's tokens); each penalty changes the plain greedy answer here."""
+    import torch
+    from generation_helpers import request, run, text_of
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    source = causal_lms["llama"]
+    engines = {}
+    for engine in ("openvino", "transformers"):
+        folder = _add(tmp_path, "text-generation", source, backend="auto", engine=engine, weight_format="fp16",
+                      name=f"llama-{engine}")  # fmt: skip
+        assert parameters_of_folder(folder)["tritonhf.engine"] == engine
+        engines[engine] = instantiate(folder)
+        engines[engine].finalize()  # no background thread: stepped here
+
+    def served(engine: str, prompt: str, **options: float) -> str:
+        req = request(prompt, max_tokens=16, **options)
+        engines[engine].execute([req])
+        run(engines[engine])
+        return text_of(req)
+
+    tokenizer = AutoTokenizer.from_pretrained(source)
+    model = AutoModelForCausalLM.from_pretrained(source).eval()
+    changed = 0
+    for prompt in ("the movie the movie the movie", "tell me a story about a cat", "paris paris paris"):
+        ids = tokenizer(prompt, return_tensors="pt")
+        with torch.inference_mode():
+            out = model.generate(**ids, max_new_tokens=16, do_sample=False, repetition_penalty=1.5,
+                                 pad_token_id=tokenizer.eos_token_id)  # fmt: skip
+        expected = tokenizer.decode(out[0, ids["input_ids"].shape[1] :], skip_special_tokens=True)
+        plain = served("openvino", prompt)
+        assert served("openvino", prompt, repetition_penalty=1.5) == expected, prompt
+        for options in ({"presence_penalty": 1.5}, {"frequency_penalty": 1.0}, {"presence_penalty": -0.5}):
+            answer = served("openvino", prompt, **options)
+            assert answer == served("transformers", prompt, **options), (prompt, options)
+            changed += answer != plain
+        changed += expected != plain
+    assert changed >= 4, "the penalties changed too few answers to show anything"
