@@ -20,6 +20,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import openai
@@ -210,6 +211,42 @@ def test_a_refused_generation_cancels_the_other_generations_of_its_request(gatew
     # left running, the 64 waiting would each have made up to 120 more (thousands); stopped, a few steps' worth
     assert after <= 8 * 120, f"{after:.0f} tokens generated after the 429"
     assert _cancelled(gateway, "writer") > before, "the request's generations were cancelled"
+
+
+def test_n_choices_among_other_traffic_each_equal_their_seed_alone(gateway: Stack) -> None:
+    """OpenAI's n on the real SmolLM2 (OpenVINO): choice i of n=4, sampled with top_k, min_p and penalties from
+    seed s, is the answer n=1 gives alone with seed s + i, whole and streamed, while its siblings, another n and
+    greedy chats run beside it in one batch."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    client = openai.OpenAI(base_url=_base(gateway), api_key="unused-on-loopback")
+    messages = [{"role": "user", "content": "Write one sentence about a river."}]
+    options: dict[str, Any] = {"model": "smollm2", "messages": messages, "max_tokens": 32, "temperature": 0.9,
+                               "presence_penalty": 0.5, "frequency_penalty": 0.3,
+                               "extra_body": {"top_k": 40, "min_p": 0.05, "repetition_penalty": 1.1}}  # fmt: skip
+
+    def one(seed: int) -> str:
+        return client.chat.completions.create(n=1, seed=seed, **options).choices[0].message.content or ""
+
+    def streamed(seed: int) -> dict[int, str]:
+        texts: dict[int, str] = {}
+        for chunk in client.chat.completions.create(n=4, seed=seed, stream=True, **options):
+            for choice in chunk.choices:
+                texts[choice.index] = texts.get(choice.index, "") + (choice.delta.content or "")
+        return texts
+
+    alone = [one(seed) for seed in range(21, 28)]
+    with ThreadPoolExecutor(6) as pool:
+        counts = [[{"role": "user", "content": f"Count from 1 to {k}."}] for k in (9, 14)]
+        busy = [pool.submit(client.chat.completions.create, model="smollm2", max_tokens=48, temperature=0,
+                            messages=count) for count in counts]  # fmt: skip
+        whole = pool.submit(lambda: client.chat.completions.create(n=4, seed=21, **options))
+        parts = pool.submit(streamed, 24)
+        found = {choice.index: choice.message.content for choice in whole.result().choices}
+        assert found == dict(enumerate(alone[:4])), "whole answer's choices against n=1 alone, by seed"
+        assert parts.result() == dict(enumerate(alone[3:])), "streamed choices against n=1 alone, by seed"
+        assert all(future.result().choices[0].message.content for future in busy)
+    assert len(set(alone)) >= 3, "seeds this far apart sample different answers"
 
 
 def test_openai_shapes_nulls_unicode_models_and_usage(gateway: Stack) -> None:
