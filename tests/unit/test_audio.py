@@ -308,9 +308,9 @@ def test_a_part_the_stub_refuses_stops_only_that_request_and_the_batch_answers_t
 
 
 def test_speech_models_refuse_what_they_cannot_do(tiny: dict[str, Path], tmp_path: Path) -> None:
-    with pytest.raises(GalleryError, match="served with PyTorch"):
+    with pytest.raises(GalleryError, match="is served with PyTorch, CTranslate2, OpenVINO GenAI: --backend auto or"):
         add_model(AddRequest("whisper", str(tiny["whisper"]), tmp_path / "repo", backend="onnx"))
-    with pytest.raises(GalleryError, match="--backend auto, pytorch, ctranslate2 or openvino"):
+    with pytest.raises(GalleryError, match="--backend auto or one of pytorch, ctranslate2, openvino, not 'onnx'"):
         add_model(AddRequest("whisper", str(tiny["whisper"]), tmp_path / "repo", backend="onnx", quantize="int8"))
     with pytest.raises(GalleryError, match="--backend openvino writes the converted model into the repository"):
         add_model(AddRequest("whisper", str(tiny["whisper"]), tmp_path / "repo", backend="openvino", vendor=False))
@@ -320,7 +320,7 @@ def test_speech_models_refuse_what_they_cannot_do(tiny: dict[str, Path], tmp_pat
         add_model(AddRequest("asr", str(tiny["wav2vec2"]), tmp_path / "repo", backend="ctranslate2"))
     with pytest.raises(GalleryError, match="the converted model into the repository: no --no-vendor"):
         add_model(AddRequest("whisper", str(tiny["whisper"]), tmp_path / "repo", backend="ctranslate2", vendor=False))
-    with pytest.raises(GalleryError, match="is for Whisper"):
+    with pytest.raises(GalleryError, match="is for automatic-speech-recognition, not feature-extraction"):
         add_model(AddRequest("feature-extraction", str(tiny["encoder"]), tmp_path / "repo", backend="ctranslate2"))
     with pytest.raises(GalleryError, match="--stream is for automatic-speech-recognition"):
         add_model(AddRequest("feature-extraction", str(tiny["encoder"]), tmp_path / "repo",
@@ -745,21 +745,37 @@ class ToyEngine:
 
     def close(self):
         pass
+
+
+ENGINE = ToyEngine
 '''
 
 
-def test_a_new_speech_engine_is_one_module_and_one_line(tiny: dict[str, Path], tmp_path: Path) -> None:
-    """The proof for speech, as docs/guide.md ("How to add an engine") tells it: a module beside model.py
-    and one line in ENGINES; the template's decoding, limits, per-row refusals and answers work unchanged."""
-    from template_harness import load_template_module, triton_args
+def test_a_new_speech_engine_is_one_module_and_one_line(
+    tiny: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The proof for speech, as docs/guide.md ("How to add an engine") tells it: a module with the engine's methods
+    and one line in gallery add's registry; `gallery add --backend toy` copies the module beside model.py and the
+    template serves with it: its decoding, limits, per-row refusals and answers work unchanged."""
+    from typer.testing import CliRunner
 
-    folder = add_model(AddRequest("whisper", str(tiny["whisper"]), tmp_path / "repo", name="asr", backend="pytorch"))
-    (folder / "1" / "toy_engine.py").write_text(TOY_SPEECH_ENGINE)  # the one module
-    module = load_template_module(folder)
-    module.ENGINES["toy"] = ("toy_engine", "ToyEngine")  # the one line
-    args = triton_args(folder, {"tritonhf.backend": "toy"})
-    model = module.TritonPythonModel()
-    model.initialize(args)
+    from tritonhf.cli.main import app
+    from tritonhf.gallery import engines
+
+    (tmp_path / "toy_engine.py").write_text(TOY_SPEECH_ENGINE)  # the one module
+    line = engines.SpeechEngine("toy", "the toy engine", "counts samples", module=tmp_path / "toy_engine.py")
+    monkeypatch.setattr(engines, "SPEECH", (*engines.SPEECH, line))  # the one line
+    assert "toy: counts samples" in engines.backend_help()
+    repository = tmp_path / "repo"
+    adding = ["gallery", "add", "asr", "--model", str(tiny["whisper"]), "--repository", str(repository)]
+    added = CliRunner().invoke(app, [*adding, "--backend", "toy", "--name", "asr"])
+    assert added.exit_code == 0, added.output
+    assert "Serving asr with the toy engine: --backend toy" in added.output
+    folder = repository / "asr"
+    assert (folder / "1" / "toy_engine.py").is_file()
+    assert parameters_of_folder(folder)["tritonhf.backend"] == "toy"
+    model = instantiate(folder)
+    assert type(model.engine).__name__ == "ToyEngine"
     try:
         data = encode(sound(random.Random(3), 2.0), 16000, "WAV")
         plain, prompted, too_many = (
@@ -773,3 +789,5 @@ def test_a_new_speech_engine_is_one_module_and_one_line(tiny: dict[str, Path], t
         assert "input 'MAX_TOKENS' is 9; it must be between 1 and 8" in got[2].error().message()
     finally:
         model.finalize()
+    unknown = CliRunner().invoke(app, [*adding, "--backend", "nope", "--name", "other"])
+    assert unknown.exit_code != 0 and "one of pytorch, ctranslate2, openvino, toy, not 'nope'" in unknown.output

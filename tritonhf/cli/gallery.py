@@ -14,7 +14,7 @@ from tritonhf.bootstrap.layout import Workspace
 from tritonhf.cli._console import RichProgress, console, err_console, friendly_errors, table
 from tritonhf.gallery.add import add_model, parse_params, template_source
 from tritonhf.gallery.config import ModelOptions, build_config, config_to_text, parse_config
-from tritonhf.gallery.engines import engine_help
+from tritonhf.gallery.engines import backend_help, engine_help
 from tritonhf.gallery.listing import remove_model
 from tritonhf.gallery.request import AddRequest
 from tritonhf.gallery.validate import validate_repository
@@ -131,12 +131,7 @@ def add_command(
     trust_remote_code: Annotated[bool, typer.Option(help="Let the model run code it ships (off by default).")] = False,
     backend: Annotated[
         str,
-        typer.Option(
-            help="auto (ONNX Runtime for encoder tasks when the export matches PyTorch; for Whisper, the fastest "
-            "measured of PyTorch, CTranslate2 and OpenVINO GenAI; else PyTorch), pytorch, onnx, openvino (the "
-            "same ONNX export run by OpenVINO, also checked against PyTorch; for Whisper, OpenVINO GenAI's "
-            "WhisperPipeline on an export made at add), or ctranslate2 (Whisper converted at add)."
-        ),
+        typer.Option(help=backend_help()),
     ] = "auto",
     quantize: Annotated[
         str | None,

@@ -210,6 +210,7 @@ def add_model(request: AddRequest, progress: Progress | None = None) -> Path:
     task = get_task(request.task)
     name = check_name(request.name or default_name(request.source))
     request.options.check(task)
+    speech_choice.check(request, task)
     check(request, task)
     repository = request.repository.absolute()
     target = _free(repository, name)

@@ -18,12 +18,12 @@ from tritonhf.gallery import onnx_export, speech_int8, tower_export
 from tritonhf.gallery.config import ModelOptions
 from tritonhf.tasks import Task
 
-BACKENDS = ("auto", "pytorch", "onnx", "openvino", "ctranslate2")
+ENCODER_BACKENDS = ("auto", "pytorch", "onnx", "openvino")  # speech's engines: gallery.engines.SPEECH
 QUANTIZATIONS = ("int8",)
 PARAM_INT8_QUALITY = "tritonhf.int8_quality"  # an int8 model's gate: its measured quality against fp32
 PARAM_ENCODER_CHECK = "tritonhf.encoder_check"  # Whisper on CTranslate2: its encoder on OpenVINO, measured
 ONNX_RUNTIMES = ("auto", "native", "python")
-ENGINE_NAMES = {"onnx": "ONNX Runtime", "pytorch": "PyTorch", "openvino": "OpenVINO", "ctranslate2": "CTranslate2"}
+ENGINE_NAMES = {"onnx": "ONNX Runtime", "pytorch": "PyTorch", "openvino": "OpenVINO"}  # the encoders' backends
 
 
 @dataclass(frozen=True)
@@ -66,27 +66,16 @@ class Choice:
 
 def check(request: AddRequest, task: Task) -> None:
     """The options that cannot go together, refused before anything is read or written."""
-    if request.backend not in BACKENDS:
-        raise GalleryError(f"--backend must be one of {', '.join(BACKENDS)}, not {request.backend!r}.")
     if request.onnx_runtime not in ONNX_RUNTIMES:
         raise GalleryError(f"--onnx-runtime must be one of {', '.join(ONNX_RUNTIMES)}, not {request.onnx_runtime!r}.")
     if request.quantize is not None and request.quantize not in QUANTIZATIONS:
         raise GalleryError(f"--quantize must be one of {', '.join(QUANTIZATIONS)}, not {request.quantize!r}.")
     if request.onnx_runtime == "native" and (task.name in onnx_export.IMAGE_TASKS or task.name == tower_export.TASK):
         raise GalleryError(f"{task.name} runs its ONNX graphs inside the Python backend: drop --onnx-runtime native.")
-    if task.takes_audio:  # PyTorch (int8: per-token Linear layers), CTranslate2 or OpenVINO GenAI (Whisper), no ONNX
-        if request.backend == "onnx":
-            raise GalleryError(
-                f"{task.name} is served with PyTorch, CTranslate2 or OpenVINO GenAI: "
-                "--backend auto, pytorch, ctranslate2 or openvino."
-            )
-        if request.backend in ("ctranslate2", "openvino") and not request.vendor:
-            raise GalleryError(
-                f"--backend {request.backend} writes the converted model into the repository: no --no-vendor."
-            )
+    if task.takes_audio:  # its engines and their options: gallery.speech_choice.check
         return
-    if request.backend == "ctranslate2":
-        raise GalleryError(f"--backend ctranslate2 is for Whisper (automatic-speech-recognition), not {task.name}.")
+    if request.backend not in ENCODER_BACKENDS:
+        raise GalleryError(f"--backend must be one of {', '.join(ENCODER_BACKENDS)}, not {request.backend!r}.")
     if request.quantize and (task.name in onnx_export.IMAGE_TASKS or task.name == tower_export.TASK):
         raise GalleryError(f"--quantize int8 is for text encoders; {task.name} is served in fp32 (drop --quantize).")
     if request.backend == "openvino" and request.quantize:

@@ -57,7 +57,7 @@ ROUNDS = 2  # alternating timed rounds per engine (after one warm-up call each)
 # Windows decoded at once in the second measurement: concurrent callers, which PyTorch and CTranslate2 decode as
 # one batch and WhisperPipeline one after another. An engine fastest alone can be slowest under load.
 CALLERS = 8
-CT2_WORKERS = 2  # batches CTranslate2 runs at once when served (WORKERS in whisper_ct2.py beside the template)
+CT2_WORKERS = 2  # batches CTranslate2 runs at once when served (WORKERS in the template's ctranslate2_engine.py)
 
 
 NAMES = {"pytorch": "PyTorch", "ctranslate2": "CTranslate2", "openvino": "OpenVINO GenAI"}

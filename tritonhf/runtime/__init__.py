@@ -31,8 +31,9 @@ One module per concern: ``common`` (parameter names, the single place that knows
 ``tritonhf.tasks`` imports them from there), ``loading``, ``batching``, ``windows``, ``images``, ``audio``,
 ``replies``, ``reasoning`` (a reasoning model's thinking apart from its answer), ``pipeline``, ``int8``,
 ``sentence`` (what a sentence-transformers model runs after its transformer), ``openvino_settings``,
-``ranges`` (every numeric option's range, which the SDK and the gateway read too), ``grammars`` and ``tools``
-(constrained answers and tool calls of the generation template).
+``ranges`` (every numeric option's range, which the SDK and the gateway read too), ``generation`` (the generation
+templates' sequences, sampling options and token picking), ``grammars`` and ``tools`` (constrained answers and tool
+calls of the generation template).
 Templates use the names re-exported here (``runtime.Batch``).
 """
 
@@ -92,6 +93,7 @@ from .common import (
     BadRequest,
     pb_utils,
 )
+from .generation import GREEDY, Sampling, Sequence, pick_token, read_flag, read_max_tokens, read_sampling
 from .grammars import Grammars
 from .images import (
     DEFAULT_MAX_IMAGE_PIXELS,
@@ -108,6 +110,7 @@ from .loading import (
     OnnxModel,
     TritonOnnxModel,
     device,
+    engine_class,
     forward_is_local,
     instance_threads,
     int_parameter,
@@ -174,6 +177,7 @@ __all__ = [
     "DEFAULT_MAX_AUDIO_SECONDS",
     "DEFAULT_MAX_BATCH_TOKENS",
     "DEFAULT_MAX_IMAGE_PIXELS",
+    "GREEDY",
     "IMAGE_BACKEND",
     "LOGIT_BIAS_MAX",
     "LOGIT_BIAS_TOKENS",
@@ -231,7 +235,9 @@ __all__ = [
     "OnnxModel",
     "Pipeline",
     "PipelinedModel",
+    "Sampling",
     "SentenceHead",
+    "Sequence",
     "TextReply",
     "TritonOnnxModel",
     "Work",
@@ -246,6 +252,7 @@ __all__ = [
     "device",
     "encode",
     "encode_rows",
+    "engine_class",
     "engine_settings",
     "error_response",
     "float_tensor",
@@ -271,10 +278,14 @@ __all__ = [
     "pad",
     "parameters",
     "pb_utils",
+    "pick_token",
     "pixel_rows",
     "pool",
     "ranked_labels",
     "ranked_labels_outputs",
+    "read_flag",
+    "read_max_tokens",
+    "read_sampling",
     "resample",
     "seed_from_wire",
     "start",

@@ -4,6 +4,7 @@ this process, or Triton's onnxruntime backend through BLS), device and threads.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 from collections.abc import Sequence
@@ -239,6 +240,23 @@ def load_towers(args: dict[str, str], params: dict[str, str]) -> tuple[Any, Any]
     engine = OpenVinoModel if params.get(PARAM_BACKEND) == "openvino" else OnnxModel
     vision, text = towers.split(",")
     return engine(source, instance_threads(args), vision), engine(source, instance_threads(args), text)
+
+
+def engine_class(name: str, parameter: str, option: str) -> Any:
+    """The engine a config names (``parameter``, written by ``gallery add``'s ``option``): the class ``ENGINE`` of
+    the module ``NAME_engine.py`` beside the template's model.py, copied there by ``gallery add`` from its
+    registry of engines (``tritonhf/gallery/engines.py``, the one list). A ValueError naming the way out when
+    there is no such module; an engine whose own import fails raises that error."""
+    try:
+        module = importlib.import_module(f"{name}_engine")
+    except ModuleNotFoundError as error:
+        if error.name != f"{name}_engine":  # the engine's own import failed: that is the error to read
+            raise
+        raise ValueError(
+            f"parameter {parameter} is {name!r}, and there is no {name}_engine.py beside model.py: add the model "
+            f"again with gallery add {option} NAME."
+        ) from error
+    return module.ENGINE
 
 
 def trust_remote_code(params: dict[str, str]) -> bool:

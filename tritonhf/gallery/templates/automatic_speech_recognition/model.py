@@ -27,25 +27,26 @@ cancelled by its caller (the stream closed) is not decoded further.
 Decoding runs on the stub's thread while the previous batch computes on the pipeline's
 worker (runtime.Pipeline).
 
-One engine runs, chosen in ``initialize`` from the model and parameter ``tritonhf.backend`` (``ENGINES``),
-and this file does not know which: each takes a row's options (``check``, BadRequest naming an input it
-cannot honour), prepares a row from its samples (``prepare``) and transcribes a batch of rows
-(``transcribe``, sending a streamed model's parts), then ``close``. The Whisper engines share
-``whisper_engine.py`` (Whisper's options, grouping, tokens to segments); ``segments.py`` shapes every answer.
-PyTorch (``whisper_torch.py``) is the default; with ``--quantize int8`` its Linear layers run in int8 with a
-scale per token (runtime.int8), so rows are still batched and each answer still does not depend on the batch.
+One engine runs, chosen in ``initialize`` by parameter ``tritonhf.backend`` (NAME: the module ``NAME_engine.py``
+beside this file, whose ``ENGINE`` class is made as ``ENGINE(args, params, processor, config, streaming)``; a CTC
+model is always ``ctc_engine.py``), and this file does not know which: each takes a row's options (``check``,
+BadRequest naming an input it cannot honour), prepares a row from its samples (``prepare``) and transcribes a batch
+of rows (``transcribe``, sending a streamed model's parts), then ``close``. ``gallery add`` writes the name from its
+registry of engines (``tritonhf/gallery/engines.py``) and copies an engine that is not one of these beside it.
+The Whisper engines share ``whisper_base.py`` (Whisper's options, grouping, tokens to segments); ``segments.py``
+shapes every answer:
 
-Added with ``--backend ctranslate2`` (or ``auto`` where it measured faster; parameter
-``tritonhf.backend``), Whisper runs on CTranslate2 (``whisper_ct2.py`` beside this file): the same
-steps on the model converted at ``gallery add`` (``weights/ct2``), in float32 or int8
-(``tritonhf.compute_type``). Added with ``--backend openvino`` (or ``auto`` where it measured fastest),
-Whisper runs on OpenVINO GenAI's WhisperPipeline (``whisper_openvino.py``), exported at ``gallery add``
-(``weights/openvino``): each row alone, the pipeline reading a long file itself; a streamed row's parts
-are its text as the pipeline decodes it, then its segments.
-
-A CTC model (not encoder-decoder: wav2vec2, HuBERT ...) is read by ``ctc.py`` beside this file:
-each file alone, in the transformers pipeline's overlapping 30 s windows; options it cannot
-honour (language, translate, prompt, sampling, a token limit) are 400s.
+* ``pytorch_engine.py`` (the default): transformers' ``generate``; with ``--quantize int8`` its Linear layers
+  run in int8 with a scale per token (runtime.int8), so rows are still batched and each answer still does not
+  depend on the batch;
+* ``ctranslate2_engine.py`` (``--backend ctranslate2``, or ``auto`` where it measured faster): the model
+  converted at ``gallery add`` (``weights/ct2``), in float32 or int8 (``tritonhf.compute_type``);
+* ``openvino_engine.py`` (``--backend openvino``, or ``auto`` where it measured fastest): OpenVINO GenAI's
+  WhisperPipeline on the export made at ``gallery add`` (``weights/openvino``): each row alone, the pipeline
+  reading a long file itself; a streamed row's parts are its text as the pipeline decodes it, then its segments;
+* ``ctc_engine.py``: a CTC model (not encoder-decoder: wav2vec2, HuBERT ...), each file alone, in the
+  transformers pipeline's overlapping 30 s windows; options it cannot honour (language, translate, prompt,
+  sampling, a token limit) are 400s.
 
 Inputs:  AUDIO [n, 1] BYTES; optional per row: LANGUAGE (code, default detect), TASK
          (transcribe | translate), TIMESTAMPS, PROMPT, TEMPERATURE, SEED, MAX_TOKENS.
@@ -53,7 +54,6 @@ Outputs: TEXT, SPOKEN_LANGUAGE, DURATION (seconds), SEGMENTS (JSON: [{start, end
          parts: TEXT_DELTA and SEGMENTS (the new ones), SPOKEN_LANGUAGE, DURATION.
 """
 
-import importlib
 import json
 
 import numpy as np
@@ -62,13 +62,6 @@ import tritonhf_runtime as runtime
 from transformers import AutoConfig, AutoProcessor
 
 TASKS = ("transcribe", "translate")
-# tritonhf.backend -> (module beside this file, engine class); a CTC model is always read by ctc.py
-ENGINES = {
-    "pytorch": ("whisper_torch", "PyTorchEngine"),
-    "ctranslate2": ("whisper_ct2", "Ct2Engine"),
-    "openvino": ("whisper_openvino", "OpenVinoEngine"),
-    "ctc": ("ctc", "CtcEngine"),
-}
 
 
 class TritonPythonModel:
@@ -86,14 +79,11 @@ class TritonPythonModel:
         self.pipeline = runtime.Pipeline()
         policy = runtime.model_config(args).get("model_transaction_policy", {})
         self.streaming = bool(policy.get("decoupled", False))  # added with --stream
-        choice = params.get(runtime.PARAM_BACKEND) or "pytorch"
+        name = params.get(runtime.PARAM_BACKEND) or "pytorch"
         if not getattr(config, "is_encoder_decoder", False):  # wav2vec2, HuBERT ...: CTC
-            choice = "ctc"
-        if choice not in ENGINES:
-            known = ", ".join(ENGINES)
-            raise ValueError(f"parameter {runtime.PARAM_BACKEND} is {choice!r}; this template has {known}.")
-        module, name = ENGINES[choice]
-        self.engine = getattr(importlib.import_module(module), name)(args, params, processor, config, self.streaming)
+            name = "ctc"
+        engine = runtime.engine_class(name, runtime.PARAM_BACKEND, "--backend")
+        self.engine = engine(args, params, processor, config, self.streaming)
 
     def execute(self, requests):
         batch = runtime.Batch(requests, "AUDIO", binary=True)

@@ -31,18 +31,6 @@ import tritonhf_runtime as runtime
 from transformers import AutoModelForSeq2SeqLM
 
 
-class Sequence:
-    def __init__(self, request, tokenizer, input_ids, max_tokens, temperature, top_p, seed, stops, cut=0):
-        self.request = request
-        sender = request.get_response_sender() if request is not None else None
-        self.reply = runtime.TextReply(sender, tokenizer, stops, len(input_ids), cut)
-        self.input_ids, self.max_tokens, self.temperature, self.top_p = input_ids, max_tokens, temperature, top_p
-        self.generator = torch.Generator().manual_seed(seed) if seed is not None else None
-
-    def cancelled(self):
-        return self.request is not None and self.request.is_cancelled()
-
-
 class TritonPythonModel(runtime.DecoupledModel):
     def initialize(self, args):
         params, self.device, self.tokenizer, self.model = runtime.start(args, AutoModelForSeq2SeqLM)
@@ -69,7 +57,7 @@ class TritonPythonModel(runtime.DecoupledModel):
         self.lock = threading.Lock()
         self.wake = threading.Event()
         self.stopping = False
-        self.run([Sequence(None, self.tokenizer, self.tokenizer("Hello")["input_ids"], 2, 0.0, 1.0, None, [])])
+        self.run([runtime.Sequence(None, self.tokenizer, self.tokenizer("Hello")["input_ids"], max_tokens=2)])
         self.thread = threading.Thread(target=self.loop, name="tritonhf-text2text", daemon=True)
         self.thread.start()
 
@@ -77,19 +65,9 @@ class TritonPythonModel(runtime.DecoupledModel):
         texts = runtime.decode_texts(runtime.input_array(request, "text_input"), "text_input")
         if len(texts) != 1:
             raise runtime.BadRequest(f"send one text_input per request, not {len(texts)}.")
-        limit = self.max_tokens_limit
-        max_tokens = runtime.optional_scalar(
-            request, "max_tokens", self.default_max_tokens, lambda v: 1 <= v <= limit, f"from 1 to {limit}"
-        )
-        most = runtime.TEMPERATURE_MAX
-        temperature = runtime.optional_scalar(
-            request, "temperature", 0.0, lambda v: 0 <= v <= most, f"from 0 to {most}"
-        )
-        top_p = runtime.optional_scalar(request, "top_p", 1.0, lambda v: 0 < v <= runtime.TOP_P_MAX, "in (0, 1]")
-        seed = runtime.optional_scalar(request, "seed", None, lambda v: True, "an integer")
-        seed = None if seed is None else runtime.seed_from_wire(seed)  # 64 bits, unsigned (runtime/ranges.py)
-        stops = runtime.optional_strings(request, "stop") or []
-        truncate = runtime.optional_scalar(request, "truncate", False, lambda v: True, "a boolean")
+        max_tokens = runtime.read_max_tokens(request, self.default_max_tokens, self.max_tokens_limit)
+        sampling = runtime.read_sampling(request)
+        truncate = runtime.read_flag(request, "truncate")
         ids = self.tokenizer(self.prefix + texts[0])["input_ids"]
         cut = max(0, len(ids) - self.max_input)
         if cut and not truncate:
@@ -99,7 +77,7 @@ class TritonPythonModel(runtime.DecoupledModel):
             )
         if cut:  # cut the way the tokenizer cuts (its end goes; the end-of-text token stays)
             ids = self.tokenizer(self.prefix + texts[0], truncation=True, max_length=self.max_input)["input_ids"]
-        return Sequence(request, self.tokenizer, ids, max_tokens, temperature, top_p, seed, stops, cut)
+        return runtime.Sequence(request, self.tokenizer, ids, max_tokens=max_tokens, sampling=sampling, cut=cut)
 
     def loop(self):
         while not self.stopping:
@@ -118,11 +96,11 @@ class TritonPythonModel(runtime.DecoupledModel):
 
     def run(self, wave):
         """Encode the wave once, then one decoder step per token for the rows still running."""
-        width = max(len(s.input_ids) for s in wave)
+        width = max(len(s.prompt_ids) for s in wave)
         pad = self.tokenizer.pad_token_id or 0
-        input_ids = torch.tensor([s.input_ids + [pad] * (width - len(s.input_ids)) for s in wave], device=self.device)
+        input_ids = torch.tensor([s.prompt_ids + [pad] * (width - len(s.prompt_ids)) for s in wave], device=self.device)
         mask = torch.tensor(
-            [[1] * len(s.input_ids) + [0] * (width - len(s.input_ids)) for s in wave], device=self.device
+            [[1] * len(s.prompt_ids) + [0] * (width - len(s.prompt_ids)) for s in wave], device=self.device
         )
         with torch.inference_mode():
             encoder = self.model.get_encoder()(input_ids=input_ids, attention_mask=mask)
@@ -143,7 +121,7 @@ class TritonPythonModel(runtime.DecoupledModel):
                     sequence.reply.finish("cancelled")
                     picked.append(self.start_id)
                     continue
-                token = self.pick(sequence, logits[row])
+                token = runtime.pick_token(sequence, logits[row])
                 picked.append(token)
                 if token in self.eos_ids:
                     sequence.reply.finish("stop")
@@ -159,14 +137,3 @@ class TritonPythonModel(runtime.DecoupledModel):
                 mask = mask[index]
             running = [running[row] for row in keep]
             tokens = torch.tensor([[picked[row]] for row in keep], dtype=torch.long, device=self.device)
-
-    def pick(self, sequence, logits):
-        """Greedy at temperature 0, else sampled with top-p, with the request's own generator."""
-        if sequence.temperature == 0:
-            return int(torch.argmax(logits))
-        probabilities = torch.softmax(logits / sequence.temperature, dim=-1)
-        if sequence.top_p < 1:
-            sorted_probs, order = torch.sort(probabilities, descending=True)
-            keep = sorted_probs.cumsum(-1) - sorted_probs < sequence.top_p
-            probabilities = torch.zeros_like(probabilities).scatter(0, order[keep], sorted_probs[keep])
-        return int(torch.multinomial(probabilities.cpu(), 1, generator=sequence.generator))

@@ -69,12 +69,10 @@ Metrics (Triton's metrics port): tritonhf_time_to_first_token_seconds,
 """
 
 import collections
-import importlib
 import json
 import threading
 import time
 
-import torch
 import triton_python_backend_utils as pb_utils
 import tritonhf_runtime as runtime
 
@@ -90,49 +88,29 @@ TEMPLATE_ARGUMENTS = {"conversation", "messages", "tools", "documents", "tokeniz
 PHASES = {"thinking": True, "undecided": None, "content": False}
 
 
-class Sequence:
-    """One request being generated: its prompt, settings, scheduling state, and its streamed reply."""
+class Sequence(runtime.Sequence):
+    """One request being generated (``runtime.Sequence``: its reply, token budget and sampling), with what this
+    template's loop keeps: its constraint, phase, penalties, position and timing."""
 
-    def __init__(
-        self,
-        request,
-        tokenizer,
-        prompt_ids,
-        max_tokens,
-        temperature,
-        top_p,
-        seed,
-        stops,
-        cut=0,
-        constraint=None,
-        phase=None,
-    ):
+    def __init__(self, request, tokenizer, prompt_ids, *, max_tokens, sampling=runtime.GREEDY, cut=0,
+                 constraint=None, phase=None):  # fmt: skip
         """``constraint``: a ``Constraint`` (response_format, tools), or None for a free answer. ``phase``: for a
         reasoning model's chat answer, where its prompt left it (``PHASES``); None for any other answer."""
-        self.request = request
-        sender = request.get_response_sender() if request is not None else None
-        self.constraint = constraint
         calls = constraint.calls if constraint is not None else None
-        opened = PHASES.get(phase)
-        self.reply = runtime.TextReply(sender, tokenizer, stops, len(prompt_ids), cut, calls, phase is not None, opened)
+        super().__init__(request, tokenizer, prompt_ids, max_tokens=max_tokens, sampling=sampling, cut=cut,
+                         calls=calls, reasons=phase is not None, opened=PHASES.get(phase))  # fmt: skip
+        self.constraint = constraint
         self.phase = phase or "content"  # where the answer is, token by token (PHASES)
         self.schema = constraint.schema if constraint is not None else None  # held to this JSON Schema (text)
         self.logprobs = None  # with this many alternatives, each token's log-probability goes with the reply
         self.mask = None  # its grammar's state (transformers engine; OpenVINO applies the schema itself)
         self.logprob = None  # the last token's (log-probability, alternatives), waiting for advance
-        self.prompt_ids = prompt_ids
-        self.max_tokens = max_tokens
-        self.temperature = temperature
-        self.top_p = top_p
-        # vLLM's extra sampling fields and OpenAI's penalties (neutral by default): set from the request by ``read``
-        self.top_k = 0  # the k likeliest tokens only; 0 for all
-        self.min_p = 0.0  # tokens at least this share of the likeliest's probability
+        # OpenAI's penalties and logit_bias (neutral by default; top_k and min_p are runtime.Sequence's), set from
+        # the request by ``read_penalties``
         self.presence_penalty = 0.0  # subtracted from a token's logit once it was generated
         self.frequency_penalty = 0.0  # subtracted per time it was generated
         self.repetition_penalty = 1.0  # a prompt's or answer's token: its logit divided (positive) or multiplied
         self.logit_bias = {}  # token id -> added to its logit (OpenAI's logit_bias)
-        self.seed = seed
-        self.generator = torch.Generator().manual_seed(seed) if seed is not None else None
         self.next_token = None  # the token the next decode step feeds (transformers engine)
         self.handle = None  # its OpenVINO GenAI request (openvino engine)
         self.position = len(prompt_ids)  # its position id
@@ -146,24 +124,6 @@ class Sequence:
     @property
     def done(self):
         return self.reply.done
-
-    def cancelled(self):
-        return self.request is not None and self.request.is_cancelled()
-
-
-def engine_class(name):
-    """The engine ``tritonhf.engine`` names: the class ``ENGINE`` of the module ``NAME_engine.py`` beside this file
-    (``gallery add`` copies it there; its registry, ``tritonhf/gallery/engines.py``, is the one list of engines)."""
-    try:
-        module = importlib.import_module(f"{name}_engine")
-    except ModuleNotFoundError as error:
-        if error.name != f"{name}_engine":  # the engine's own import failed: that is the error to read
-            raise
-        raise ValueError(
-            f"parameter tritonhf.engine is {name!r}, and there is no {name}_engine.py beside model.py: add the model "
-            "again with gallery add --engine NAME."
-        ) from error
-    return module.ENGINE
 
 
 class Constraint:
@@ -217,7 +177,8 @@ class TritonPythonModel(runtime.DecoupledModel):
         self.max_prefill_tokens = runtime.int_parameter(params, "max_prefill_tokens", 2048)
         self.metrics = Metrics(args.get("model_name", "model"))
         # The one place an engine is chosen; past it, the loop drives any the same way.
-        self.engine = engine_class(params.get(runtime.PARAM_ENGINE, "transformers"))(self, args, params)
+        name = params.get(runtime.PARAM_ENGINE, "transformers")
+        self.engine = runtime.engine_class(name, runtime.PARAM_ENGINE, "--engine")(self, args, params)
         self.context, self.eos_ids = self.engine.context, self.engine.eos_ids
         self.grammars = runtime.Grammars(self.tokenizer, self.engine.vocab_size, sorted(self.eos_ids))
         # a reasoning model (gallery add read its chat template): its chat answers' thinking is split from them, and
@@ -234,7 +195,7 @@ class TritonPythonModel(runtime.DecoupledModel):
         # the first real request does not pay OpenVINO's one-off preparation of longer prefills.
         hello = self.tokenizer("Hello")["input_ids"] or [self.pad_id]
         for ids in (hello, (hello * 64)[: max(1, min(64, self.context - 2))]):
-            self.run_alone(Sequence(None, self.tokenizer, ids, 2, 0.0, 1.0, None, []))
+            self.run_alone(Sequence(None, self.tokenizer, ids, max_tokens=2))
         self.warm_grammars(hello)
         self.stopping = False
         self.thread = threading.Thread(target=self.loop, name="tritonhf-decode", daemon=True)
@@ -251,7 +212,7 @@ class TritonPythonModel(runtime.DecoupledModel):
         try:
             schema = runtime.tools.ANY_OBJECT
             constraint = Constraint(schema, self.grammars.compile(schema, "json_schema"))
-            warm = Sequence(None, self.tokenizer, ids, 2, 0.0, 1.0, None, [], constraint=constraint)
+            warm = Sequence(None, self.tokenizer, ids, max_tokens=2, constraint=constraint)
             self.engine.prepare(warm, self.grammars)
         except runtime.BadRequest:  # no xgrammar in this Python, or an engine without grammars: refused, saying so
             return
@@ -271,7 +232,7 @@ class TritonPythonModel(runtime.DecoupledModel):
             raise runtime.BadRequest(
                 f"send one text_input per request, not {len(prompts)}; one stream answers one prompt."
             )
-        chat = runtime.optional_scalar(request, "chat", False, lambda v: True, "a boolean")
+        chat = runtime.read_flag(request, "chat")
         tools, constraint = self.constraint(request, chat)
         kwargs = self.template_kwargs(request, chat)
         prompt = self.chat_prompt(prompts[0], tools, kwargs) if chat else prompts[0]
@@ -284,24 +245,13 @@ class TritonPythonModel(runtime.DecoupledModel):
             )
         if not ids:  # an empty prompt: start from the beginning-of-text token
             ids = [self.tokenizer.bos_token_id if self.tokenizer.bos_token_id is not None else self.pad_id]
-        asked = runtime.optional_scalar(
-            request, "max_tokens", None, lambda v: 1 <= v < self.context, f"from 1 to {self.context - 1}"
-        )
-        truncate = runtime.optional_scalar(request, "truncate", False, lambda v: True, "a boolean")
-        ids, max_tokens, cut = self.fit(ids, asked, truncate)
-        most = runtime.TEMPERATURE_MAX
-        temperature = runtime.optional_scalar(
-            request, "temperature", 0.0, lambda v: 0 <= v <= most, f"from 0 to {most}"
-        )
-        top_p = runtime.optional_scalar(request, "top_p", 1.0, lambda v: 0 < v <= runtime.TOP_P_MAX, "in (0, 1]")
-        seed = runtime.optional_scalar(request, "seed", None, lambda v: True, "an integer")
-        seed = None if seed is None else runtime.seed_from_wire(seed)  # 64 bits, unsigned (runtime/ranges.py)
-        stops = runtime.optional_strings(request, "stop") or []
+        asked = runtime.read_max_tokens(request, None, self.context - 1)
+        ids, max_tokens, cut = self.fit(ids, asked, runtime.read_flag(request, "truncate"))
+        sampling = runtime.read_sampling(request)
         most = runtime.TOP_LOGPROBS_MAX
         logprobs = runtime.optional_scalar(request, "logprobs", None, lambda v: 0 <= v <= most, f"from 0 to {most}")
-        sequence = Sequence(
-            request, self.tokenizer, ids, max_tokens, temperature, top_p, seed, stops, cut, constraint, phase
-        )
+        sequence = Sequence(request, self.tokenizer, ids, max_tokens=max_tokens, sampling=sampling, cut=cut,
+                            constraint=constraint, phase=phase)  # fmt: skip
         sequence.logprobs = logprobs
         self.read_penalties(request, sequence)
         self.engine.prepare(sequence, self.grammars)  # BadRequest: what this engine cannot serve
@@ -362,7 +312,7 @@ class TritonPythonModel(runtime.DecoupledModel):
         sequence.top_k = max(0, top_k)
         sequence.logit_bias = self.read_logit_bias(request)
         sequence.min_p = runtime.optional_scalar(
-            request, "min_p", 0.0, lambda v: 0 <= v <= runtime.MIN_P_MAX, "from 0 to 1"
+            request, "min_p", 0.0, lambda v: 0 <= v <= runtime.MIN_P_MAX, f"from 0 to {runtime.MIN_P_MAX:g}"
         )
 
     def read_logit_bias(self, request):

@@ -175,20 +175,7 @@ class TransformersEngine:
             pairs = zip(best.indices.tolist(), best.values.tolist()) if best is not None else ()
             alternatives = [(token, value) for token, value in pairs if value > float("-inf")]
             sequence.logprob = (found, alternatives)
-        if sequence.temperature == 0:
-            token = int(torch.argmax(logits))
-        else:
-            if sequence.top_k > 0 and sequence.top_k < logits.shape[-1]:  # the k likeliest only
-                kth = torch.topk(logits, sequence.top_k).values[-1]
-                logits = logits.masked_fill(logits < kth, float("-inf"))
-            probabilities = torch.softmax(logits / sequence.temperature, dim=-1)
-            if sequence.min_p > 0:  # tokens at least min_p times the likeliest's probability
-                probabilities = probabilities.masked_fill(probabilities < sequence.min_p * probabilities.max(), 0)
-            if sequence.top_p < 1:
-                sorted_probs, order = torch.sort(probabilities, descending=True)
-                keep = sorted_probs.cumsum(-1) - sorted_probs < sequence.top_p
-                probabilities = torch.zeros_like(probabilities).scatter(0, order[keep], sorted_probs[keep])
-            token = int(torch.multinomial(probabilities.cpu(), 1, generator=sequence.generator))
+        token = runtime.pick_token(sequence, logits)  # greedy, or top_k, min_p and top-p sampled
         if grammar is not None and not (sequence.phase == "undecided" and token == self.think_start):
             grammar.accept(token)
         if sequence.logprobs is not None:

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 import tritonhf_runtime as runtime
 from transformers import AutoModelForSpeechSeq2Seq
-from whisper_engine import WhisperEngine
+from whisper_base import WhisperEngine
 
 
 class PyTorchEngine(WhisperEngine):
@@ -90,3 +90,6 @@ class PyTorchEngine(WhisperEngine):
             return self.ended(sequence[len(lead) :])
 
         return longform.read(features, decode, self.first_timestamp, on_window)
+
+
+ENGINE = PyTorchEngine

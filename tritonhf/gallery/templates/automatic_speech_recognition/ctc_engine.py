@@ -100,3 +100,6 @@ class CtcEngine:
                 yield tokens[cut_left : frames - cut_right]
             if is_last:
                 break
+
+
+ENGINE = CtcEngine

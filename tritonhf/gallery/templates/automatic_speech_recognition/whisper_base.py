@@ -2,8 +2,8 @@
 
 ``WhisperEngine`` reads a row's options as the model knows them (its languages, translate, a prompt
 within the window), prepares its features, and turns tokens back into text and timed segments. The
-engines beside it (``whisper_torch.py``, ``whisper_ct2.py``) add only how tokens come out of the
-model: ``encode`` (the states of each row's first window, where the engine can reuse them),
+engines beside it (``pytorch_engine.py``, ``ctranslate2_engine.py``, ``openvino_engine.py``) add only how tokens
+come out of the model: ``encode`` (the states of each row's first window, where the engine can reuse them),
 ``detect`` (a language token per row), ``decode_group`` (short greedy rows decoded together), and
 ``alone`` (a row decoded by itself: a long file, a sampling row). ``transcribe`` drives them the same
 way whichever runs: files within one window are decoded together, one call per group of rows that

@@ -40,7 +40,7 @@ import numpy as np
 import tritonhf_runtime as runtime
 from longform import WINDOW_FRAMES
 from transformers import GenerationConfig
-from whisper_engine import WhisperEngine
+from whisper_base import WhisperEngine
 
 WORKERS = 2  # batches CTranslate2 runs at once (inter_threads), each on the instance's threads
 
@@ -199,3 +199,6 @@ class Ct2Engine(WhisperEngine):
 
     def close(self):
         self.ct2.close()
+
+
+ENGINE = Ct2Engine

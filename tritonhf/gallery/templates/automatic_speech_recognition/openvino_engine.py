@@ -18,7 +18,7 @@ import openvino_genai
 import segments
 import tritonhf_runtime as runtime
 from transformers import GenerationConfig
-from whisper_engine import WhisperEngine
+from whisper_base import WhisperEngine
 
 
 class OpenVinoEngine(WhisperEngine):
@@ -88,3 +88,6 @@ class OpenVinoWhisper:
         found = self.pipeline.generate(samples.tolist(), config, streamer if on_text is not None else None)
         chunks = [(chunk.start_ts, chunk.end_ts, chunk.text) for chunk in (found.chunks or [])]
         return found.texts[0].strip(), str(found.language or "").strip("<|>"), chunks
+
+
+ENGINE = OpenVinoEngine
