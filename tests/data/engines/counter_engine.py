@@ -16,7 +16,7 @@ class CounterEngine:
         self.context, self.eos_ids, self.vocab_size = 64, set(), len(template.tokenizer)
         self.advance = template.advance
 
-    def prepare(self, sequence: Any, grammars: Any) -> None:
+    def prepare(self, sequence: Any) -> None:
         if sequence.constraint is not None:
             raise BadRequest("input 'json_schema' is not taken by the counter engine.")
 

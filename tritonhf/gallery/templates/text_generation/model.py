@@ -30,11 +30,12 @@ made as ``ENGINE(template, args, params)``:
 
 An engine has ``running`` (the sequences it computes), ``context`` and ``eos_ids`` (the model's),
 ``vocab_size`` (the width a grammar masks), ``holds_grammar_back`` (whether a grammar can wait for a reasoning
-model's thinking to end: the sequence's ``phase``), and ``prepare(sequence, grammars)`` (a BadRequest for
-what it cannot serve), ``take(waiting)``, ``step(admitted) -> (prompt tokens, sequences computed)``,
-``remove_finished()`` and ``clear()`` (after a failed step); each token it computes goes to the template's
-``advance(sequence, token, logprob)``. A new engine is such a module and one line in gallery add's registry
-(``tritonhf/gallery/engines.py``); nothing here changes.
+model's thinking to end: the sequence's ``phase``), and ``prepare(sequence)`` (a BadRequest for what it cannot
+serve), ``take(waiting)``, ``step(admitted) -> (prompt tokens, sequences computed)``, ``remove_finished()`` and
+``clear()`` (after a failed step); each token it computes goes to the template's ``advance(sequence, token,
+logprob)``. What it keeps of a running sequence is its own; from the template it reads ``grammars`` (a schema's
+compiled grammar) and ``think_ids`` when a sequence joins. A new engine is such a module and one line in gallery
+add's registry (``tritonhf/gallery/engines.py``); nothing here changes.
 
 Limits (docs/guide.md, "Long inputs"): the model's context C (``max_position_embeddings``). A
 prompt of P tokens with ``max_tokens`` M: P + M > C is refused (400, "context length")
@@ -90,7 +91,8 @@ PHASES = {"thinking": True, "undecided": None, "content": False}
 
 class Sequence(runtime.Sequence):
     """One request being generated (``runtime.Sequence``: its reply, token budget and sampling), with what this
-    template's loop keeps: its constraint, phase, penalties, position and timing."""
+    template's loop keeps: its constraint, phase, penalties and timing. What an engine keeps of it (a grammar's
+    state, a cache row, a pipeline's handle) is the engine's own."""
 
     def __init__(self, request, tokenizer, prompt_ids, *, max_tokens, sampling=runtime.GREEDY, cut=0,
                  constraint=None, phase=None):  # fmt: skip
@@ -103,17 +105,12 @@ class Sequence(runtime.Sequence):
         self.phase = phase or "content"  # where the answer is, token by token (PHASES)
         self.schema = constraint.schema if constraint is not None else None  # held to this JSON Schema (text)
         self.logprobs = None  # with this many alternatives, each token's log-probability goes with the reply
-        self.mask = None  # its grammar's state (transformers engine; OpenVINO applies the schema itself)
-        self.logprob = None  # the last token's (log-probability, alternatives), waiting for advance
         # OpenAI's penalties and logit_bias (neutral by default; top_k and min_p are runtime.Sequence's), set from
         # the request by ``read_penalties``
         self.presence_penalty = 0.0  # subtracted from a token's logit once it was generated
         self.frequency_penalty = 0.0  # subtracted per time it was generated
         self.repetition_penalty = 1.0  # a prompt's or answer's token: its logit divided (positive) or multiplied
         self.logit_bias = {}  # token id -> added to its logit (OpenAI's logit_bias)
-        self.next_token = None  # the token the next decode step feeds (transformers engine)
-        self.handle = None  # its OpenVINO GenAI request (openvino engine)
-        self.position = len(prompt_ids)  # its position id
         self.arrived = time.monotonic()
         self.last_token_at = None
 
@@ -185,8 +182,6 @@ class TritonPythonModel(runtime.DecoupledModel):
         # the ids of its markers when each is one token (a grammar then waits for the end of the thinking)
         self.reasons = params.get(runtime.PARAM_REASONING) == "think"
         self.think_ids = [self.single_token(marker) for marker in (runtime.THINK_START, runtime.THINK_END)]
-        self.engine.think_start = self.think_ids[0]
-        self.engine.grammars = self.grammars
         self.waiting: collections.deque = collections.deque()
         self.lock = threading.Lock()
         self.wake = threading.Event()
@@ -213,7 +208,7 @@ class TritonPythonModel(runtime.DecoupledModel):
             schema = runtime.tools.ANY_OBJECT
             constraint = Constraint(schema, self.grammars.compile(schema, "json_schema"))
             warm = Sequence(None, self.tokenizer, ids, max_tokens=2, constraint=constraint)
-            self.engine.prepare(warm, self.grammars)
+            self.engine.prepare(warm)
         except runtime.BadRequest:  # no xgrammar in this Python, or an engine without grammars: refused, saying so
             return
         self.run_alone(warm)
@@ -254,7 +249,7 @@ class TritonPythonModel(runtime.DecoupledModel):
                             constraint=constraint, phase=phase)  # fmt: skip
         sequence.logprobs = logprobs
         self.read_penalties(request, sequence)
-        self.engine.prepare(sequence, self.grammars)  # BadRequest: what this engine cannot serve
+        self.engine.prepare(sequence)  # BadRequest: what this engine cannot serve
         return sequence
 
     def template_kwargs(self, request, chat):
@@ -460,8 +455,8 @@ class TritonPythonModel(runtime.DecoupledModel):
     # ------------------------------------------------------------------ tokens -> text
 
     def advance(self, sequence, token, logprob=None):
-        """One token for ``sequence`` (``logprob``: from the OpenVINO engine; the transformers engine's waits in
-        ``sequence.logprob``)."""
+        """One token an engine computed for ``sequence``, with ``logprob`` (its log-probability and the
+        alternatives') where the request asked for them."""
         now = time.monotonic()
         if sequence.last_token_at is None:
             self.metrics.ttft.observe(now - sequence.arrived)
@@ -472,7 +467,6 @@ class TritonPythonModel(runtime.DecoupledModel):
             self.finish(sequence, "stop")
             return
         self.metrics.generated.increment(1)
-        sequence.next_token = token
         if sequence.phase == "undecided":  # its first token opened its thinking, or began its answer
             sequence.phase = "thinking" if token == self.think_ids[0] else "content"
         elif sequence.phase == "thinking" and token == self.think_ids[1]:
@@ -480,8 +474,6 @@ class TritonPythonModel(runtime.DecoupledModel):
             sequence.reply.reasoning_tokens += 1  # its end marker
         if sequence.phase == "thinking":
             sequence.reply.reasoning_tokens += 1
-        if sequence.logprobs is not None and logprob is None:
-            logprob, sequence.logprob = sequence.logprob, None
         sequence.reply.add(token, logprob if sequence.logprobs is not None else None)
         if not sequence.done and len(sequence.tokens) >= sequence.max_tokens:
             self.finish(sequence, "length")

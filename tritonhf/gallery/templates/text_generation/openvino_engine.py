@@ -48,7 +48,7 @@ class OpenVinoEngine:
         """The GGUF file (or IR export) vendored with the model, with its context and end-of-text ids from its
         config; the template's bounds (``max_running``, ``max_prefill_tokens``), ``advance`` and ``finish``. The
         threads and CPU properties are ``runtime.engine_settings``' (batch-invariant unless the model was added with
-        batch_invariant=false). The template sets ``grammars`` (its ``runtime.Grammars``) before the first step."""
+        batch_invariant=false). A schema is compiled by the template's ``grammars`` (read when a sequence joins)."""
         from transformers import AutoConfig, GenerationConfig
 
         folder = runtime.weights_location(args, params)
@@ -85,13 +85,14 @@ class OpenVinoEngine:
         properties = {"INFERENCE_NUM_THREADS": settings.threads, **settings.properties}
         self.build = lambda: openvino_genai.ContinuousBatchingPipeline(path, scheduler, "CPU", properties)
         self.pipeline = self.build()
-        self.grammars: Any = None
+        self.template = template
         self.eos_ids, self.context, self.vocab_size = set(eos_ids), context, vocab_size
         self.advance, self.finish = advance, finish
         self.running = []  # sequences with a handle, in arrival order
+        self.handles: dict[Any, Any] = {}  # running sequence -> its request in the pipeline
         self.ids = itertools.count()
 
-    def prepare(self, sequence, grammars):
+    def prepare(self, sequence):
         """OpenVINO GenAI returns each chosen token's log-probability, no alternatives: asking for them is that
         request's 400. Its grammar OpenVINO applies itself (``config``)."""
         if sequence.logit_bias:
@@ -130,7 +131,7 @@ class OpenVinoEngine:
         if sequence.logprobs is not None:  # the chosen token's only (OpenVINO GenAI returns no alternatives)
             config.logprobs = 1
         if sequence.schema is not None:  # compiled (and checked) by the template first; OpenVINO masks the logits
-            kind, text = self.grammars.openvino_grammar(sequence.schema)  # compact JSON (runtime/grammars.py)
+            kind, text = self.template.grammars.openvino_grammar(sequence.schema)  # compact JSON (runtime/grammars.py)
             config.structured_output_config = openvino_genai.StructuredOutputConfig(**{kind: text})
         return config
 
@@ -139,7 +140,7 @@ class OpenVinoEngine:
         sequences computed)."""
         for sequence in admitted:
             ids = openvino.Tensor(np.array([sequence.prompt_ids], dtype=np.int64))
-            sequence.handle = self.pipeline.add_request(next(self.ids), ids, self.config(sequence))
+            self.handles[sequence] = self.pipeline.add_request(next(self.ids), ids, self.config(sequence))
             self.running.append(sequence)
         self.remove_finished()
         if not self.running:
@@ -147,7 +148,7 @@ class OpenVinoEngine:
         self.pipeline.step()
         computed = len(self.running)
         for sequence in self.running:
-            handle = sequence.handle
+            handle = self.handles[sequence]
             if handle.can_read():  # read() would block when nothing is ready
                 for output in handle.read().values():
                     logprobs = list(output.generated_log_probs) if sequence.logprobs is not None else []
@@ -169,15 +170,17 @@ class OpenVinoEngine:
     def remove_finished(self):
         """Sequences that ended (stop string, length, cancelled, error) leave; OpenVINO drops their cache."""
         for sequence in self.running:
-            if sequence.done and sequence.handle.get_status() == RUNNING:
-                sequence.handle.cancel()
+            if sequence.done:
+                handle = self.handles.pop(sequence)
+                if handle.get_status() == RUNNING:
+                    handle.cancel()
         self.running = [sequence for sequence in self.running if not sequence.done]
 
     def clear(self):
         """After a failed step: nothing runs, and the pipeline is made again. A step that raised leaves OpenVINO's
         scheduler mid-step (every later step fails too: its grammar compile, for one), so the model would refuse
         every request from then on; a new pipeline over the same file serves the next ones."""
-        self.running = []
+        self.running, self.handles = [], {}
         self.pipeline = self.build()
 
 

@@ -7,9 +7,10 @@ caches left-padded and stacked) and runs one decode step for every running seque
 whole batch. Each token goes to the template's ``advance``; ``remove_finished`` drops finished rows from the
 batch and its cache, so a finished or cancelled sequence costs nothing from the next step on.
 
-Sampling is this engine's (``pick``): greedy at temperature 0, else top-p with the request's own generator, so a
-seed gives the same text whatever runs beside it; a grammar's mask (``runtime.Grammars``) and log-probabilities
-are applied to that sequence's row only.
+Sampling is this engine's (``pick``, ``runtime.pick_token``): greedy at temperature 0, else top-p with the
+request's own generator, so a seed gives the same text whatever runs beside it; a grammar's mask
+(``runtime.Grammars``) and log-probabilities are applied to that sequence's row only. What it keeps per sequence
+(its grammar's state, the token the next step feeds, its position) is its own (``Row``), not the sequence's.
 
 Why not transformers' ``ContinuousBatchingManager``: it samples with one random generator for the whole batch,
 so a request with a ``seed`` would get an answer that depends on its neighbours; it has no stop strings and no
@@ -26,6 +27,14 @@ from transformers import AutoModelForCausalLM
 from transformers.cache_utils import DynamicLayer
 
 
+class Row:
+    """What this engine keeps of one running sequence: its grammar's state (None: free), the token its next decode
+    step feeds, and that token's position id."""
+
+    def __init__(self, grammar, position):
+        self.grammar, self.next_token, self.position = grammar, None, position
+
+
 class TransformersEngine:
     """A PyTorch causal LM, batched step by step by this module's own scheduler."""
 
@@ -33,7 +42,8 @@ class TransformersEngine:
 
     def __init__(self, template, args, params):
         """The model of Triton's ``args`` and the config's ``params``; the template's tokenizer, its bounds
-        (``max_running``, ``max_prefill_tokens``) and its ``advance``, which every token goes to."""
+        (``max_running``, ``max_prefill_tokens``), its ``advance``, which every token goes to, and (read when a
+        sequence joins) its ``grammars`` and a reasoning model's ``think_ids``."""
         tokenizer = template.tokenizer
         self.device = runtime.device(args, params)
         self.model = runtime.load_model(AutoModelForCausalLM, args, params, self.device)
@@ -47,15 +57,20 @@ class TransformersEngine:
         self.vocab_size = getattr(self.model.config, "vocab_size", None) or len(tokenizer)  # the logits' width
         self.pad_id, self.max_running = template.pad_id, template.max_running
         self.max_prefill_tokens, self.advance = template.max_prefill_tokens, template.advance
-        self.think_start = None  # a reasoning model's "<think>" token, set by the template
+        self.template = template
         self.running = []
+        self.rows: dict[Any, Row] = {}  # running sequence -> what this engine keeps of it
         self.cache: Any = None  # the running batch's key/value cache and its attention mask
         self.mask: Any = None
 
-    def prepare(self, sequence, grammars):
-        """A constrained sequence gets its own grammar state (its row's mask)."""
-        if sequence.constraint is not None and sequence.constraint.grammar is not None:
-            sequence.mask = grammars.mask(sequence.constraint.grammar)
+    def prepare(self, sequence):
+        """Every option of the template is served here: nothing to refuse."""
+
+    def row(self, sequence):
+        """A joining sequence's row: a constrained one gets its own grammar state (its row's mask)."""
+        constraint = sequence.constraint
+        grammar = self.template.grammars.mask(constraint.grammar) if constraint and constraint.grammar else None
+        return Row(grammar, len(sequence.prompt_ids))
 
     def take(self, waiting):
         """The sequences admitted this step (``waiting``, a deque, is the template's; its lock is held)."""
@@ -102,8 +117,9 @@ class TransformersEngine:
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
         logits, cache = self.forward(input_ids, mask, positions, None)
         self.join(admitted, cache, mask)
-        for row, sequence in enumerate(admitted):
-            self.advance(sequence, self.pick(sequence, logits[row]))
+        for index, sequence in enumerate(admitted):
+            self.rows[sequence] = row = self.row(sequence)
+            self.next(sequence, row, logits[index])
         self.remove_finished()
         return int(mask.sum()), len(admitted)
 
@@ -123,22 +139,33 @@ class TransformersEngine:
     def decode(self):
         """One token for every running sequence, from one forward pass over the batch; the sequences computed."""
         count = len(self.running)
-        input_ids = torch.tensor([[s.next_token] for s in self.running])
+        rows = [self.rows[s] for s in self.running]
+        input_ids = torch.tensor([[row.next_token] for row in rows])
         mask = torch.cat([self.mask, torch.ones((count, 1), dtype=self.mask.dtype)], dim=1)
-        positions = torch.tensor([[s.position] for s in self.running])
+        positions = torch.tensor([[row.position] for row in rows])
         logits, self.cache = self.forward(input_ids, mask, positions, self.cache)
         self.mask = mask
-        for row, sequence in enumerate(self.running):
-            sequence.position += 1
-            self.advance(sequence, self.pick(sequence, logits[row]))
+        for index, (sequence, row) in enumerate(zip(self.running, rows)):
+            row.position += 1
+            self.next(sequence, row, logits[index])
         self.remove_finished()
         return count
+
+    def next(self, sequence, row, logits):
+        """The sequence's next token, to the template's ``advance`` (with its log-probability where asked), and
+        fed by the next decode step."""
+        token, logprob = self.pick(sequence, row.grammar, logits)
+        self.advance(sequence, token, logprob)
+        row.next_token = token
 
     def remove_finished(self):
         """Finished sequences (stop, length, cancelled, error) leave the batch and its cache."""
         keep = [row for row, sequence in enumerate(self.running) if not sequence.done]
         if len(keep) == len(self.running):
             return
+        for sequence in self.running:
+            if sequence.done:
+                del self.rows[sequence]
         self.running = [self.running[row] for row in keep]
         if not keep:
             self.cache, self.mask = None, None
@@ -153,35 +180,31 @@ class TransformersEngine:
 
     def clear(self):
         """After a failed step: nothing runs, no cache is kept."""
-        self.running, self.cache, self.mask = [], None, None
+        self.running, self.rows, self.cache, self.mask = [], {}, None, None
 
-    def pick(self, sequence, logits):
-        """The next token: greedy at temperature 0, else sampled with top-p, with the request's own generator.
-
-        With ``logprobs`` asked, its log-probability (and the best alternatives') under the model's distribution
-        (after a grammar's mask, before temperature and top-p) waits in ``sequence.logprob`` for ``advance``."""
+    def pick(self, sequence, grammar, logits):
+        """The next token (greedy at temperature 0, else sampled with the request's own generator) and, with
+        ``logprobs`` asked, its log-probability and the best alternatives' under the model's distribution (after
+        ``grammar``'s mask, before temperature and sampling); else None."""
         logits = self.penalised(sequence, logits)
-        grammar = sequence.mask if sequence.phase != "thinking" else None  # it holds the answer after any thinking
+        grammar = grammar if sequence.phase != "thinking" else None  # it holds the answer after any thinking
         if grammar is not None:  # a constrained answer: the tokens its grammar forbids now are out
             masked = grammar.apply(logits)
             if sequence.phase == "undecided":  # a reasoning model's first token may still open its thinking
-                opening = self.think_start
+                opening = self.template.think_ids[0]
                 masked[opening] = logits[opening]
             logits = masked
+        found, alternatives = None, []
         if sequence.logprobs is not None:
             found = torch.log_softmax(logits.float(), dim=-1)
             best = torch.topk(found, sequence.logprobs) if sequence.logprobs else None
             # a token a grammar forbids has no probability (-inf): it is no alternative
             pairs = zip(best.indices.tolist(), best.values.tolist()) if best is not None else ()
             alternatives = [(token, value) for token, value in pairs if value > float("-inf")]
-            sequence.logprob = (found, alternatives)
         token = runtime.pick_token(sequence, logits)  # greedy, or top_k, min_p and top-p sampled
-        if grammar is not None and not (sequence.phase == "undecided" and token == self.think_start):
+        if grammar is not None and not (sequence.phase == "undecided" and token == self.template.think_ids[0]):
             grammar.accept(token)
-        if sequence.logprobs is not None:
-            found, alternatives = sequence.logprob
-            sequence.logprob = (float(found[token]), alternatives)
-        return token
+        return token, (float(found[token]), alternatives) if found is not None else None
 
     @staticmethod
     def penalised(sequence, logits):
