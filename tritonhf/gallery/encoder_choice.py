@@ -17,7 +17,7 @@ from tritonhf.errors import GalleryError, ModelSourceError
 from tritonhf.gallery import calibrate, models, onnx_export, tower_export
 from tritonhf.gallery.config import build_onnx_part_config, parse_config, part_config_to_text
 from tritonhf.gallery.naming import check_name
-from tritonhf.gallery.request import PARAM_INT8_QUALITY, AddRequest, Choice
+from tritonhf.gallery.request import PARAM_INT8_QUALITY, AddRequest, Choice, else_pytorch
 from tritonhf.runtime.common import PARAM_ONNX_DIFF, PARAM_OPENVINO_DIFF, PARAM_POOLING
 from tritonhf.tasks import (
     ONNX_PART_SUFFIX,
@@ -68,19 +68,21 @@ def choose(
     reason = why_not_onnx(request, task)
     if reason is not None:
         return Choice("pytorch", reason, part=False)  # no ONNX model, so no part for it
-    try:
+
+    def attempt() -> Choice:
         found, calibrated = _export_onnx(task, name, part_name, version_dir, staging, request, task_params, progress)
-    except ModelSourceError as exc:
-        if request.backend in ("onnx", "openvino"):
-            raise
+        if request.backend == "openvino":
+            reason = f"the ONNX export run by OpenVINO, within {onnx_export.TOLERANCE} of PyTorch"
+            return Choice("openvino", reason, found)
+        if calibrated is not None:
+            return Choice(*calibrated, found)
+        return Choice("onnx", f"exported and within {onnx_export.TOLERANCE} of PyTorch", found)
+
+    def undo() -> None:
         if part_name:
             shutil.rmtree(staging / part_name, ignore_errors=True)
-        return Choice("pytorch", f"the ONNX export was not usable ({exc})", part=False)
-    if request.backend == "openvino":
-        return Choice("openvino", f"the ONNX export run by OpenVINO, within {onnx_export.TOLERANCE} of PyTorch", found)
-    if calibrated is not None:
-        return Choice(*calibrated, found)
-    return Choice("onnx", f"exported and within {onnx_export.TOLERANCE} of PyTorch", found)
+
+    return else_pytorch(request, attempt, undo)
 
 
 def why_not_onnx(request: AddRequest, task: Task) -> str | None:
@@ -205,15 +207,15 @@ def _openvino_or_onnx(
 def towers(request: AddRequest, weights: Path, progress: Progress) -> Choice:
     """An image-text model's engine: both towers in ONNX when they match PyTorch, run by ONNX
     Runtime or (``--backend openvino``, or ``auto`` where it measures faster) OpenVINO; else PyTorch."""
+    return else_pytorch(request, lambda: _towers(request, weights, progress))
+
+
+def _towers(request: AddRequest, weights: Path, progress: Progress) -> Choice:
+    """Both towers exported and checked (a ModelSourceError when they are not), run by ONNX Runtime or OpenVINO."""
     missing = onnx_export.onnx_available()
-    try:
-        if missing is not None:
-            raise ModelSourceError(missing)
-        exported = tower_export.export(weights, progress)
-    except ModelSourceError as exc:
-        if request.backend in ("onnx", "openvino"):
-            raise
-        return Choice("pytorch", f"the ONNX export was not usable ({exc})")
+    if missing is not None:
+        raise ModelSourceError(missing)
+    exported = tower_export.export(weights, progress)
     params = dict(exported.parameters)
     backend, reason = "onnx", f"both towers exported, within {onnx_export.TOLERANCE} of PyTorch"
     if request.backend == "openvino" or (request.backend == "auto" and calibrate.openvino_available()):

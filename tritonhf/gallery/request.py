@@ -8,12 +8,12 @@ the family's function and writes what it returned.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tritonhf._progress import Progress
-from tritonhf.errors import GalleryError
+from tritonhf.errors import GalleryError, ModelSourceError
 from tritonhf.gallery import onnx_export, speech_int8, tower_export
 from tritonhf.gallery.config import ModelOptions
 from tritonhf.tasks import Task
@@ -62,6 +62,19 @@ class Choice:
     params: Mapping[str, str] = field(default_factory=dict)
     part: bool = True
     label: str = ""  # how gallery add names what serves it (default: the backend's name)
+
+
+def else_pytorch(request: AddRequest, attempt: Callable[[], Choice], undo: Callable[[], None] = lambda: None) -> Choice:
+    """What ``attempt`` chose; when what it writes fails (ModelSourceError: an export, a conversion, a check),
+    ``undo`` clears it and PyTorch serves the model, saying why, unless ``--backend`` named that path (the failure
+    is then the answer)."""
+    try:
+        return attempt()
+    except ModelSourceError as exc:
+        if request.backend != "auto":
+            raise
+        undo()
+        return Choice("pytorch", f"the ONNX export was not usable ({exc})", part=False)
 
 
 def check(request: AddRequest, task: Task) -> None:
