@@ -40,7 +40,9 @@ from tritonhf.runtime.common import (
 # Every numeric option's range, stated once in the runtime (the templates check them too); the SDK and the gateway
 # read them from here.
 from tritonhf.runtime.ranges import (
+    ANSWERS_MAX,
     AUDIO_TEMPERATURE_MAX,
+    CANDIDATES_MAX,
     CHOICES_MAX,
     INT32_MAX,
     LOGIT_BIAS_MAX,
@@ -52,6 +54,7 @@ from tritonhf.runtime.ranges import (
     ROLES,
     SEED_MAX,
     TEMPERATURE_MAX,
+    TOP_K_MIN,
     TOP_LOGPROBS_MAX,
     TOP_P_MAX,
     TOP_P_MIN,
@@ -68,7 +71,9 @@ ONNX_PART_SUFFIX = "__onnx"
 __all__ = [
     "ALIASES",
     "ALL_LABELS",
+    "ANSWERS_MAX",
     "AUDIO_TEMPERATURE_MAX",
+    "CANDIDATES_MAX",
     "CHOICES_MAX",
     "INT32_MAX",
     "LOGIT_BIAS_MAX",
@@ -108,6 +113,7 @@ __all__ = [
     "TASKS",
     "TEMPERATURE_MAX",
     "TOOL_NAME",
+    "TOP_K_MIN",
     "TOP_LOGPROBS_MAX",
     "TOP_P_MAX",
     "TOP_P_MIN",

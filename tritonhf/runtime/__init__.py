@@ -135,7 +135,9 @@ from .pipeline import (
     Work,
 )
 from .ranges import (
+    ANSWERS_MAX,
     AUDIO_TEMPERATURE_MAX,
+    CANDIDATES_MAX,
     LOGIT_BIAS_MAX,
     LOGIT_BIAS_TOKENS,
     MIN_P_MAX,
@@ -143,6 +145,7 @@ from .ranges import (
     REPETITION_PENALTY_MAX,
     REPETITION_PENALTY_MIN,
     TEMPERATURE_MAX,
+    TOP_K_MIN,
     TOP_LOGPROBS_MAX,
     TOP_P_MAX,
     seed_from_wire,
@@ -172,7 +175,9 @@ from .windows import (
 )
 
 __all__ = [
+    "ANSWERS_MAX",
     "AUDIO_TEMPERATURE_MAX",
+    "CANDIDATES_MAX",
     "CT2_FOLDER",
     "DEFAULT_MAX_AUDIO_SECONDS",
     "DEFAULT_MAX_BATCH_TOKENS",
@@ -223,6 +228,7 @@ __all__ = [
     "TEMPERATURE_MAX",
     "THINK_END",
     "THINK_START",
+    "TOP_K_MIN",
     "TOP_LOGPROBS_MAX",
     "TOP_P_MAX",
     "VENDORED_WEIGHTS_DIR",

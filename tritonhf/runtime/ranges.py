@@ -39,6 +39,9 @@ REPETITION_PENALTY_MAX = 10.0
 # top_k: the k likeliest tokens only, 0 (or vLLM's -1) for all; min_p: tokens at least min_p times the likeliest's
 # probability, from 0 (all) to MIN_P_MAX (both vLLM's names)
 MIN_P_MAX = 1.0
+TOP_K_MIN = -1  # vLLM's -1 (as 0) for all tokens
+ANSWERS_MAX = 100  # question answering's top_k: the answers one question gets
+CANDIDATES_MAX = 1000  # fill-mask's top_k: the candidates for one mask
 CHOICES_MAX = 8  # OpenAI's n: the choices of one chat answer, each its own generation
 LOGIT_BIAS_MAX = 100.0  # OpenAI's logit_bias: from -100 (never) to 100 (always) added to a token's logit
 LOGIT_BIAS_TOKENS = 300  # OpenAI's bound on how many tokens one request biases

@@ -35,6 +35,7 @@ from tritonhf.tasks import (
     REPETITION_PENALTY_MIN,
     SEED_MAX,
     TEMPERATURE_MAX,
+    TOP_K_MIN,
     TOP_LOGPROBS_MAX,
     TOP_P_MAX,
     seed_to_wire,
@@ -182,7 +183,7 @@ RANGES: dict[str, tuple[str, Callable[[Any], bool], str]] = {
         lambda v: REPETITION_PENALTY_MIN <= v <= REPETITION_PENALTY_MAX,
         f"a number from {REPETITION_PENALTY_MIN:g} to {REPETITION_PENALTY_MAX:g} (1: none)",
     ),
-    "top_k": ("INT32", lambda v: -1 <= v <= INT32_MAX, "an int, -1 or 0 for all tokens"),
+    "top_k": ("INT32", lambda v: TOP_K_MIN <= v <= INT32_MAX, f"an int, {TOP_K_MIN} or 0 for all tokens"),
     "min_p": ("FP32", lambda v: 0 <= v <= MIN_P_MAX, f"a number from 0 to {MIN_P_MAX:g}"),
 }
 

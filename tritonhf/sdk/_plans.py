@@ -32,7 +32,7 @@ from tritonhf.sdk.results import (
     Ranked,
     ZeroShotClassification,
 )
-from tritonhf.tasks import ALL_LABELS
+from tritonhf.tasks import ALL_LABELS, ANSWERS_MAX, CANDIDATES_MAX
 
 R = TypeVar("R")
 
@@ -532,8 +532,8 @@ def answer(question: str, context: str, model: str | None, top_k: int | None) ->
         raise InvalidInputError(f"context must be a str, not {type(context).__name__}.")
     if not question.strip() or not context.strip():
         raise InvalidInputError("question and context must both hold some text.")
-    if top_k is not None and (not isinstance(top_k, int) or isinstance(top_k, bool) or not 1 <= top_k <= 100):
-        raise InvalidInputError(f"top_k must be an int from 1 to 100, not {top_k!r}.")
+    if top_k is not None and (not isinstance(top_k, int) or isinstance(top_k, bool) or not 1 <= top_k <= ANSWERS_MAX):
+        raise InvalidInputError(f"top_k must be an int from 1 to {ANSWERS_MAX}, not {top_k!r}.")
     _check_model(model)
 
     def build(config: ModelConfig, rows: slice) -> Tensors:
@@ -568,8 +568,8 @@ def fill_mask(
     items, single = codecs.text_list(texts)
     _check_model(model)
     _check_flag("truncate", truncate)
-    if not isinstance(top_k, int) or isinstance(top_k, bool) or not 1 <= top_k <= 1000:
-        raise InvalidInputError(f"top_k must be an int from 1 to 1000, not {top_k!r}.")
+    if not isinstance(top_k, int) or isinstance(top_k, bool) or not 1 <= top_k <= CANDIDATES_MAX:
+        raise InvalidInputError(f"top_k must be an int from 1 to {CANDIDATES_MAX}, not {top_k!r}.")
 
     def build(config: ModelConfig, rows: slice) -> Tensors:
         count = rows.stop - rows.start

@@ -26,6 +26,7 @@ from tritonhf.tasks import (
     SEED_MAX,
     TEMPERATURE_MAX,
     TOOL_NAME,
+    TOP_K_MIN,
     TOP_LOGPROBS_MAX,
     TOP_P_MAX,
     TOP_P_MIN,
@@ -145,7 +146,9 @@ class Sampling(_Body):
         le=REPETITION_PENALTY_MAX,
         description="Not OpenAI's: a repeated token's logit / this.",
     )
-    top_k: int | None = Field(default=None, ge=-1, le=INT32_MAX, description="Not OpenAI's: the k likeliest tokens.")
+    top_k: int | None = Field(
+        default=None, ge=TOP_K_MIN, le=INT32_MAX, description="Not OpenAI's: the k likeliest tokens."
+    )
     min_p: float | None = Field(
         default=None,
         ge=0,

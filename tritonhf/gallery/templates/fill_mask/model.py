@@ -38,7 +38,8 @@ class TritonPythonModel(runtime.PipelinedModel):
 
     def answer_batch(self, requests):
         batch = runtime.Batch(requests, "TEXT")
-        top_k = batch.option("TOP_K", 5, lambda k: 1 <= k <= 1000, "from 1 to 1000")
+        most = runtime.CANDIDATES_MAX
+        top_k = batch.option("TOP_K", 5, lambda k: 1 <= k <= most, f"from 1 to {most}")
         truncate = batch.option("TRUNCATE", True)
         for row in batch.live_rows():
             count = batch.texts[row].count(self.mask)

@@ -64,7 +64,8 @@ class TritonPythonModel(runtime.PipelinedModel):
     def answer_batch(self, requests):
         batch = runtime.Batch(requests, "QUESTION")
         contexts = batch.strings("CONTEXT")
-        top_k = batch.option("TOP_K", 1, lambda k: 1 <= k <= 100, "from 1 to 100")
+        most = runtime.ANSWERS_MAX
+        top_k = batch.option("TOP_K", 1, lambda k: 1 <= k <= most, f"from 1 to {most}")
         for row in batch.live_rows():
             if not batch.texts[row].strip():
                 batch.fail_row(row, "input 'QUESTION' is empty: ask something.")

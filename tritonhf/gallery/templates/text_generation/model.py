@@ -187,11 +187,14 @@ class TritonPythonModel(runtime.DecoupledModel):
         self.wake = threading.Event()
         self.running, self.admitting = [], []
         # Warm-up: a short prompt (it also tells whether caches can be merged), then a 64-token one, so that
-        # the first real request does not pay OpenVINO's one-off preparation of longer prefills.
+        # the first real request does not pay OpenVINO's one-off preparation of longer prefills. Not counted in the
+        # metrics, which are the requests'.
+        self.warming = True
         hello = self.tokenizer("Hello")["input_ids"] or [self.pad_id]
         for ids in (hello, (hello * 64)[: max(1, min(64, self.context - 2))]):
             self.run_alone(Sequence(None, self.tokenizer, ids, max_tokens=2))
         self.warm_grammars(hello)
+        self.warming = False
         self.stopping = False
         self.thread = threading.Thread(target=self.loop, name="tritonhf-decode", daemon=True)
         self.thread.start()
@@ -303,7 +306,8 @@ class TritonPythonModel(runtime.DecoupledModel):
         sequence.repetition_penalty = runtime.optional_scalar(
             request, "repetition_penalty", 1.0, lambda v: low <= v <= high, f"from {low} to {high}"
         )
-        top_k = runtime.optional_scalar(request, "top_k", 0, lambda v: v >= -1, "-1 or 0 (all tokens) or more")
+        least = runtime.TOP_K_MIN
+        top_k = runtime.optional_scalar(request, "top_k", 0, lambda v: v >= least, f"{least} or 0 (all tokens) or more")
         sequence.top_k = max(0, top_k)
         sequence.logit_bias = self.read_logit_bias(request)
         sequence.min_p = runtime.optional_scalar(
@@ -435,6 +439,8 @@ class TritonPythonModel(runtime.DecoupledModel):
             self.admitting = self.engine.take(self.waiting)
         prompt, steps = self.engine.step(self.admitting)
         self.admitting, self.running = [], self.engine.running
+        if self.warming:
+            return
         self.metrics.prompt.increment(prompt)
         self.metrics.steps.increment(steps)
         self.metrics.running.set(len(self.running))
@@ -458,7 +464,9 @@ class TritonPythonModel(runtime.DecoupledModel):
         """One token an engine computed for ``sequence``, with ``logprob`` (its log-probability and the
         alternatives') where the request asked for them."""
         now = time.monotonic()
-        if sequence.last_token_at is None:
+        if self.warming:
+            pass
+        elif sequence.last_token_at is None:
             self.metrics.ttft.observe(now - sequence.arrived)
         else:
             self.metrics.itl.observe(now - sequence.last_token_at)
@@ -466,7 +474,8 @@ class TritonPythonModel(runtime.DecoupledModel):
         if token in self.eos_ids:
             self.finish(sequence, "stop")
             return
-        self.metrics.generated.increment(1)
+        if not self.warming:
+            self.metrics.generated.increment(1)
         if sequence.phase == "undecided":  # its first token opened its thinking, or began its answer
             sequence.phase = "thinking" if token == self.think_ids[0] else "content"
         elif sequence.phase == "thinking" and token == self.think_ids[1]:
