@@ -418,9 +418,14 @@ def test_nothing_is_cut_unasked_and_a_cut_is_said(gateway: Stack) -> None:
         with pytest.raises(openai.BadRequestError) as refused:
             client.chat.completions.create(**request)  # type: ignore[call-overload]
         assert refused.value.code == "context_length_exceeded" and "8192" in refused.value.message
+        assert refused.value.param == "messages"
     with pytest.raises(openai.BadRequestError) as refused:
         client.completions.create(model="smollm2", prompt="word " * 9000, max_tokens=4)
-    assert refused.value.code == "context_length_exceeded"
+    assert refused.value.code == "context_length_exceeded" and refused.value.param == "prompt"
+    # a max_tokens past the model's own bound, refused by the template: each route names its own field
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.completions.create(model="writer", prompt="a short text", max_tokens=5000)
+    assert refused.value.param == "max_tokens", refused.value.body
     with Client(gateway.server.grpc_url) as sdk, pytest.raises(ContextLengthError, match="truncate=true"):
         sdk.generate("word " * 9000, model="smollm2", max_tokens=4)
 

@@ -83,25 +83,32 @@ def json_format(kind: str, schema: dict[str, Any] | None, where: str) -> dict[st
     return {"type": "json_schema", "json_schema": {"schema": schema}}
 
 
-# A template's input named in its refusal -> what it came from: (words, chat completions' field, Responses' field).
-CONSTRAINT_PARAMS = (
-    ("input 'logprobs'", "top_logprobs", "top_logprobs"),
-    ("tool_choice", "tool_choice", "tool_choice"),
-    ("'tools'", "tools", "tools"),
-    ("tools[", "tools", "tools"),
-    ("json_schema", "response_format", "text.format"),
-    ("text_input", "messages", "input"),
+# A template's input named in its refusal -> the field it came from on each route: (words, chat completions'
+# field, legacy completions' field, Responses' field). The first whose words the refusal holds names it.
+TEMPLATE_INPUTS = (
+    ("input 'logprobs'", "top_logprobs", "logprobs", "top_logprobs"),
+    ("input 'max_tokens'", "max_tokens", "max_tokens", "max_output_tokens"),
+    ("tool_choice", "tool_choice", None, "tool_choice"),
+    ("'tools'", "tools", None, "tools"),
+    ("tools[", "tools", None, "tools"),
+    ("json_schema", "response_format", "response_format", "text.format"),
+    ("text_input", "messages", "prompt", "input"),
 )
 
 
 def chat_param(error: ClientError) -> str | None:
     """The chat completions field a template's refusal is about."""
-    return next((chat for words, chat, _ in CONSTRAINT_PARAMS if words in error.message), None)
+    return next((found[1] for found in TEMPLATE_INPUTS if found[0] in error.message), None)
+
+
+def completions_param(error: ClientError) -> str | None:
+    """The legacy completions field a template's refusal is about."""
+    return next((found[2] for found in TEMPLATE_INPUTS if found[0] in error.message), None)
 
 
 def responses_param(error: ClientError) -> str | None:
     """The Responses API field a template's refusal is about."""
-    return next((field for words, _, field in CONSTRAINT_PARAMS if words in error.message), None)
+    return next((found[3] for found in TEMPLATE_INPUTS if found[0] in error.message), None)
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ from tritonhf.serve.chat import (
     chat_param,
     check_unicode,
     choice_seeds,
+    completions_param,
     deltas,
     full_text,
     json_format,
@@ -244,8 +245,9 @@ async def _chat_full(head: _Head, chats: Sequence[ChatStream], request: Request)
             message["reasoning_content"] = stream.reasoning
         choices.append({"index": chat.index, "message": message, "finish_reason": stream.finish_reason or "stop",
                         "logprobs": _chat_logprobs(stream.logprobs) if chat.logprobs else None})  # fmt: skip
-    return {"id": head.ident, "object": "chat.completion", "created": head.created, "model": head.model,
-            "choices": choices, "usage": usage_of(Streams.of(chats).streams, len(chats))}  # fmt: skip
+    return FastJSONResponse({"id": head.ident, "object": "chat.completion", "created": head.created,
+                             "model": head.model, "choices": choices,
+                             "usage": usage_of(Streams.of(chats).streams, len(chats))})  # fmt: skip
 
 
 async def _chat_events(head: _Head, chats: Sequence[ChatStream], include_usage: bool) -> AsyncIterator[dict[str, Any]]:
@@ -301,7 +303,7 @@ async def completions(body: CompletionBody, request: Request) -> dict[str, Any] 
 
     async def opened(prompt: str, seed: int | None) -> tuple[AsyncTextStream, str | None]:
         call = client.generate(prompt, model=name, stream=True, response_format=format_, **{**options, "seed": seed})
-        return await open_stream(call, chat_param)
+        return await open_stream(call, completions_param)
 
     if body.stream:
         streams: list[tuple[AsyncTextStream, str | None]] = []
@@ -350,7 +352,7 @@ async def completions(body: CompletionBody, request: Request) -> dict[str, Any] 
             {"index": index, "text": text, "finish_reason": stream.finish_reason or "stop", "logprobs": found}
         )
     usage = usage_of([stream for _, stream in answers], body.n)
-    return {**base, "choices": choices, "usage": usage}
+    return FastJSONResponse({**base, "choices": choices, "usage": usage})
 
 
 EMBEDDING_TASKS = ("feature-extraction", "zero-shot-image-classification")  # texts: either; images: image-text
