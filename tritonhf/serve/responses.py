@@ -42,6 +42,7 @@ from tritonhf.serve.chat import (
     token_logprobs,
 )
 from tritonhf.serve.errors import GatewayError, internal_error, refused
+from tritonhf.serve.jsonbody import FastJSONResponse
 from tritonhf.serve.schemas import (
     DeletedResponse,
     FunctionCallItem,
@@ -196,7 +197,7 @@ async def create_response(body: ResponsesBody, request: Request) -> dict[str, An
         text = await unless_disconnected(request, full_text(chat.stream, chat.first))
     except ClientGone:
         return Response(status_code=CLIENT_GONE)
-    return answer.finished(answer.output(text))
+    return FastJSONResponse(answer.finished(answer.output(text)))
 
 
 @router.get("/v1/responses/{response_id}", response_model=None, responses=documented(ResponseObject, OpenAIError))
