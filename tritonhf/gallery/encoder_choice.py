@@ -17,7 +17,7 @@ from tritonhf.errors import GalleryError, ModelSourceError
 from tritonhf.gallery import calibrate, models, onnx_export, tower_export
 from tritonhf.gallery.config import build_onnx_part_config, parse_config, part_config_to_text
 from tritonhf.gallery.naming import check_name
-from tritonhf.gallery.request import PARAM_INT8_QUALITY, AddRequest, Choice, else_pytorch
+from tritonhf.gallery.request import AddRequest, Choice, else_pytorch, int8_gate
 from tritonhf.runtime.common import PARAM_ONNX_DIFF, PARAM_OPENVINO_DIFF, PARAM_POOLING
 from tritonhf.tasks import (
     ONNX_PART_SUFFIX,
@@ -128,13 +128,7 @@ def _export_onnx(
         progress.step("Quantizing to int8 (weights per channel, activations per token), measuring it against fp32")
         texts = request.calibration or tuple(onnx_export.CALIBRATION)
         quantized = onnx_export.quantize(graph, exported, weights_dir, texts, params.get(PARAM_POOLING, "mean"))
-        progress.step(quantized.summary)
-        if not quantized.passed and not request.force:
-            raise GalleryError(
-                f"{quantized.summary}: below the gate, so the int8 model is refused. Keep fp32 (drop --quantize), "
-                "or pass --force to serve it anyway."
-            )
-        found[PARAM_INT8_QUALITY] = quantized.summary + (" (kept with --force)" if not quantized.passed else "")
+        found.update(int8_gate(request, quantized, progress))
         if part_name:  # Triton's onnxruntime backend loads model.onnx: the int8 model takes its place
             quantized.path.replace(exported.path)
         else:

@@ -11,10 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from tritonhf._progress import Progress
 from tritonhf.errors import GalleryError, ModelSourceError
-from tritonhf.gallery import onnx_export, speech_int8, tower_export
+from tritonhf.gallery import onnx_export, tower_export
 from tritonhf.gallery.config import ModelOptions
 from tritonhf.tasks import Task
 
@@ -107,7 +108,17 @@ def check(request: AddRequest, task: Task) -> None:
             )
 
 
-def int8_gate(request: AddRequest, found: speech_int8.Int8Check, progress: Progress) -> dict[str, str]:
+class Gated(Protocol):
+    """An int8 model measured against its float32 (``speech_int8.Int8Check``, ``onnx_export.Quantized``)."""
+
+    @property
+    def passed(self) -> bool: ...
+
+    @property
+    def summary(self) -> str: ...
+
+
+def int8_gate(request: AddRequest, found: Gated, progress: Progress) -> dict[str, str]:
     """The int8 gate's verdict: its summary for the config, or a refusal (unless --force)."""
     progress.step(found.summary)
     verdict = int8_verdict(request, found)
@@ -118,7 +129,7 @@ def int8_gate(request: AddRequest, found: speech_int8.Int8Check, progress: Progr
     return {PARAM_INT8_QUALITY: verdict}
 
 
-def int8_verdict(request: AddRequest, found: speech_int8.Int8Check) -> str | None:
+def int8_verdict(request: AddRequest, found: Gated) -> str | None:
     """The int8 gate's summary for the config (said when --force keeps a model below it); None when refused."""
     if not found.passed and not request.force:
         return None
