@@ -798,11 +798,13 @@ class Prompt:
     delay: float = 0.0  # when it starts, after the first one (staggered arrivals)
 
 
-def make_prompts(seed: int, count: int, context_words: int, penalties: bool = False) -> list[Prompt]:
+def make_prompts(
+    seed: int, count: int, context_words: int, penalties: bool = False, defaults: bool = False
+) -> list[Prompt]:
     """Prompts from one word to beyond the context; greedy or seeded sampling; some stop strings;
     about half ask to truncate (a too-long one is cut), the others are refused when too long. ``penalties``
     (text-generation): some greedy ones penalised (presence, frequency, repetition), some sampled with top_k and
-    min_p, among the plain ones."""
+    min_p, among the plain ones. ``defaults``: a quarter send no max_tokens (the template's default answers)."""
     rng = random.Random(seed)
     prompts = []
     for index in range(count):
@@ -822,6 +824,8 @@ def make_prompts(seed: int, count: int, context_words: int, penalties: bool = Fa
         delay = rng.uniform(0, 0.3)
         if rng.random() < 0.5:  # the rest are refused when too long
             options["truncate"] = True
+        if defaults and index % 4 == 2:
+            del options["max_tokens"]
         prompts.append(Prompt(text, options, delay=delay))
     return prompts
 
@@ -901,7 +905,8 @@ def check_generation(url: str, model: str, prompts: Sequence[Prompt], oracle: An
 
 class Seq2SeqOracle:
     """Plain greedy decoding with transformers, one text alone (a too-long input is refused, or cut to the
-    encoder's limit when the prompt asks to truncate)."""
+    encoder's limit when the prompt asks to truncate); without max_tokens, the template's default: 128 tokens, at
+    most the decoder's learned positions less one."""
 
     def __init__(self, folder: Path) -> None:
         from transformers import AutoModelForSeq2SeqLM
@@ -909,6 +914,8 @@ class Seq2SeqOracle:
         self.tokenizer = AutoTokenizer.from_pretrained(folder)
         self.model = AutoModelForSeq2SeqLM.from_pretrained(folder).eval()
         self.context = self.tokenizer.model_max_length
+        positions = getattr(self.model.config, "max_position_embeddings", None)
+        self.default_tokens = min(128, positions - 1) if positions else 128
 
     def answer(self, prompt: Prompt) -> str | None:
         if len(self.tokenizer(prompt.text)["input_ids"]) > self.context and not prompt.options.get("truncate"):
@@ -918,7 +925,8 @@ class Seq2SeqOracle:
         encoded = self.tokenizer(prompt.text, truncation=True, max_length=self.context, return_tensors="pt")
         greedy = {"do_sample": False, "num_beams": 1, "forced_eos_token_id": None, "no_repeat_ngram_size": 0}
         with torch.inference_mode():
-            out = self.model.generate(**encoded, max_new_tokens=prompt.options["max_tokens"], **greedy)
+            tokens = prompt.options.get("max_tokens", self.default_tokens)
+            out = self.model.generate(**encoded, max_new_tokens=tokens, **greedy)
         text = self.tokenizer.decode(out[0], skip_special_tokens=True)
         for stop in prompt.options.get("stop", []):
             if stop in text:

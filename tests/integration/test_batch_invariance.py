@@ -269,7 +269,8 @@ def test_text2text_each_stream_equals_itself_alone(served: Server, tiny: dict[st
 
     url = served.http_url if protocol == "http" else served.grpc_url
     oracle = Seq2SeqOracle(tiny["seq2seq"])
-    prompts = make_prompts(zlib.crc32(f"summarizer/{protocol}".encode()), count=16, context_words=oracle.context)
+    prompts = make_prompts(zlib.crc32(f"summarizer/{protocol}".encode()), count=16, context_words=oracle.context,
+                           defaults=True)  # fmt: skip
     report = check_generation(url, "summarizer", prompts, oracle)
     assert not report.mismatches, f"{len(report.mismatches)} mismatches:\n" + "\n".join(report.mismatches[:8])
 
