@@ -17,6 +17,7 @@ import json
 import queue
 import random
 import threading
+import zlib
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -1148,3 +1149,18 @@ def stream_mismatches(streams: Sequence[Stream], batched: Sequence[str], alone: 
         if not equal or (not got and not stream.cancel_after):
             found.append(f"batched {got[-80:]!r} != alone {single[-80:]!r} <- {stream.describe()}")
     return found
+
+
+def at_once_and_staggered(url: str, model: str, protocol: str) -> dict[str, str]:
+    """The real-model guard: 8 greedy chat streams of 96 tokens at once, then the staggered mix (a seeded sample, a
+    stop string, a prompt past the context with truncate, a cancelled stream); each must equal its answer alone
+    (an AssertionError listing those that differ). The answers alone, by question."""
+    streams = at_once()
+    alone = run_streams(url, model, streams, together=False)
+    mismatches = stream_mismatches(streams, run_streams(url, model, streams, together=True), alone)
+    solo = dict(zip(QUESTIONS, alone))
+    mixed = staggered_mix(zlib.crc32(f"{model}/{protocol}".encode()), solo, context_words=8192)
+    batched = run_streams(url, model, mixed, together=True)
+    mismatches += stream_mismatches(mixed, batched, alone_texts(url, model, mixed, solo))
+    assert not mismatches, f"{len(mismatches)} of {len(streams) + len(mixed)} differ:\n" + "\n".join(mismatches)
+    return solo

@@ -43,10 +43,6 @@ def served_stack(make_workspace: Callable[[str], Workspace], tiny: dict[str, Pat
     real = {model.name: model.source for model in offline_models()}
     add_model(AddRequest("feature-extraction", real["minilm-embed"], repo, name="minilm"))
     add_model(AddRequest("text-generation", real["smollm2-chat"], repo, name="smollm2"))
-    # its invariant options: two threads, dynamic quantization off; int4 weights in an OpenVINO IR export
-    smollm2 = real["smollm2-chat"]
-    add_model(AddRequest("text-generation", smollm2, repo, name="smollm2-threads", params={"threads": "2"}))
-    add_model(AddRequest("text-generation", smollm2, repo, name="smollm2-ir", weight_format="int4-ir"))
     for task, source, name, extra in (
         ("text-classification", tiny["classifier"], "sentiment", {"options": small}),
         ("ner", tiny["ner"], "ner", {}),

@@ -282,11 +282,11 @@ def test_real_model_streams_equal_themselves_alone(served: Server, protocol: str
     sample, a stop string, a prompt past the 8,192-token context cut by truncate, and a stream its client cancels
     among them; each equals its answer alone. The seed on the tiny model above never meets a near-tie; this model
     does within a few dozen tokens, and on two threads it failed here (2/8 equal at once)."""
-    from harness.invariance import alone_texts, constrained_mix, run_streams, stream_mismatches
+    from harness.invariance import alone_texts, at_once_and_staggered, constrained_mix, run_streams, stream_mismatches
 
     assert _params(served, "smollm2")["tritonhf.engine"] == "openvino", "the defaults serve the GGUF on OpenVINO"
     url = served.http_url if protocol == "http" else served.grpc_url
-    solo = _at_once_and_staggered(url, "smollm2", protocol)
+    solo = at_once_and_staggered(url, "smollm2", protocol)
     # Answers held to a schema and tool calls among free ones (each grammar masks its own row only)
     constrained = constrained_mix(zlib.crc32(f"smollm2/constrained/{protocol}".encode()), solo)
     batched = run_streams(url, "smollm2", constrained, together=True)
@@ -309,34 +309,3 @@ def test_reasoning_streams_equal_themselves_alone(served: Server, protocol: str)
     mismatches = stream_mismatches(streams, batched, alone)
     assert not mismatches, f"{len(mismatches)} of {len(streams)} differ:\n" + "\n".join(mismatches)
     assert sum("<think>" in text for text in alone) >= 4  # the thinking came apart where it was on
-
-
-@pytest.mark.parametrize(
-    ("model", "protocol", "param", "value"),
-    [("smollm2-threads", "http", "threads", "2"), ("smollm2-ir", "grpc", "tritonhf.openvino_model", "openvino")],
-)
-def test_real_model_on_its_invariant_options_streams_equal_themselves_alone(
-    served: Server, model: str, protocol: str, param: str, value: str
-) -> None:
-    """The same guard on the settings that trade speed one way or the other and keep invariance: two threads with
-    the dynamic quantization off (``--param threads=2``), and the GGUF's weights exported to OpenVINO IR with int4
-    weights (``--weight-format int4-ir``). 8 greedy streams at once, then the staggered mix; one protocol each."""
-    assert _params(served, model)[param] == value
-    _at_once_and_staggered(served.http_url if protocol == "http" else served.grpc_url, model, protocol)
-
-
-def _at_once_and_staggered(url: str, model: str, protocol: str) -> dict[str, str]:
-    """8 greedy chat streams of 96 tokens at once, then the staggered mix (a seeded sample, a stop string, a prompt
-    past the context with truncate, a cancelled stream); each must equal its answer alone. The answers alone, by
-    question."""
-    from harness.invariance import QUESTIONS, alone_texts, at_once, run_streams, staggered_mix, stream_mismatches
-
-    streams = at_once()
-    alone = run_streams(url, model, streams, together=False)
-    mismatches = stream_mismatches(streams, run_streams(url, model, streams, together=True), alone)
-    solo = dict(zip(QUESTIONS, alone))
-    mixed = staggered_mix(zlib.crc32(f"{model}/{protocol}".encode()), solo, context_words=8192)
-    batched = run_streams(url, model, mixed, together=True)
-    mismatches += stream_mismatches(mixed, batched, alone_texts(url, model, mixed, solo))
-    assert not mismatches, f"{len(mismatches)} of {len(streams) + len(mixed)} differ:\n" + "\n".join(mismatches)
-    return solo

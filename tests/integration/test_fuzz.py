@@ -29,7 +29,7 @@ SEED = 4848
 # Examples per operation in the fuzzing phase, per mode: 5,000 requests in all, most of them schema-valid (a run: 4,832
 # of those, 45% answered 2xx, and 1,766 invalid ones with 60 examples).
 EXAMPLES = {"positive": int(os.environ.get("FUZZ_EXAMPLES", "320")), "negative": 40}
-SLOW_MODELS = {"smollm2", "smollm2-threads", "smollm2-ir"}  # the real model and its invariant options
+SLOW_MODELS = {"smollm2"}  # the real model
 
 
 def _schema(base: str) -> dict[str, object]:
