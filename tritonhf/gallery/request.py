@@ -66,9 +66,9 @@ class Choice:
 
 
 def else_pytorch(request: AddRequest, attempt: Callable[[], Choice], undo: Callable[[], None] = lambda: None) -> Choice:
-    """What ``attempt`` chose; when what it writes fails (ModelSourceError: an export, a conversion, a check),
-    ``undo`` clears it and PyTorch serves the model, saying why, unless ``--backend`` named that path (the failure
-    is then the answer)."""
+    """What ``attempt`` chose from the ONNX export; when the export fails (ModelSourceError: it could not be made,
+    or its answers are not PyTorch's), ``undo`` clears it and PyTorch serves the model, saying why, unless
+    ``--backend`` named that path (the failure is then the answer)."""
     try:
         return attempt()
     except ModelSourceError as exc:
