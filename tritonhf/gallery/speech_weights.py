@@ -67,8 +67,7 @@ def served_by_pytorch(
 ) -> Choice:
     """The choice of PyTorch on the vendored weights (what was converted to be measured is dropped); with
     --quantize int8, its Linear layers in int8 behind the gate (``gallery.speech_int8``)."""
-    for converted in (CT2_FOLDER, OPENVINO_WHISPER):
-        shutil.rmtree(vendored / converted, ignore_errors=True)
+    _keep_only(vendored, None)
     if request.quantize:
         progress.step("Checking dynamic int8 (Linear layers) against fp32 on calibration audio")
         params = {**params, **int8_gate(request, speech_int8.check_int8(folder), progress)}
@@ -100,8 +99,7 @@ def served_by_ct2(
         if encoder_kept:
             params[PARAM_ENCODER] = "openvino"
             reason += "; " + params[PARAM_ENCODER_CHECK]
-    shutil.rmtree(vendored / OPENVINO_WHISPER, ignore_errors=True)
-    models.drop_source_weights(vendored)  # served from ct2/
+    _keep_only(vendored, CT2_FOLDER)
     return Choice("ctranslate2", reason, params, label="CTranslate2")
 
 
@@ -110,11 +108,20 @@ def served_by_openvino(
 ) -> Choice:
     """The choice of a Whisper served from its OpenVINO GenAI export: no CTranslate2 conversion or PyTorch
     weights kept; its arithmetic, and its int8 gate's verdict (``gate``), in the config."""
-    shutil.rmtree(vendored / CT2_FOLDER, ignore_errors=True)
-    models.drop_source_weights(vendored)
+    _keep_only(vendored, OPENVINO_WHISPER)
     params = {**params, **gate, PARAM_COMPUTE_TYPE: "int8" if request.quantize else "float32"}
     reason += f"; int8 weights ({gate[PARAM_INT8_QUALITY]})" if gate else ""
     return Choice("openvino", reason, params, label="OpenVINO GenAI")
+
+
+def _keep_only(vendored: Path, served: str | None) -> None:
+    """What ``--backend auto`` converted to measure and does not serve goes; served from a converted folder
+    (``served``), the model's own weights go too (None: PyTorch serves them, and every converted folder goes)."""
+    for converted in (CT2_FOLDER, OPENVINO_WHISPER):
+        if converted != served:
+            shutil.rmtree(vendored / converted, ignore_errors=True)
+    if served is not None:
+        models.drop_source_weights(vendored)
 
 
 def ct2_encoder(request: AddRequest, folder: Path, converted: Path, params: dict[str, str], progress: Progress) -> bool:

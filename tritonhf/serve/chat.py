@@ -96,19 +96,16 @@ TEMPLATE_INPUTS = (
 )
 
 
-def chat_param(error: ClientError) -> str | None:
-    """The chat completions field a template's refusal is about."""
-    return next((found[1] for found in TEMPLATE_INPUTS if found[0] in error.message), None)
+def _field_on(route: int) -> Callable[[ClientError], str | None]:
+    """The field on route ``route`` (a column of ``TEMPLATE_INPUTS``) that a template's refusal is about."""
+
+    def field(error: ClientError) -> str | None:
+        return next((found[route] for found in TEMPLATE_INPUTS if found[0] in error.message), None)
+
+    return field
 
 
-def completions_param(error: ClientError) -> str | None:
-    """The legacy completions field a template's refusal is about."""
-    return next((found[2] for found in TEMPLATE_INPUTS if found[0] in error.message), None)
-
-
-def responses_param(error: ClientError) -> str | None:
-    """The Responses API field a template's refusal is about."""
-    return next((found[3] for found in TEMPLATE_INPUTS if found[0] in error.message), None)
+chat_param, completions_param, responses_param = (_field_on(route) for route in (1, 2, 3))
 
 
 @dataclass(frozen=True)
