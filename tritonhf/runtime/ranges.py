@@ -32,6 +32,7 @@ AUDIO_TEMPERATURE_MAX = 1.0  # OpenAI's for transcriptions and translations
 TOP_P_MAX = 1.0  # top_p is in (0, TOP_P_MAX]
 TOP_P_MIN = fp32(1e-45)  # the least top_p above 0 once it travels as FP32 (a smaller one arrives as 0)
 TOP_LOGPROBS_MAX = 20
+COMPLETION_LOGPROBS_MAX = 5  # OpenAI's legacy completions' logprobs: 0 to 5 alternatives
 PENALTY_MAX = 2.0  # OpenAI's presence_penalty and frequency_penalty: from -PENALTY_MAX to PENALTY_MAX, 0 is none
 # vLLM's and transformers' repetition_penalty: 1 is none; bounded away from 0, where a logit divided by it overflows
 REPETITION_PENALTY_MIN = fp32(0.01)  # 0.01 as it travels (0.01 itself rounds below 0.01 in FP32)
@@ -45,6 +46,9 @@ CANDIDATES_MAX = 1000  # fill-mask's top_k: the candidates for one mask
 CHOICES_MAX = 8  # OpenAI's n: the choices of one chat answer, each its own generation
 LOGIT_BIAS_MAX = 100.0  # OpenAI's logit_bias: from -100 (never) to 100 (always) added to a token's logit
 LOGIT_BIAS_TOKENS = 300  # OpenAI's bound on how many tokens one request biases
+# An audio array's sampling rate in Hz (the SDK encodes (samples, rate) as a WAV): telephone-grade to studio rates
+AUDIO_RATE_MIN = 1000
+AUDIO_RATE_MAX = 384_000
 ROLES = ("system", "user", "assistant", "tool", "developer")  # OpenAI's chat roles; "developer" is a system message
 _BITS = 2**64
 

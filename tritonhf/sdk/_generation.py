@@ -29,6 +29,7 @@ from tritonhf.tasks import (
     INT32_MAX,
     LOGIT_BIAS_MAX,
     LOGIT_BIAS_TOKENS,
+    MAX_TOKENS_MIN,
     MIN_P_MAX,
     PENALTY_MAX,
     REPETITION_PENALTY_MAX,
@@ -163,7 +164,11 @@ def constraint(
 
 # Each sampling option's tensor type and range (tritonhf/runtime/ranges.py states them; the template checks the same).
 RANGES: dict[str, tuple[str, Callable[[Any], bool], str]] = {
-    "max_tokens": ("INT32", lambda v: 1 <= v <= INT32_MAX, f"an int from 1 to {INT32_MAX}"),
+    "max_tokens": (
+        "INT32",
+        lambda v: MAX_TOKENS_MIN <= v <= INT32_MAX,
+        f"an int from {MAX_TOKENS_MIN} to {INT32_MAX}",
+    ),
     "temperature": ("FP32", lambda v: 0 <= v <= TEMPERATURE_MAX, f"a number from 0 (greedy) to {TEMPERATURE_MAX:g}"),
     "top_p": ("FP32", lambda v: 0 < v <= TOP_P_MAX, f"a number above 0 and at most {TOP_P_MAX:g}"),
     "seed": ("INT64", lambda v: 0 <= v <= SEED_MAX, "an int from 0 to 2**64 - 1"),

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Union
 import numpy as np
 
 from tritonhf.errors import InvalidInputError
+from tritonhf.tasks import AUDIO_RATE_MAX, AUDIO_RATE_MIN
 
 if TYPE_CHECKING:
     from PIL.Image import Image as PILImage
@@ -131,8 +132,10 @@ def encode_audio(audio: object, name: str = "audio") -> bytes:
 
 def wav(samples: np.ndarray[Any, Any], rate: object, name: str = "audio") -> bytes:
     """Float samples [frames] or [frames, channels] as a 32-bit float WAV (WAVE_FORMAT_IEEE_FLOAT)."""
-    if not isinstance(rate, int) or isinstance(rate, bool) or not 1000 <= rate <= 384_000:
-        raise InvalidInputError(f"{name}: the sampling rate must be an int of Hz (1000-384000), not {rate!r}.")
+    if not isinstance(rate, int) or isinstance(rate, bool) or not AUDIO_RATE_MIN <= rate <= AUDIO_RATE_MAX:
+        raise InvalidInputError(
+            f"{name}: the sampling rate must be an int of Hz ({AUDIO_RATE_MIN}-{AUDIO_RATE_MAX}), not {rate!r}."
+        )
     if samples.dtype.kind not in "fiu" or samples.ndim not in (1, 2) or samples.shape[0] == 0:
         raise InvalidInputError(
             f"{name} is a {samples.dtype} array of shape {tuple(samples.shape)}; samples are numbers, "

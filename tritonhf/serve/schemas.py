@@ -15,9 +15,11 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_val
 
 from tritonhf.tasks import (
     CHOICES_MAX,
+    COMPLETION_LOGPROBS_MAX,
     INT32_MAX,
     LOGIT_BIAS_MAX,
     LOGIT_BIAS_TOKENS,
+    MAX_TOKENS_MIN,
     MAX_TOOLS,
     MIN_P_MAX,
     PENALTY_MAX,
@@ -32,7 +34,6 @@ from tritonhf.tasks import (
     TOP_P_MIN,
 )
 
-COMPLETION_LOGPROBS_MAX = 5  # OpenAI's legacy completions take 0-5
 Role = Literal["system", "user", "assistant", "tool", "developer"]  # OpenAI's roles (tasks.ROLES); others a 400
 # A text a route needs something in: an empty one is refused, so the schema says so too. Stated in the schema only:
 # the routes' own checks refuse it, naming the input ("cannot be empty"), and a text that is not valid Unicode ("is
@@ -171,9 +172,14 @@ class Sampling(_Body):
 class GenerationBody(Sampling):
     model: str = Field(description="A served text-generation model's name (GET /v1/models).")
     max_tokens: int | None = Field(
-        default=None, ge=1, le=INT32_MAX, description="At most this many new tokens (the model's context bounds it)."
+        default=None,
+        ge=MAX_TOKENS_MIN,
+        le=INT32_MAX,
+        description="At most this many new tokens (the model's context bounds it).",
     )
-    max_completion_tokens: int | None = Field(default=None, ge=1, le=INT32_MAX, description="As max_tokens.")
+    max_completion_tokens: int | None = Field(
+        default=None, ge=MAX_TOKENS_MIN, le=INT32_MAX, description="As max_tokens."
+    )
     stop: str | list[str] | None = Field(default=None, description="The text ends before the first of these.")
     stream: bool = False
     stream_options: StreamOptions | None = None
@@ -341,7 +347,9 @@ class ResponsesBody(Sampling):
         description="The user's text, or the conversation's items."
     )
     instructions: str | None = Field(default=None, description="A system message put first (not carried over).")
-    max_output_tokens: int | None = Field(default=None, ge=1, le=INT32_MAX, description="At most this many tokens.")
+    max_output_tokens: int | None = Field(
+        default=None, ge=MAX_TOKENS_MIN, le=INT32_MAX, description="At most this many tokens."
+    )
     tools: list[ResponseFunctionTool] | None = Field(default=None, max_length=MAX_TOOLS)
     tool_choice: Literal["none", "auto", "required"] | ResponseToolChoice | None = Field(
         default=None, description="'auto' (the default with tools), 'none', 'required', or one function by name."
