@@ -181,6 +181,33 @@ def test_sampling_is_seeded_per_request_whatever_it_is_batched_with(whisper: Any
         assert _outputs(other)["text"] != _outputs(alone)["text"]
 
 
+def test_a_temperature_near_zero_is_answered_or_refused_by_name_and_its_batch_is_answered(
+    whisper: Any, tiny: dict[str, Path]
+) -> None:
+    """At a temperature near FP32's least (1e-38), transformers' sampling divides the logits into infinities and
+    fails: the PyTorch engine refuses that row naming TEMPERATURE; CTranslate2 samples it (the likeliest tokens,
+    the greedy text). Either way the other rows of the batch get the answers they get alone."""
+    rng = random.Random(12)
+    files = [random_audio(rng)[0] for _ in range(3)]
+    english = {"LANGUAGE": _column(b"en")}
+    tiny_t = {"TEMPERATURE": _column(1.175494351e-38, dtype=np.float32), "SEED": _column(3, dtype=np.int64)}
+    sampled = {"TEMPERATURE": _column(0.8, dtype=np.float32), "SEED": _column(4, dtype=np.int64)}
+
+    def request(index: int, **options: np.ndarray) -> Any:
+        return pb.InferenceRequest(AUDIO=_column(files[index]), **english, **options)
+
+    got = answers(whisper, [request(0), request(1, **tiny_t), request(2, **sampled)])
+    assert _outputs(got[0])["text"] == _outputs(answers(whisper, [request(0)])[0])["text"]
+    assert _outputs(got[2])["text"] == _outputs(answers(whisper, [request(2, **sampled)])[0])["text"]
+    if hasattr(whisper.engine, "ct2"):
+        assert _outputs(got[1])["text"] == _outputs(answers(whisper, [request(1)])[0])["text"]
+    else:
+        assert got[1].has_error()
+        assert "input 'TEMPERATURE' is 1.17549e-38, a temperature at which transformers' sampling fails" in (
+            got[1].error().message()
+        )
+
+
 @pytest.fixture(scope="module")
 def streamed(whisper: Any, tiny: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Any:
     """The template added with --stream (decoupled), on the engine of ``whisper``."""

@@ -349,3 +349,23 @@ def test_a_repetition_penalty_answers_as_generate_does(generator: Any, tiny: dic
             generator.execute([found])
             run(generator)
             assert text_of(found) == expected, (prompt, penalty, options)
+
+
+@pytest.mark.parametrize("temperature", [1.175494351e-38, 1e-45, 1e-30])
+def test_a_temperature_near_zero_samples_the_likeliest_token_and_draws_among_exact_ties(temperature: float) -> None:
+    """Logits of a few hundred divided in FP32 by a temperature near FP32's least are infinite (transformers' own
+    sampling then raises on a NaN probability): the template's sampling gives the distribution's answer instead,
+    the likeliest token, and a draw among tokens whose logits are exactly equal."""
+    import torch
+
+    from tritonhf.runtime.generation import Sampling, Sequence, pick_token
+
+    logits = torch.zeros(64, dtype=torch.float32)
+    logits[5], logits[9] = 300.0, 299.5
+    picks = {pick_token(Sequence(None, None, [], max_tokens=1, sampling=Sampling(temperature, seed=s)), logits)
+             for s in range(20)}  # fmt: skip
+    assert picks == {5}
+    logits[9] = 300.0  # an exact tie: both are drawn, as at any temperature
+    tied = {pick_token(Sequence(None, None, [], max_tokens=1, sampling=Sampling(temperature, seed=s)), logits)
+            for s in range(40)}  # fmt: skip
+    assert tied == {5, 9}

@@ -94,7 +94,9 @@ def _generator(seed: int | None) -> Any:
 def pick_token(sequence: Sequence, logits: Any) -> int:
     """The next token from a row's logits (1-D): greedy at temperature 0; else the ``top_k`` likeliest, softmax at
     the temperature, ``min_p``, then top-p, sampled with the sequence's own generator (so a seeded row's tokens do
-    not depend on its neighbours)."""
+    not depend on its neighbours). The logits are divided by the temperature in float64: in their own FP32, a
+    temperature near FP32's least (1e-38) makes them infinite and the softmax NaN, where the distribution it
+    stands for is well defined (the likeliest token, or a draw among exact ties)."""
     import torch
 
     if sequence.temperature == 0:
@@ -102,7 +104,7 @@ def pick_token(sequence: Sequence, logits: Any) -> int:
     if 0 < sequence.top_k < logits.shape[-1]:  # the k likeliest only
         kth = torch.topk(logits, sequence.top_k).values[-1]
         logits = logits.masked_fill(logits < kth, float("-inf"))
-    probabilities = torch.softmax(logits / sequence.temperature, dim=-1)
+    probabilities = torch.softmax(logits.double() / sequence.temperature, dim=-1)
     if sequence.min_p > 0:  # tokens at least min_p times the likeliest's probability
         probabilities = probabilities.masked_fill(probabilities < sequence.min_p * probabilities.max(), 0)
     if sequence.top_p < 1:

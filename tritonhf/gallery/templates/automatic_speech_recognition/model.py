@@ -106,14 +106,17 @@ class TritonPythonModel:
                 self.engine.check(options)
                 samples = runtime.decode_audio(batch.texts[row], self.sampling_rate, self.max_seconds)
                 rows[row] = self.engine.prepare(samples, options)
-            except runtime.BadRequest as exc:  # args: (what is wrong, the input's name when not AUDIO)
-                batch.fail_row(row, f"input '{exc.args[1] if len(exc.args) > 1 else 'AUDIO'}' {exc.args[0]}")
+            except runtime.BadRequest as exc:
+                batch.fail_row(row, _refusal(exc))
         live = set(batch.live_rows())
         rows = {row: item for row, item in rows.items() if row in live}
 
         def work():
             parts = Parts(batch, requests, rows) if self.streaming else None
             results = self.engine.transcribe(rows, parts)
+            for row, result in results.items():
+                if isinstance(result, runtime.BadRequest):
+                    batch.fail_row(row, _refusal(result))
 
             def answer(span):
                 found = [results[row] for row in span]
@@ -185,6 +188,11 @@ class Parts:
             self.requests[index].get_response_sender().send(response)
         except Exception:  # refused: that request's rows stop decoding, the batch's other rows go on
             self.refused.add(index)
+
+
+def _refusal(exc):
+    """A BadRequest's message; its args: (what is wrong, the input's name when not AUDIO)."""
+    return f"input '{exc.args[1] if len(exc.args) > 1 else 'AUDIO'}' {exc.args[0]}"
 
 
 def _text(value):

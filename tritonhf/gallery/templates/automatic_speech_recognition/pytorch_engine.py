@@ -39,6 +39,20 @@ class PyTorchEngine(WhisperEngine):
 
     def alone(self, item, on_window=None):
         extra = self.sampling(item)
+        try:
+            return self.decode_alone(item, on_window, extra)
+        except RuntimeError as error:
+            # transformers samples in the logits' FP32: divided by a temperature near 0 (1e-38) they are infinite,
+            # and torch's multinomial refuses the NaN probabilities that follow. The library has no answer there.
+            if extra and "probability tensor contains" in str(error):
+                raise runtime.BadRequest(
+                    f"is {item['temperature']:g}, a temperature at which transformers' sampling fails (the logits "
+                    "divided by it overflow FP32): use 0 for greedy or a larger temperature.",
+                    "TEMPERATURE",
+                ) from error
+            raise
+
+    def decode_alone(self, item, on_window, extra):
         if self.windowed(item):
             return self.long_reply(item, *self.read_windows(item, item["long"][0][0], on_window, extra))
         if item["long"] is None:

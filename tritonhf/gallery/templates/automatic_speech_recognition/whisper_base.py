@@ -132,7 +132,8 @@ class WhisperEngine:
 
     def transcribe(self, rows, parts=None):
         """``{row: {text, language, duration, segments}}``: short greedy rows in groups, the rest alone (a streamed
-        model's rows sent to ``parts`` as they advance)."""
+        model's rows sent to ``parts`` as they advance); a row decoded alone that the engine refused (BadRequest)
+        maps to its error."""
         self.encode(rows)
         self.detect_languages(rows)
         results = {}
@@ -158,7 +159,11 @@ class WhisperEngine:
                 results[row] = segments.result(item, "", [])  # its caller left: nobody reads the answer
                 continue
             on_window = None if parts is None else functools.partial(parts.window, row, self)
-            results[row] = self.alone(item, on_window)
+            try:
+                results[row] = self.alone(item, on_window)
+            except runtime.BadRequest as refused:  # what only decoding could tell: this row's error, the others go on
+                results[row] = refused
+                continue
             if parts is not None and not self.windowed(item):
                 parts.whole(row, results[row])
         return results
