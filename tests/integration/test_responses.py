@@ -13,7 +13,7 @@ import httpx
 import jsonschema
 import openai
 import pytest
-from pydantic import BaseModel, Field
+from openai_helpers import Weather, openai_client
 
 from harness.invariance import ANSWER_SCHEMA, WEATHER_TOOL
 from tritonhf.bootstrap import Stack
@@ -23,21 +23,10 @@ TOOL: Any = {"type": "function", **WEATHER_TOOL["function"], "strict": True}  # 
 PARAMETERS: Any = WEATHER_TOOL["function"]["parameters"]  # type: ignore[index]
 
 
-class Weather(BaseModel):
-    city: str = Field(max_length=20)
-    sunny: bool
-    feeling: Literal["warm", "cold", "mild"]
-
-
 @pytest.fixture(scope="module")
 def gateway(served_stack: Stack) -> Stack:
     """The shared server's gateway (tests/integration/conftest.py); these tests use ``smollm2``."""
     return served_stack
-
-
-def _client(stack: Stack) -> openai.OpenAI:
-    assert stack.state is not None
-    return openai.OpenAI(base_url=stack.state.gateway_url, api_key="unused-on-loopback", max_retries=0)
 
 
 def _chat(client: openai.OpenAI, messages: list[dict[str, Any]], max_tokens: int) -> str:
@@ -46,7 +35,7 @@ def _chat(client: openai.OpenAI, messages: list[dict[str, Any]], max_tokens: int
 
 
 def test_a_response_is_the_chat_answer_whole_streamed_stored_and_continued(gateway: Stack) -> None:
-    client = _client(gateway)
+    client = openai_client(gateway)
     first = client.responses.create(model="smollm2", input=QUESTION, instructions="Answer briefly.",
                                     max_output_tokens=24)  # fmt: skip
     messages = [{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": QUESTION}]
@@ -95,7 +84,7 @@ def test_a_response_is_the_chat_answer_whole_streamed_stored_and_continued(gatew
 
 
 def test_a_function_tool_round_trip_and_a_schema(gateway: Stack) -> None:
-    client = _client(gateway)
+    client = openai_client(gateway)
     named = client.responses.create(model="smollm2", input=QUESTION, tools=[TOOL], max_output_tokens=80,
                                     tool_choice={"type": "function", "name": "get_weather"})  # fmt: skip
     (call,) = [item for item in named.output if item.type == "function_call"]
@@ -189,7 +178,7 @@ def test_the_agents_sdk_runs_an_agent_with_a_function_tool(gateway: Stack) -> No
 def test_a_reasoning_models_thinking_comes_apart_on_both_routes(gateway: Stack) -> None:
     from harness.tiny_models import THINKER_SAYS, THINKER_THINKS
 
-    client = _client(gateway)
+    client = openai_client(gateway)
     said, thought = THINKER_SAYS.strip(), THINKER_THINKS
     assert client.models.retrieve("thinker").model_extra["reasoning"] is True  # type: ignore[index]
     question: Any = [{"role": "user", "content": "tell me about this"}]

@@ -13,7 +13,7 @@ from typing import Any, Literal
 import jsonschema
 import openai
 import pytest
-from pydantic import BaseModel, Field
+from openai_helpers import Weather, openai_client
 
 from harness.invariance import ANSWER_SCHEMA, TIME_TOOL, WEATHER_TOOL
 from tritonhf import Client, InvalidInputError
@@ -24,25 +24,14 @@ QUESTION = [{"role": "user", "content": "What is the weather like in Paris today
 PICK: Any = {"type": "function", "function": {"name": "get_weather"}}
 
 
-class Weather(BaseModel):
-    city: str = Field(max_length=20)
-    sunny: bool
-    feeling: Literal["warm", "cold", "mild"]
-
-
 @pytest.fixture(scope="module")
 def gateway(served_stack: Stack) -> Stack:
     """The shared server's gateway (tests/integration/conftest.py); these tests use ``smollm2``."""
     return served_stack
 
 
-def _client(stack: Stack) -> openai.OpenAI:
-    assert stack.state is not None
-    return openai.OpenAI(base_url=stack.state.gateway_url, api_key="unused-on-loopback", max_retries=0)
-
-
-def test_json_schema_and_parse_with_the_openai_client(gateway: Stack) -> None:
-    client = _client(gateway)
+def test_json_schema_and_parse_with_the_openaiopenai_client(gateway: Stack) -> None:
+    client = openai_client(gateway)
     format_ = {"type": "json_schema", "json_schema": {"name": "answer", "schema": ANSWER_SCHEMA, "strict": True}}
     for temperature, seed in ((0.0, None), (0.8, 7), (0.8, 2**64 - 1)):
         answer = client.chat.completions.create(model="smollm2", messages=QUESTION, response_format=format_,  # type: ignore[arg-type]
@@ -63,7 +52,7 @@ def test_json_schema_and_parse_with_the_openai_client(gateway: Stack) -> None:
 
 
 def test_tool_choices_and_streamed_call_deltas(gateway: Stack) -> None:
-    client = _client(gateway)
+    client = openai_client(gateway)
     tools: Any = [WEATHER_TOOL, TIME_TOOL]
     named = client.chat.completions.create(model="smollm2", messages=QUESTION, tools=tools, max_tokens=80,
                                            tool_choice=PICK)  # fmt: skip
@@ -104,7 +93,7 @@ def test_tool_choices_and_streamed_call_deltas(gateway: Stack) -> None:
 
 
 def test_bad_constraints_are_openai_400s_and_the_next_request_is_served(gateway: Stack) -> None:
-    client = _client(gateway)
+    client = openai_client(gateway)
     strange = {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object", "properties": {
         "a": {"type": "strange"}}}}}  # fmt: skip
     cases: list[tuple[dict[str, Any], tuple[str, ...], str]] = [
@@ -186,7 +175,7 @@ def test_sdk_chat_returns_parsed_objects_and_tool_calls(gateway: Stack, protocol
 def test_logprobs_in_openais_shapes(gateway: Stack) -> None:
     """Chat's ``logprobs.content`` (streamed with the chunks too) and the legacy completions' shape; the
     OpenVINO engine gives each chosen token's, the transformers engine alternatives too."""
-    client = _client(gateway)
+    client = openai_client(gateway)
     answer = client.chat.completions.create(model="smollm2", messages=QUESTION, max_tokens=12, logprobs=True)
     content = answer.choices[0].logprobs.content if answer.choices[0].logprobs else None
     assert content and answer.usage and len(content) == answer.usage.completion_tokens
