@@ -68,6 +68,9 @@ packages:
 # Two workers: with lint beside them the cores are busy, and a third finished no sooner here (it
 # waited at the end on the shared server's modules, which one worker runs).
 TEST_WORKERS ?= 2
+# The `alone` phases collect only the modules that mark tests `alone` (importing every test module costs
+# seconds); tests/conftest.py fails the run if an `alone` test's module does not say "mark.alone".
+ALONE = $(shell grep -l "mark.alone" tests/unit/*.py tests/integration/*.py)
 PARALLEL = $(if $(filter-out 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadscope,)
 
 # The tests start hundreds of Python processes (CLI runs, gateways, servers' stubs). Where the
@@ -82,16 +85,15 @@ test:
 	$(BIN)/python -m pytest tests -m "not alone" $(PARALLEL) --durations=10 || status=$$?; \
 	if wait $$lint; then echo "make lint: passed"; else status=1; echo "make lint: FAILED"; fi; \
 	cat $$report; rm -f $$report; \
-	$(BIN)/python -m pytest tests -m alone --durations=5 || status=$$?; \
+	$(BIN)/python -m pytest $(ALONE) -m alone --durations=5 || status=$$?; \
 	exit $$status
 
 # Object storage (moto's S3 server) + two replicas + haproxy + manifests, on loopback.
 scale-test: setup packages
 	$(BIN)/python -m pytest tests/integration/test_scale_out.py tests/unit/test_deploy.py -s
 
-# The unit tier: no server, no network (tiny models built in-process), for your own loop. Its `alone`
-# phase collects only the modules that mark tests `alone` (importing every unit module costs seconds).
-ALONE_UNIT = $(shell grep -l "mark.alone" tests/unit/*.py)
+# The unit tier: no server, no network (tiny models built in-process), for your own loop.
+ALONE_UNIT = $(filter tests/unit/%,$(ALONE))
 test-fast: setup
 	@status=0; \
 	$(BIN)/python -m pytest tests/unit -m "not slow and not integration and not alone" $(PARALLEL) || status=$$?; \

@@ -190,8 +190,9 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Producer) -> ModuleS
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Units in the order of ``COSTLIEST_FIRST`` (a stable sort: tests keep their order within a module);
-    and a test that uses the shared gallery server outside ``SERVED_MODULES`` would start a second one."""
+    """Units in the order of ``COSTLIEST_FIRST`` (a stable sort: tests keep their order within a module); a test
+    that uses the shared gallery server outside ``SERVED_MODULES`` would start a second one; an ``alone`` test
+    must be where the Makefile finds it. Before ``-m`` deselects (a conftest's hook runs before the plugins')."""
     gone = [unit for unit in COSTLIEST_FIRST if unit != "served" and not (config.rootpath / unit).is_file()]
     if gone:
         raise pytest.UsageError(f"{', '.join(gone)} in COSTLIEST_FIRST (tests/conftest.py) no longer exist.")
@@ -209,3 +210,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             f"{', '.join(strays)} use the shared server (`served`, `served_stack`): add them to SERVED_MODULES "
             "(tests/conftest.py)."
         )
+    # make test's `alone` phase collects the modules that say "mark.alone" (Makefile, ALONE): one that marks its
+    # tests otherwise would be left out of both phases
+    alone = {str(item.path) for item in items if item.get_closest_marker("alone")}
+    hidden = sorted(path for path in alone if "mark.alone" not in Path(path).read_text())
+    if hidden:
+        raise pytest.UsageError(f"{', '.join(hidden)} mark tests `alone` without the words mark.alone (Makefile).")
