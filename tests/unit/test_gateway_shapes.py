@@ -19,9 +19,10 @@ import pytest
 from starlette.requests import Request
 
 from tritonhf import Client, InvalidInputError
+from tritonhf._wire.aio_transport import all_or_none
 from tritonhf.sdk.testing import FakeServer, MemoryTransport
 from tritonhf.serve.schemas import ChatBody, CompletionBody, EmbeddingBody, TeiEmbedBody
-from tritonhf.serve.shared import ClientGone, all_or_none, unless_disconnected
+from tritonhf.serve.shared import ClientGone, unless_disconnected
 
 
 @contextlib.contextmanager

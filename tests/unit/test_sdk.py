@@ -274,6 +274,32 @@ def test_async_client_same_answers_and_concurrency(server: FakeServer) -> None:
     assert got["models"] == ["clf", "emb", "gen"]
 
 
+def test_an_async_call_whose_chunk_fails_cancels_its_other_chunks_before_raising() -> None:
+    """A call split into chunks: the first failure cancels the chunks still in flight, which have ended (their
+    requests closed) when the error reaches the caller; gathered, they would have run on for an answer no one
+    reads."""
+    from tritonhf.sdk._aio_flavour import FanOut
+
+    async def scenario() -> list[int]:
+        ended: list[int] = []
+
+        async def send(rows: slice) -> int:
+            try:
+                if rows.start == 4:
+                    await asyncio.sleep(0.01)
+                    raise ServerBusyError("the model's queue is full")
+                await asyncio.sleep(60)
+                return rows.start
+            finally:
+                ended.append(rows.start)
+
+        with pytest.raises(ServerBusyError, match="queue is full"):
+            await FanOut(concurrency=4).send_all(send, [slice(0, 4), slice(4, 8), slice(8, 12)])
+        return sorted(ended)
+
+    assert asyncio.run(asyncio.wait_for(scenario(), 5)) == [0, 4, 8]
+
+
 def test_async_cancellation_and_timeouts(server: FakeServer) -> None:
     server.models["gen"].delay = 0.05
 

@@ -18,7 +18,7 @@ import asyncio
 import contextlib
 import ssl
 import urllib.parse
-from collections.abc import AsyncIterator, Awaitable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping
 from typing import Any, Protocol, TypeVar
 
 from tritonhf._wire.transport import (
@@ -89,6 +89,24 @@ async def cancel_and_wait(task: asyncio.Future[T]) -> None:
     await asyncio.wait({task})
     if not task.cancelled():
         task.exception()  # retrieved: asyncio would log it as never retrieved
+
+
+async def all_or_none(works: Iterable[Awaitable[T]]) -> list[T]:
+    """Every result of ``works``, run at once, in their order. At the first failure the others are cancelled, and
+    waited for (their requests and streams close, so Triton stops computing them), before it is raised:
+    ``asyncio.gather`` would leave them running to their end, holding the model's slots for an answer no one will
+    read."""
+    tasks = [asyncio.ensure_future(work) for work in works]
+    try:
+        return list(await asyncio.gather(*tasks))
+    except BaseException:
+        for task in tasks:  # all at once, then waited for: none generates while another closes
+            task.cancel()
+        await asyncio.wait(tasks)
+        for task in tasks:
+            if not task.cancelled():
+                task.exception()  # retrieved: asyncio would log it as never retrieved
+        raise
 
 
 class _PerLoop:

@@ -9,6 +9,8 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
+from tritonhf._wire.aio_transport import all_or_none
+
 T = TypeVar("T")
 
 # A call the SDK makes and retries: a coroutine function of no arguments.
@@ -29,7 +31,8 @@ class FanOut:
         self._concurrency = max(concurrency, 1)
 
     async def send_all(self, send: Callable[[slice], Awaitable[T]], slices: Sequence[slice]) -> list[T]:
-        """``send`` of every slice, in order; the first failure is raised (gather's rule: the others finish)."""
+        """``send`` of every slice, in order; at the first failure the others are cancelled (their requests too) and
+        have ended when it is raised."""
         if len(slices) == 1:
             return [await send(slices[0])]
         gate = asyncio.Semaphore(self._concurrency)
@@ -38,7 +41,7 @@ class FanOut:
             async with gate:
                 return await send(rows)
 
-        return list(await asyncio.gather(*(gated(rows) for rows in slices)))
+        return await all_or_none(gated(rows) for rows in slices)
 
     def close(self) -> None:
         """Nothing to release: no threads."""

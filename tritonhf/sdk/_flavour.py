@@ -33,7 +33,8 @@ class FanOut:
         self._pool = ThreadPoolExecutor(max_workers=max(concurrency, 1), thread_name_prefix="tritonhf")
 
     def send_all(self, send: Callable[[slice], T], slices: Sequence[slice]) -> list[T]:
-        """``send`` of every slice, in order; the first failure is raised and the rest are cancelled."""
+        """``send`` of every slice, in order; the first failure is raised, and the slices not yet sent are not sent
+        (a thread's request already in flight runs to its end: a thread cannot be cancelled)."""
         if len(slices) == 1:
             return [send(slices[0])]  # one chunk: sent from this thread, no hand-over
         futures = [self._pool.submit(send, rows) for rows in slices]

@@ -20,6 +20,7 @@ import numpy as np
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
+from tritonhf._wire.aio_transport import all_or_none
 from tritonhf.errors import ClientError
 from tritonhf.sdk import AsyncClient, AsyncTextStream, ModelInfo
 from tritonhf.sdk.results import TokenLogprob, ToolCall
@@ -65,7 +66,6 @@ from tritonhf.serve.schemas import (
 from tritonhf.serve.shared import (
     CLIENT_GONE,
     ClientGone,
-    all_or_none,
     check_count,
     check_texts,
     check_tokens,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
 import orjson
@@ -143,23 +143,6 @@ async def open_stream(
         await stream.aclose()
         raise
     return stream, first
-
-
-async def all_or_none(works: Iterable[Awaitable[T]]) -> list[T]:
-    """Every result of ``works``, run at once, in their order. At the first failure the others are cancelled, and
-    waited for (their streams close, so Triton stops generating them), before it is raised: ``asyncio.gather``
-    would leave them running to their end, holding the model's slots for an answer no one will read."""
-    tasks = [asyncio.ensure_future(work) for work in works]
-    try:
-        return list(await asyncio.gather(*tasks))
-    except BaseException:
-        for task in tasks:  # all at once, then waited for: none generates while another closes
-            task.cancel()
-        await asyncio.wait(tasks)
-        for task in tasks:
-            if not task.cancelled():
-                task.exception()  # retrieved: asyncio would log it as never retrieved
-        raise
 
 
 async def streamed(stream: AsyncResponseStream[P], first: P | None) -> AsyncIterator[P]:
