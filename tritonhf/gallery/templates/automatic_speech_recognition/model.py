@@ -95,7 +95,8 @@ class TritonPythonModel:
         temperatures = batch.option("TEMPERATURE", 0.0, lambda t: 0.0 <= t <= most, f"between 0 and {most:g}")
         seeds = batch.option("SEED", 0)
         top = self.engine.max_tokens
-        limits = batch.option("MAX_TOKENS", None, lambda k: 1 <= k <= top, f"between 1 and {top}")
+        least = runtime.MAX_TOKENS_MIN
+        limits = batch.option("MAX_TOKENS", None, lambda k: least <= k <= top, f"between {least} and {top}")
         rows = {}
         for row in batch.live_rows():
             options = {"language": _text(languages[row]).strip(), "task": _text(tasks[row]),
