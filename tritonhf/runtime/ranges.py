@@ -46,7 +46,8 @@ CANDIDATES_MAX = 1000  # fill-mask's top_k: the candidates for one mask
 CHOICES_MAX = 8  # OpenAI's n: the choices of one chat answer, each its own generation
 LOGIT_BIAS_MAX = 100.0  # OpenAI's logit_bias: from -100 (never) to 100 (always) added to a token's logit
 LOGIT_BIAS_TOKENS = 300  # OpenAI's bound on how many tokens one request biases
-# An audio array's sampling rate in Hz (the SDK encodes (samples, rate) as a WAV): telephone-grade to studio rates
+# An audio array's sampling rate in Hz (the SDK encodes (samples, rate) as a WAV): 1 kHz to 384 kHz, the highest rate
+# of audio hardware; a rate outside is more likely a mistake (samples and rate swapped) than audio
 AUDIO_RATE_MIN = 1000
 AUDIO_RATE_MAX = 384_000
 ROLES = ("system", "user", "assistant", "tool", "developer")  # OpenAI's chat roles; "developer" is a system message
