@@ -1080,10 +1080,14 @@ def constrained_mix(seed: int, solo: Mapping[str, str]) -> list[Stream]:
     return streams
 
 
+FP32_LEAST_NORMAL = 1.1754943508222875e-38  # the least positive normal FP32: a temperature as near 0 as it travels
+
+
 def reasoning_mix(seed: int) -> list[Stream]:
-    """12 chat streams to a reasoning model, arriving in a seeded order: its thinking streamed apart, turned off
+    """13 chat streams to a reasoning model, arriving in a seeded order: its thinking streamed apart, turned off
     (``enable_thinking``), a JSON Schema and a required tool call that wait for the thinking to end, seeded samples
-    with top_k, min_p and penalties, and one its client cancels (each row's phase and grammar are its own)."""
+    with top_k, min_p and penalties, one at FP32's least normal temperature (its logits divided by it overflow FP32;
+    the others must not feel it), and one its client cancels (each row's phase and grammar are its own)."""
     rng = random.Random(seed)
     off = {"chat_template_kwargs": {"enable_thinking": False}}
     kinds: list[dict[str, Any]] = [
@@ -1093,6 +1097,7 @@ def reasoning_mix(seed: int) -> list[Stream]:
         {"tools": [WEATHER_TOOL, TIME_TOOL], "tool_choice": "auto"},
         {"temperature": 0.9, "top_k": rng.randint(1, 20), "min_p": 0.05, "seed": rng.getrandbits(64)},
         {"temperature": 0.7, "seed": rng.getrandbits(64), "presence_penalty": 1.0, "repetition_penalty": 1.3},
+        {"temperature": FP32_LEAST_NORMAL, "seed": rng.getrandbits(64)},
         {"frequency_penalty": 2.0, **off},
         off,
     ]  # fmt: skip
