@@ -44,7 +44,7 @@ from transformers import AutoTokenizer
 from tritonhf import Client, Server
 from tritonhf.bootstrap import Workspace, bootstrap
 from tritonhf.gallery import AddRequest, add_model
-from tritonhf.gallery.models import convert_gguf
+from tritonhf.gallery.sources import convert_gguf
 from tritonhf.loadgen import DEFAULT_PROMPTS
 
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))

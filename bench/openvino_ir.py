@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository r
 from harness.invariance import QUESTIONS
 from tritonhf._progress import SilentProgress
 from tritonhf.gallery import openvino_exporter
-from tritonhf.gallery.models import convert_gguf
+from tritonhf.gallery.sources import convert_gguf
 
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "2"))
 # (label, optimum-cli's weight options); SmolLM2-135M's 576-wide layers take groups of 64, not the default 128

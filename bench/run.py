@@ -41,7 +41,7 @@ from tritonhf.bootstrap import Gateway, Stack, Workspace, bootstrap
 from tritonhf.bootstrap.installation.sources import cache_dir
 from tritonhf.errors import GalleryError
 from tritonhf.gallery import AddRequest, add_model
-from tritonhf.gallery.models import convert_gguf
+from tritonhf.gallery.sources import convert_gguf
 from tritonhf.loadgen import DEFAULT_PROMPTS, StreamsResult, run_bench, run_streams
 
 REQUESTS_PER_LEVEL = int(os.environ.get("BENCH_REQUESTS", "300"))

@@ -57,7 +57,7 @@ from tritonhf.errors import GalleryError
 from tritonhf.gallery import AddRequest, ModelOptions, add_model
 from tritonhf.gallery.add import VERSION
 from tritonhf.gallery.config import parameters_of, parse_config
-from tritonhf.gallery.generation import openvino_missing
+from tritonhf.gallery.installed import openvino_genai_missing as openvino_missing
 from tritonhf.runtime import OPENVINO_WHISPER, VENDORED_WEIGHTS_DIR
 
 FASTER_WHISPER = "faster-whisper==1.2.1"

@@ -71,6 +71,7 @@ from tritonhf.runtime.tools import MAX_SCHEMA_BYTES, MAX_TOOLS, TOOL_NAME
 ALL_LABELS = 10_000
 # A native ONNX model's part: NAME__onnx beside NAME (gallery add --backend onnx); listings hide it.
 ONNX_PART_SUFFIX = "__onnx"
+ONNX_MODEL_FILE = "model.onnx"  # the file an ONNX export writes, and the one a native part's version folder holds
 
 __all__ = [
     "ALIASES",
@@ -89,6 +90,7 @@ __all__ = [
     "MAX_TOKENS_MIN",
     "MAX_TOOLS",
     "MIN_P_MAX",
+    "ONNX_MODEL_FILE",
     "ONNX_PART_SUFFIX",
     "PARAM_BACKEND",
     "PARAM_BACKEND_REASON",

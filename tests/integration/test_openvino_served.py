@@ -34,7 +34,7 @@ from tritonhf.bootstrap import Server, Workspace
 from tritonhf.deploy.requirements import needed_packages
 from tritonhf.gallery import AddRequest, ModelOptions, add_model
 from tritonhf.gallery.config import parameters_of, parse_config
-from tritonhf.gallery.generation import openvino_missing
+from tritonhf.gallery.installed import openvino_genai_missing as openvino_missing
 from tritonhf.gallery.listing import parameters_of_folder
 
 pytestmark = [

@@ -787,12 +787,13 @@ def test_a_new_speech_engine_is_one_module_and_one_line(
     from typer.testing import CliRunner
 
     from tritonhf.cli.main import app
-    from tritonhf.gallery import engines
+    from tritonhf.gallery import families
+    from tritonhf.gallery.families.speech import engines
 
     (tmp_path / "toy_engine.py").write_text(TOY_SPEECH_ENGINE)  # the one module
     line = engines.SpeechEngine("toy", "the toy engine", "counts samples", module=tmp_path / "toy_engine.py")
     monkeypatch.setattr(engines, "SPEECH", (*engines.SPEECH, line))  # the one line
-    assert "toy: counts samples" in engines.backend_help()
+    assert "toy: counts samples" in families.backend_help()
     repository = tmp_path / "repo"
     adding = ["gallery", "add", "asr", "--model", str(tiny["whisper"]), "--repository", str(repository)]
     added = CliRunner().invoke(app, [*adding, "--backend", "toy", "--name", "asr"])
@@ -818,3 +819,41 @@ def test_a_new_speech_engine_is_one_module_and_one_line(
         model.finalize()
     unknown = CliRunner().invoke(app, [*adding, "--backend", "nope", "--name", "other"])
     assert unknown.exit_code != 0 and "one of pytorch, ctranslate2, openvino, toy, not 'nope'" in unknown.output
+
+
+def test_auto_times_a_speech_engine_added_by_one_line(
+    tiny: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--backend auto measures every registered engine that can be timed: a line whose ``prepare`` makes the toy
+    engine ready is timed beside PyTorch and CTranslate2 on the same windows, named in the figures, and, measured the
+    fastest (its calls do nothing), kept: its module beside model.py, its choice in the config. One that cannot serve
+    the model is named with its reason."""
+    from tritonhf.gallery.families.speech import engines, measure
+    from tritonhf.gallery.request import Choice
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # no exporter venv: OpenVINO GenAI not timed
+    (tmp_path / "toy_engine.py").write_text(TOY_SPEECH_ENGINE)
+    timed: list[int] = []
+
+    def ready(request: AddRequest, folder: Path, vendored: Path, progress: Any) -> measure.Ready:
+        def timer(window: measure.Window) -> Any:
+            assert window.features.shape[0] == 1 and window.suppress, "the window every engine is timed on"
+            return lambda rows: lambda: timed.append(rows)
+
+        return measure.Ready(timer, lambda reason, params: Choice("toy", reason, params, label="the toy engine"))
+
+    toy = engines.SpeechEngine("toy", "the toy engine", "counts samples", module=tmp_path / "toy_engine.py",
+                               prepare=ready)  # fmt: skip
+    absent = engines.SpeechEngine("absent", "the absent engine", "serves nothing", prepare=lambda *_: "not here")
+    monkeypatch.setattr(engines, "SPEECH", (*engines.SPEECH, toy, absent))  # the lines
+    folder = add_model(AddRequest("whisper", str(tiny["whisper"]), tmp_path / "repo", name="asr"))
+    params = parameters_of_folder(folder)
+    calibration = params["tritonhf.engine_calibration"]
+    assert calibration.startswith("the toy engine, measured here"), calibration
+    assert (
+        "one window PyTorch" in calibration and "CTranslate2" in calibration and "the toy engine 0.00 s" in calibration
+    )
+    assert "the absent engine not measured: not here" in calibration
+    assert sorted(set(timed)) == [1, measure.CALLERS], "one window alone and CALLERS at once"
+    assert params["tritonhf.backend"] == "toy" and (folder / "1" / "toy_engine.py").is_file()
+    assert not (folder / "1" / "weights" / "ct2").exists() or params["tritonhf.backend"] == "ctranslate2"

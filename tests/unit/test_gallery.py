@@ -14,8 +14,8 @@ from tritonhf.cli.main import app
 from tritonhf.errors import InvalidNameError, ModelExistsError, ModelSourceError, UnknownTaskError
 from tritonhf.gallery import AddRequest, add_model, list_models, parse_config, remove_model, validate_repository
 from tritonhf.gallery.add import parse_params
-from tritonhf.gallery.models import _built_once
 from tritonhf.gallery.naming import check_name
+from tritonhf.gallery.sources import _built_once
 from tritonhf.tasks import TASKS
 
 runner = CliRunner()

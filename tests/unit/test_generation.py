@@ -278,7 +278,7 @@ def test_a_new_engine_is_one_module_and_one_line(
     from typer.testing import CliRunner
 
     from tritonhf.cli.main import app
-    from tritonhf.gallery import engines
+    from tritonhf.gallery.families.generation import engines
 
     counter = DATA / "engines" / "counter_engine.py"
     line = engines.GenerationEngine("counter", "the counter engine", "counts up", "counter", module=counter)

@@ -21,7 +21,7 @@ from transformers import AutoTokenizer
 
 from tritonhf.errors import GalleryError
 from tritonhf.gallery import AddRequest, add_model
-from tritonhf.gallery.generation import openvino_missing
+from tritonhf.gallery.installed import openvino_genai_missing as openvino_missing
 
 pytestmark = pytest.mark.skipif(openvino_missing() is not None, reason=str(openvino_missing()))
 
@@ -81,8 +81,7 @@ def test_the_config_says_engine_and_check(ov_int8: Any, tmp_path: Path, tiny: di
 def test_requirements_name_openvino_and_the_engine_plan(tmp_path: Path, tiny: dict[str, Path]) -> None:
     from tritonhf.deploy.requirements import needed_packages
     from tritonhf.gallery.config import ModelOptions
-    from tritonhf.gallery.generation_choice import plan
-    from tritonhf.tasks import get_task
+    from tritonhf.gallery.families.generation.choice import plan
 
     add_model(AddRequest("text-generation", str(tiny["llama"]), tmp_path / "r", name="m", engine="openvino"))
     assert {"openvino", "openvino-genai", "openvino-tokenizers"} <= set(needed_packages(tmp_path / "r"))
@@ -90,7 +89,7 @@ def test_requirements_name_openvino_and_the_engine_plan(tmp_path: Path, tiny: di
     def planned(engine: str, device: str, vendor: bool) -> Any:
         asked = AddRequest("text-generation", "x", tmp_path, engine=engine, vendor=vendor,
                            options=ModelOptions(device=device))  # fmt: skip
-        return plan(asked, get_task("text-generation"))
+        return plan(asked)
 
     assert planned("auto", "gpu", True).engine.name == "transformers" and "GPU" in planned("auto", "gpu", True).reason
     no_vendor = planned("auto", "cpu", False)
@@ -111,7 +110,7 @@ def test_a_gguf_file_is_served_as_it_is_and_converted_for_transformers(
     import torch
     from transformers import AutoModelForCausalLM
 
-    from tritonhf.gallery import gguf_export
+    from tritonhf.gallery.families.generation import gguf_export
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # the conversions' cache, fresh
     gguf = gguf_export.export(tiny["llama"], tmp_path / "tiny-llama.gguf", "f16").path

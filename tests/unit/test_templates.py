@@ -294,28 +294,28 @@ def test_openvino_runs_the_same_export_and_matches_pytorch(tmp_path: Path, tiny:
 def test_auto_measures_both_engines_and_keeps_the_faster_one_with_both_figures(
     tmp_path: Path, tiny: dict[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tritonhf.gallery import calibrate
+    from tritonhf.gallery import installed, onnx_engines
 
     folder = _add(tmp_path, "feature-extraction", tiny["encoder"], name="measured")
     config = (folder / "config.pbtxt").read_text()
     figures = re.search(r"ONNX Runtime ([\d.]+) ms for one text, (\d+) texts/s.*OpenVINO ([\d.]+) ms for one text, "
                         r"(\d+) texts/s", config)  # fmt: skip
     assert figures and "tritonhf.engine_calibration" in config, "both engines' figures are in the config"
-    onnx = calibrate.Speed(float(figures.group(1)), float(figures.group(2)))
-    openvino = calibrate.Speed(float(figures.group(3)), float(figures.group(4)))
-    kept = calibrate.choose(onnx, openvino)
+    onnx = onnx_engines.Speed(float(figures.group(1)), float(figures.group(2)))
+    openvino = onnx_engines.Speed(float(figures.group(3)), float(figures.group(4)))
+    kept = onnx_engines.choose(onnx, openvino)
     backend = re.search(r'key: "tritonhf.backend"\s*value\s*\{\s*string_value: "(\w+)"', config)
     assert backend and backend.group(1) == kept
     assert ("tritonhf.openvino_max_abs_diff" in config) == (kept == "openvino"), "OpenVINO's check is kept with it"
     assert type(instantiate(folder).model).__name__ == ("OpenVinoModel" if kept == "openvino" else "OnnxModel")
     # Where OpenVINO is missing, auto is ONNX Runtime as before, and says so by not measuring.
-    monkeypatch.setattr(calibrate, "openvino_available", lambda: False)
+    monkeypatch.setattr(installed, "openvino_available", lambda: False)
     plain = (_add(tmp_path, "feature-extraction", tiny["encoder"], name="plain") / "config.pbtxt").read_text()
     assert 'string_value: "onnx"' in plain and "engine_calibration" not in plain
 
 
 def test_openvino_is_kept_only_when_clearly_faster_under_load_and_not_much_slower_alone() -> None:
-    from tritonhf.gallery.calibrate import Speed, choose
+    from tritonhf.gallery.onnx_engines import Speed, choose
 
     onnx = Speed(lone_ms=4.0, batch_per_s=400)
     assert choose(onnx, Speed(4.0, 480)) == "openvino"
@@ -352,7 +352,7 @@ def test_no_vendor_keeps_a_reference_and_still_serves(tmp_path: Path, tiny: dict
 
 def test_int8_is_kept_only_above_its_gate_and_says_how_close_it_is(tmp_path: Path, tiny: dict[str, Path]) -> None:
     from tritonhf.errors import GalleryError
-    from tritonhf.gallery.onnx_export import GATES
+    from tritonhf.gallery.families.encoders.onnx_export import GATES
 
     try:
         folder = _add(tmp_path, "feature-extraction", tiny["encoder"], name="emb8", quantize="int8")

@@ -14,7 +14,7 @@ from tritonhf.bootstrap.layout import Workspace
 from tritonhf.cli._console import RichProgress, console, err_console, friendly_errors, table
 from tritonhf.gallery.add import add_model, parse_params, template_source
 from tritonhf.gallery.config import ModelOptions, build_config, config_to_text, parse_config
-from tritonhf.gallery.engines import backend_help, engine_help
+from tritonhf.gallery.families import backend_help, engine_help
 from tritonhf.gallery.listing import remove_model
 from tritonhf.gallery.request import AddRequest
 from tritonhf.gallery.validate import validate_repository

@@ -1,30 +1,23 @@
-"""What ``gallery add`` is asked (``AddRequest``, checked once) and what each family's choice returns (``Choice``).
+"""What ``gallery add`` is asked (``AddRequest``), what a family answers (``Choice``), and the int8 gate every family
+with an int8 path keeps.
 
-The choice of engine is one function per model family, each returning a ``Choice``: text encoders and
-image classifiers (``encoder_choice``), image-text towers (``encoder_choice.towers``), speech
-(``speech_choice``) and text generation (``generation_choice``). ``add.py`` only stages the model, asks
-the family's function and writes what it returned.
+The choice of engine is one class per family of tasks (``gallery.families``), each returning a ``Choice``; ``add.py``
+stages the model, asks the family and writes what it returned.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 from tritonhf._progress import Progress
-from tritonhf.errors import GalleryError, ModelSourceError
-from tritonhf.gallery import onnx_export, tower_export
+from tritonhf.errors import GalleryError
 from tritonhf.gallery.config import ModelOptions
-from tritonhf.tasks import Task
 
-ENCODER_BACKENDS = ("auto", "pytorch", "onnx", "openvino")  # speech's engines: gallery.engines.SPEECH
 QUANTIZATIONS = ("int8",)
 PARAM_INT8_QUALITY = "tritonhf.int8_quality"  # an int8 model's gate: its measured quality against fp32
-PARAM_ENCODER_CHECK = "tritonhf.encoder_check"  # Whisper on CTranslate2: its encoder on OpenVINO, measured
-ONNX_RUNTIMES = ("auto", "native", "python")
-ENGINE_NAMES = {"onnx": "ONNX Runtime", "pytorch": "PyTorch", "openvino": "OpenVINO"}  # the encoders' backends
 
 
 @dataclass(frozen=True)
@@ -39,17 +32,23 @@ class AddRequest:
     vendor: bool = True
     allow_pickle: bool = False
     trust_remote_code: bool = False
-    backend: str = "auto"  # auto | pytorch | onnx (exported once, served with onnxruntime)
-    onnx_runtime: str = "auto"  # with backend onnx: one of ONNX_RUNTIMES
+    backend: str = "auto"  # auto, or the engine of the task's family (--backend's help lists them)
+    onnx_runtime: str = "auto"  # with backend onnx: auto | native | python
     quantize: str | None = None  # "int8": int8 weights and per-token activations, behind a quality gate
-    calibration: tuple[str, ...] = ()  # texts for the int8 gate (default: onnx_export.CALIBRATION)
+    calibration: tuple[str, ...] = ()  # texts for the text encoders' int8 gate (default: their own)
     force: bool = False  # keep an int8 model that fails its gate
-    engine: str = "auto"  # text-generation: auto, or an engine of the registry (gallery.engines)
+    engine: str = "auto"  # text-generation: auto, or an engine of its registry (families.generation.engines)
     weight_format: str = "int8"  # text-generation on OpenVINO: GGUF int8 | int4 | fp16 (a folder), or int4-ir | int8-ir
     labels: tuple[str, ...] = ()
     default_prompt_name: str | None = None  # feature-extraction: the prompt put before every text unless one is named
     options: ModelOptions = field(default_factory=ModelOptions)
     params: Mapping[str, str] = field(default_factory=dict)
+
+    def label_parameters(self) -> dict[str, str]:
+        """``--labels`` as the zero-shot templates read them (none given: {})."""
+        if any("," in label or not label.strip() for label in self.labels):
+            raise GalleryError("--labels must be non-empty labels separated by commas.")
+        return {"labels": ",".join(label.strip() for label in self.labels)} if self.labels else {}
 
 
 @dataclass(frozen=True)
@@ -65,51 +64,14 @@ class Choice:
     label: str = ""  # how gallery add names what serves it (default: the backend's name)
 
 
-def else_pytorch(request: AddRequest, attempt: Callable[[], Choice], undo: Callable[[], None] = lambda: None) -> Choice:
-    """What ``attempt`` chose from the ONNX export; when the export fails (ModelSourceError: it could not be made,
-    or its answers are not PyTorch's), ``undo`` clears it and PyTorch serves the model, saying why, unless
-    ``--backend`` named that path (the failure is then the answer)."""
-    try:
-        return attempt()
-    except ModelSourceError as exc:
-        if request.backend != "auto":
-            raise
-        undo()
-        return Choice("pytorch", f"the ONNX export was not usable ({exc})", part=False)
-
-
-def check(request: AddRequest, task: Task) -> None:
-    """The options that cannot go together, refused before anything is read or written."""
-    if request.onnx_runtime not in ONNX_RUNTIMES:
-        raise GalleryError(f"--onnx-runtime must be one of {', '.join(ONNX_RUNTIMES)}, not {request.onnx_runtime!r}.")
+def check(request: AddRequest) -> None:
+    """The options every family reads alike, refused before anything is read or written."""
     if request.quantize is not None and request.quantize not in QUANTIZATIONS:
         raise GalleryError(f"--quantize must be one of {', '.join(QUANTIZATIONS)}, not {request.quantize!r}.")
-    if request.onnx_runtime == "native" and (task.name in onnx_export.IMAGE_TASKS or task.name == tower_export.TASK):
-        raise GalleryError(f"{task.name} runs its ONNX graphs inside the Python backend: drop --onnx-runtime native.")
-    if task.takes_audio:  # its engines and their options: gallery.speech_choice.check
-        return
-    if request.backend not in ENCODER_BACKENDS:
-        raise GalleryError(f"--backend must be one of {', '.join(ENCODER_BACKENDS)}, not {request.backend!r}.")
-    if request.quantize and (task.name in onnx_export.IMAGE_TASKS or task.name == tower_export.TASK):
-        raise GalleryError(f"--quantize int8 is for text encoders; {task.name} is served in fp32 (drop --quantize).")
-    if request.backend == "openvino" and request.quantize:
-        raise GalleryError("--quantize int8 makes an ONNX Runtime model: use it with --backend onnx (or auto).")
-    if request.backend == "openvino" and request.onnx_runtime == "native":
-        raise GalleryError("--backend openvino runs model.onnx with OpenVINO inside the Python backend, not natively.")
-    if request.backend in ("onnx", "openvino") or request.quantize:
-        if task.name != tower_export.TASK:  # image-text models: two graphs (gallery/tower_export.py)
-            onnx_export.check_exportable(task.name)
-        if request.backend == "pytorch":
-            raise GalleryError("--quantize int8 quantizes the ONNX model: use --backend onnx (or auto).")
-        if not request.vendor:
-            raise GalleryError(
-                f"--backend {request.backend} writes model.onnx into the repository; "
-                "it cannot be used with --no-vendor."
-            )
 
 
 class Gated(Protocol):
-    """An int8 model measured against its float32 (``speech_int8.Int8Check``, ``onnx_export.Quantized``)."""
+    """An int8 model measured against its float32 (speech's ``Int8Check``, the text encoders' ``Quantized``)."""
 
     @property
     def passed(self) -> bool: ...

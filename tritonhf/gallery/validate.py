@@ -8,10 +8,18 @@ from pathlib import Path
 from tritonclient.grpc import model_config_pb2 as mc
 
 from tritonhf.errors import GalleryError
-from tritonhf.gallery import onnx_export
 from tritonhf.gallery.config import parameters_of, parse_config
 from tritonhf.gallery.naming import NAME
-from tritonhf.tasks import PARAM_ONNX_MODEL, PARAM_PART_OF, PARAM_TASK, PARAM_WEIGHTS, TASKS, VENDORED_WEIGHTS_DIR, Task
+from tritonhf.tasks import (
+    ONNX_MODEL_FILE,
+    PARAM_ONNX_MODEL,
+    PARAM_PART_OF,
+    PARAM_TASK,
+    PARAM_WEIGHTS,
+    TASKS,
+    VENDORED_WEIGHTS_DIR,
+    Task,
+)
 
 
 @dataclass(frozen=True)
@@ -77,9 +85,9 @@ def _check_onnx_part(folder: Path, params: dict[str, str], versions: list[Path])
     if PARAM_PART_OF in params:
         owner = params[PARAM_PART_OF]
         problems = [
-            Problem(name, f"{version.name}/{onnx_export.ONNX_FILE} is missing", f"Re-add model {owner!r}.")
+            Problem(name, f"{version.name}/{ONNX_MODEL_FILE} is missing", f"Re-add model {owner!r}.")
             for version in versions
-            if not (version / onnx_export.ONNX_FILE).is_file()
+            if not (version / ONNX_MODEL_FILE).is_file()
         ]
         if not (repository / owner / "config.pbtxt").is_file():
             problems.append(

@@ -30,7 +30,7 @@ DEFAULT_MAX_AUDIO_SECONDS = 3600  # an hour: a meeting, a lecture; longer is a b
 # and the arithmetic it runs in (float32, or int8 with --quantize int8).
 CT2_FOLDER = "ct2"
 PARAM_COMPUTE_TYPE = "tritonhf.compute_type"
-# With --quantize int8, where it measured faster: Whisper's encoder on OpenVINO (gallery.speech_encoder),
+# With --quantize int8, where it measured faster: Whisper's encoder on OpenVINO (the speech family's ct2_encoder),
 # saved beside the converted model; CTranslate2 decodes from its states.
 PARAM_ENCODER = "tritonhf.encoder"
 OPENVINO_ENCODER = "openvino_encoder.xml"

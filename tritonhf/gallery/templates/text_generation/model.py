@@ -35,7 +35,7 @@ serve), ``take(waiting)``, ``step(admitted) -> (prompt tokens, sequences compute
 ``clear()`` (after a failed step); each token it computes goes to the template's ``advance(sequence, token,
 logprob)``. What it keeps of a running sequence is its own; from the template it reads ``grammars`` (a schema's
 compiled grammar) and ``think_ids`` when a sequence joins. A new engine is such a module and one line in gallery
-add's registry (``tritonhf/gallery/engines.py``); nothing here changes.
+add's registry (``tritonhf/gallery/families/generation/engines.py``); nothing here changes.
 
 Limits (docs/guide.md, "Long inputs"): the model's context C (``max_position_embeddings``). A
 prompt of P tokens with ``max_tokens`` M: P + M > C is refused (400, "context length")

@@ -1,10 +1,6 @@
-"""The engines of the families that have several: one registry each, read by ``gallery add`` (its options'
-choices and help, the choice of engine, the config's notes) and by the template, which loads the module
-``NAME_engine.py`` beside its model.py and makes its ``ENGINE``.
-
-Text generation (``GENERATION``: ``--engine``, config parameter ``tritonhf.engine``, read by
-``generation_choice``) and speech recognition (``SPEECH``: ``--backend``, config parameter ``tritonhf.backend``,
-read by ``speech_choice``).
+"""Text generation's engines: one registry (``GENERATION``: ``--engine``, config parameter ``tritonhf.engine``), read
+by ``gallery add`` (the option's choices and help, the choice of engine in ``choice``, the config's notes) and by the
+template, which loads the module ``NAME_engine.py`` beside its model.py and makes its ``ENGINE``.
 
 An engine is one module and one line here. The module holds the engine the template drives (the interface is in
 ``templates/text_generation/model.py``'s docstring); the line says how ``gallery add`` serves a model with it: when
@@ -21,22 +17,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tritonhf.errors import GalleryError
-from tritonhf.gallery import generation, speech_weights
-from tritonhf.gallery.request import ENCODER_BACKENDS
+from tritonhf.gallery.families.generation import openvino
 
 if TYPE_CHECKING:
     from tritonhf._progress import Progress
-    from tritonhf.gallery import models
-    from tritonhf.gallery.request import AddRequest, Choice
+    from tritonhf.gallery import sources
+    from tritonhf.gallery.request import AddRequest
 
 # (request, weight format, resolved source, the version folder, progress) -> (the parameters it writes, the source as
 # served); ModelSourceError when its weights cannot be written or fail their check (--engine auto takes the next)
 Weights = Callable[
-    ["AddRequest", str, "models.ResolvedSource", Path, "Progress"], tuple[dict[str, str], "models.ResolvedSource"]
+    ["AddRequest", str, "sources.ResolvedSource", Path, "Progress"], tuple[dict[str, str], "sources.ResolvedSource"]
 ]
 # (request, progress) -> (the source resolved for this engine, the weight format its export writes when not the one
 # asked, why this engine cannot serve that source or None)
-Resolve = Callable[["AddRequest", "Progress"], tuple["models.ResolvedSource", str | None, str | None]]
+Resolve = Callable[["AddRequest", "Progress"], tuple["sources.ResolvedSource", str | None, str | None]]
 
 
 def _usable(request: AddRequest) -> str | None:
@@ -73,7 +68,7 @@ class EnginePlan:
 
 
 def _transformers_notes(params: Mapping[str, str]) -> list[str]:
-    reason = params.get(generation.PARAM_ENGINE_REASON)
+    reason = params.get(openvino.PARAM_ENGINE_REASON)
     return [f"Engine: transformers (PyTorch), because {reason}."] if reason else []
 
 
@@ -83,10 +78,10 @@ GENERATION: tuple[GenerationEngine, ...] = (
         "OpenVINO GenAI's continuous batching",
         "OpenVINO GenAI's continuous batching over a GGUF or IR export, checked against transformers (CPU)",
         "openvino",
-        unavailable=generation.openvino_unavailable,
-        resolve=generation.openvino_source,
-        weights=generation.openvino_weights,
-        notes=generation.openvino_notes,
+        unavailable=openvino.openvino_unavailable,
+        resolve=openvino.openvino_source,
+        weights=openvino.openvino_weights,
+        notes=openvino.openvino_notes,
     ),
     GenerationEngine(
         "transformers",
@@ -119,67 +114,3 @@ def engine_help() -> str:
     """--engine's help, from the registry."""
     listed = "; ".join(f"{found.name}: {found.summary}" for found in GENERATION)
     return f"text-generation: auto (the first of {', '.join(names())} that serves the model here); {listed}."
-
-
-# (request, the model's folder, the version's vendored weights, progress) -> what serves and why, with the parameters
-# it writes; it writes its own weights beside the vendored ones and checks them, a GalleryError when it cannot
-SpeechWeights = Callable[["AddRequest", Path, Path, "Progress"], "Choice"]
-
-
-@dataclass(frozen=True)
-class SpeechEngine:
-    """One engine of the automatic-speech-recognition template (the interface is in its model.py's docstring)."""
-
-    name: str  # --backend NAME and the config's tritonhf.backend; the template loads NAME_engine.py
-    label: str  # how gallery add and the config name it
-    summary: str  # its line in --backend's help
-    module: Path | None = None  # NAME_engine.py when it is not one of the template's own: copied beside model.py
-    writes: bool = False  # writes its converted weights into the repository (no --no-vendor)
-    weights: SpeechWeights | None = None  # writes and checks its own weights (None: the model's folder, vendored)
-
-
-SPEECH: tuple[SpeechEngine, ...] = (
-    SpeechEngine(
-        "pytorch",
-        "PyTorch",
-        "transformers' own model (Whisper, or a CTC model such as wav2vec2); int8 Linear layers with --quantize int8",
-        weights=speech_weights.pytorch,
-    ),
-    SpeechEngine(
-        "ctranslate2",
-        "CTranslate2",
-        "a Whisper converted at add (faster-whisper's engine); int8 kernels with --quantize int8",
-        writes=True,
-        weights=speech_weights.ctranslate2,
-    ),
-    SpeechEngine(
-        "openvino",
-        "OpenVINO GenAI",
-        "a Whisper exported at add for OpenVINO GenAI's WhisperPipeline; int8 weights with --quantize int8",
-        writes=True,
-        weights=speech_weights.openvino,
-    ),
-)
-
-
-def speech_engine(name: str) -> SpeechEngine:
-    """The registered speech engine called ``name``; a GalleryError listing them otherwise."""
-    for found in SPEECH:
-        if found.name == name:
-            return found
-    labels = ", ".join(found.label for found in SPEECH)
-    names = ", ".join(found.name for found in SPEECH)
-    raise GalleryError(
-        f"automatic-speech-recognition is served with {labels}: --backend auto or one of {names}, not {name!r}."
-    )
-
-
-def backend_help() -> str:
-    """--backend's help, from the speech registry and the encoders' backends."""
-    listed = "; ".join(f"{found.name}: {found.summary}" for found in SPEECH)
-    encoders = ", ".join(ENCODER_BACKENDS)
-    return (
-        f"Encoder and image tasks: {encoders} (auto: ONNX Runtime where the export matches PyTorch, measured against "
-        "OpenVINO running the same export; else PyTorch). automatic-speech-recognition: auto (for a Whisper, the "
-        f"fastest measured here of PyTorch, CTranslate2 and OpenVINO GenAI), or {listed}."
-    )

@@ -1,5 +1,5 @@
-"""The text-generation engines' own rules: what a device and an install allow, and the OpenVINO engine's weights
-(a GGUF or IR export) with their greedy check against transformers.
+"""The OpenVINO engine's add-time side: what a device and an install allow, and its weights (a GGUF or IR export)
+with their greedy check against transformers.
 
 ``--engine auto`` (the default) picks OpenVINO GenAI's continuous batching on a CPU: a GGUF
 file is vendored as it is; a hub id or a local folder is exported once to GGUF
@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING
 
 from tritonhf._progress import Progress
 from tritonhf.errors import GalleryError, ModelSourceError
-from tritonhf.gallery import gguf_export, ir_export, models
+from tritonhf.gallery import installed, sources
+from tritonhf.gallery.families.generation import gguf_export, ir_export
 from tritonhf.runtime.openvino_settings import EngineSettings, engine_settings
 from tritonhf.tasks import PARAM_ENGINE, PARAM_GGUF_FILE, PARAM_OPENVINO_MODEL, VENDORED_WEIGHTS_DIR
 
@@ -42,15 +43,6 @@ CHECK_PROMPTS = ("The capital of France is", "def fibonacci(n):", "Once upon a t
 CHECK_TOKENS = 16
 
 
-def openvino_missing() -> str | None:
-    """None when OpenVINO GenAI can be imported here; else what to install."""
-    try:
-        import openvino_genai  # noqa: F401
-    except ImportError as exc:
-        return f"openvino-genai is not installed ({exc}; pip install 'tritonhf[openvino]')"
-    return None
-
-
 def openvino_unavailable(request: AddRequest) -> str | None:
     """Why the OpenVINO engine cannot serve a model here (a GPU, --no-vendor, no OpenVINO GenAI); None: it can."""
     device = request.options.device
@@ -58,7 +50,7 @@ def openvino_unavailable(request: AddRequest) -> str | None:
         return f"--device {device} runs transformers on the GPU (the OpenVINO engine here is for CPUs)"
     if not request.vendor:
         return "--no-vendor keeps a reference, and the OpenVINO engine needs its GGUF file in the repository"
-    return openvino_missing()
+    return installed.openvino_genai_missing()
 
 
 def _cuda_available() -> bool:
@@ -89,7 +81,7 @@ def settings_for(params: Mapping[str, str], instances: int = 1) -> EngineSetting
 
 
 def add_openvino_weights(
-    resolved: models.ResolvedSource,
+    resolved: sources.ResolvedSource,
     weights_dir: Path,
     weight_format: str,
     progress: Progress,
@@ -102,15 +94,15 @@ def add_openvino_weights(
     ir = weight_format in ir_export.IR_FORMATS
     served = weights_dir / (ir_export.IR_FOLDER if ir else gguf_export.GGUF_FILE)
     if resolved.kind == "gguf" and not ir:
-        models.vendor_metadata(resolved.folder, weights_dir)
+        sources.vendor_metadata(resolved.folder, weights_dir)
         progress.step(f"Copying {Path(resolved.given).name} into the repository as {served.name}")
         shutil.copy2(Path(resolved.given).expanduser(), served)
         summary = _check_loads(served, weights_dir, settings) + "; the GGUF file's own weights (no export)"
     else:
         source = resolved.folder
         if resolved.kind == "gguf":
-            source = models.convert_gguf(Path(resolved.given).expanduser(), progress)
-        models.vendor(source, weights_dir)
+            source = sources.convert_gguf(Path(resolved.given).expanduser(), progress)
+        sources.vendor(source, weights_dir)
         if ir:
             progress.step(f"Exporting to OpenVINO IR ({weight_format}) with optimum-intel")
             ir_export.export(weights_dir, served, weight_format)
@@ -122,7 +114,7 @@ def add_openvino_weights(
             made = f"{tensor_type} weights"
         progress.step("Comparing its greedy tokens with transformers")
         summary = f"{made}; " + _check_agreement(served, weights_dir, settings)
-        models.drop_source_weights(weights_dir)  # served from model.gguf or openvino/
+        sources.drop_source_weights(weights_dir)  # served from model.gguf or openvino/
     progress.step(summary)
     return {
         PARAM_ENGINE: "openvino",
@@ -217,15 +209,15 @@ def _check_agreement(gguf_file: Path, folder: Path, settings: EngineSettings) ->
     )
 
 
-def openvino_source(request: AddRequest, progress: Progress) -> tuple[models.ResolvedSource, str | None, str | None]:
+def openvino_source(request: AddRequest, progress: Progress) -> tuple[sources.ResolvedSource, str | None, str | None]:
     """The source as the OpenVINO engine reads it: a GGUF file is not converted (its tokenizer and config are read,
     the file itself is vendored); a family the GGUF writer does not know is exported to OpenVINO IR at the same
     width (that format returned), or, with no IR format of the width asked, cannot be served (why returned)."""
     path = Path(request.source).expanduser()
     if path.suffix == ".gguf" and path.is_file():
-        metadata = models.gguf_metadata(path.absolute(), progress)
-        return models.ResolvedSource(request.source, "gguf", metadata), None, None
-    resolved = models.resolve(request.source, request.revision, progress)
+        metadata = sources.gguf_metadata(path.absolute(), progress)
+        return sources.ResolvedSource(request.source, "gguf", metadata), None, None
+    resolved = sources.resolve(request.source, request.revision, progress)
     if resolved.kind == "gguf" or request.weight_format in ir_export.IR_FORMATS:  # optimum-intel exports any family
         return resolved, None, None
     why_not = gguf_export.supported(resolved.folder)
@@ -239,8 +231,8 @@ def openvino_source(request: AddRequest, progress: Progress) -> tuple[models.Res
 
 
 def openvino_weights(
-    request: AddRequest, weight_format: str, resolved: models.ResolvedSource, version_dir: Path, progress: Progress
-) -> tuple[dict[str, str], models.ResolvedSource]:
+    request: AddRequest, weight_format: str, resolved: sources.ResolvedSource, version_dir: Path, progress: Progress
+) -> tuple[dict[str, str], sources.ResolvedSource]:
     """model.gguf (or the IR export) and its checks. A GGUF export the check refuses is tried again as the IR export
     of the same width; ModelSourceError when that fails too."""
     weights_dir = version_dir / VENDORED_WEIGHTS_DIR

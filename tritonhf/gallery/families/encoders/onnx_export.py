@@ -31,15 +31,14 @@ from typing import Any
 
 from tritonhf._progress import Progress
 from tritonhf.errors import GalleryError, ModelSourceError
+from tritonhf.gallery.onnx_engines import SAMPLES, TOLERANCE, image_samples
 from tritonhf.runtime.common import PARAM_ZERO_SHOT_METHOD
-from tritonhf.runtime.images import load_image_processor
 from tritonhf.runtime.sentence import pool
+from tritonhf.tasks import ONNX_MODEL_FILE
 
-TOLERANCE = 1e-3
 BATCH_DRIFT = 1e-4  # int8: largest difference allowed between a text alone and in a padded batch
-ONNX_FILE = "model.onnx"
+ONNX_FILE = ONNX_MODEL_FILE
 INT8_FILE = "model.int8.onnx"
-SAMPLES = ["This movie is absolutely wonderful", "short", "Alice met Bob in Paris to talk about the new office."]
 # task -> (transformers auto class, the output the template reads)
 EXPORTABLE = {
     "text-classification": ("AutoModelForSequenceClassification", "logits"),
@@ -100,28 +99,14 @@ def check_exportable(task: str) -> None:
         )
 
 
-def onnx_available() -> str | None:
-    """None when onnx and onnxruntime import, else why not (for `gallery add`'s explanation)."""
-    try:
-        import onnx  # noqa: F401
-        import onnxruntime  # noqa: F401
-    except ImportError as exc:
-        return f"onnxruntime is not installed ({exc.name}); pip install 'tritonhf[onnx]'"
-    return None
-
-
 def samples(task: str, folder: Path) -> dict[str, Any]:
     """The export's sample inputs as numpy arrays, in the order the graph takes them: token ids (and
     masks) of ``SAMPLES`` for text tasks, the image processor's ``pixel_values`` of three sample images
     (sizes and colours that differ) for image tasks."""
-    import numpy as np
     import transformers
 
     if task in IMAGE_TASKS:
-        rng = np.random.default_rng(0)
-        shapes = ((48, 64, 3), (300, 200, 3), (32, 32, 3))
-        images = [rng.integers(0, 256, size=shape, dtype=np.uint8) for shape in shapes]
-        return {"pixel_values": load_image_processor(str(folder))(images=images, return_tensors="np")["pixel_values"]}
+        return image_samples(folder)
     tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
     encoded = tokenizer(SAMPLES, padding=True, return_tensors="np")
     taken = forward_inputs(task, folder)

@@ -1,9 +1,8 @@
-"""Which engine serves a text encoder, an image classifier or an image-text model (``gallery add``).
+"""Which engine serves a text encoder or an image classifier (``gallery add``).
 
 ``--backend auto`` exports the model to ONNX and keeps it where it gives PyTorch's answers within
-``onnx_export.TOLERANCE``; run inside the Python backend, OpenVINO and ONNX Runtime are then measured
+``onnx_engines.TOLERANCE``; run inside the Python backend, OpenVINO and ONNX Runtime are then measured
 on this machine and the faster kept. ``--quantize int8`` keeps the int8 model only behind its gate.
-An image-text model's two towers are exported and chosen the same way.
 """
 
 from __future__ import annotations
@@ -14,10 +13,13 @@ from pathlib import Path
 from tritonhf._progress import Progress
 from tritonhf.bootstrap.layout import Workspace
 from tritonhf.errors import GalleryError, ModelSourceError
-from tritonhf.gallery import calibrate, models, onnx_export, tower_export
+from tritonhf.gallery import installed, onnx_engines, sources
 from tritonhf.gallery.config import build_onnx_part_config, parse_config, part_config_to_text
+from tritonhf.gallery.families.encoders import onnx_export
+from tritonhf.gallery.family import VERSION, Staging
 from tritonhf.gallery.naming import check_name
-from tritonhf.gallery.request import AddRequest, Choice, else_pytorch, int8_gate
+from tritonhf.gallery.onnx_engines import TOLERANCE, else_pytorch
+from tritonhf.gallery.request import AddRequest, Choice, int8_gate
 from tritonhf.runtime.common import PARAM_ONNX_DIFF, PARAM_OPENVINO_DIFF, PARAM_POOLING
 from tritonhf.tasks import (
     ONNX_PART_SUFFIX,
@@ -29,8 +31,6 @@ from tritonhf.tasks import (
     VENDORED_WEIGHTS_DIR,
     Task,
 )
-
-VERSION = "1"
 
 
 def native_part(request: AddRequest, task: Task, name: str, repository: Path) -> str | None:
@@ -51,20 +51,10 @@ def native_onnx_available(repository: Path) -> bool:
     return (Workspace.at(repository.parent).backends_dir / "onnxruntime").is_dir()
 
 
-def choose(
-    task: Task,
-    request: AddRequest,
-    staging: Path,
-    name: str,
-    part_name: str | None,
-    task_params: dict[str, str],
-    progress: Progress,
-) -> Choice:
-    """An encoder's engine: ONNX (run by ONNX Runtime, natively as ``part_name`` when given, or by OpenVINO) when the
-    export gives PyTorch's answers, else PyTorch; an image-text model's towers likewise (``towers``)."""
-    version_dir = staging / name / VERSION
-    if task.name == tower_export.TASK and request.backend != "pytorch" and request.vendor:
-        return towers(request, version_dir / VENDORED_WEIGHTS_DIR, progress)
+def choose(task: Task, request: AddRequest, staged: Staging, task_params: dict[str, str], progress: Progress) -> Choice:
+    """An encoder's engine: ONNX (run by ONNX Runtime, natively as the staged part when there is one, or by OpenVINO)
+    when the export gives PyTorch's answers, else PyTorch."""
+    staging, name, part_name, version_dir = staged.root, staged.name, staged.part, staged.version_dir
     reason = why_not_onnx(request, task)
     if reason is not None:
         return Choice("pytorch", reason, part=False)  # no ONNX model, so no part for it
@@ -72,11 +62,11 @@ def choose(
     def attempt() -> Choice:
         found, calibrated = _export_onnx(task, name, part_name, version_dir, staging, request, task_params, progress)
         if request.backend == "openvino":
-            reason = f"the ONNX export run by OpenVINO, within {onnx_export.TOLERANCE} of PyTorch"
+            reason = f"the ONNX export run by OpenVINO, within {TOLERANCE} of PyTorch"
             return Choice("openvino", reason, found)
         if calibrated is not None:
             return Choice(*calibrated, found)
-        return Choice("onnx", f"exported and within {onnx_export.TOLERANCE} of PyTorch", found)
+        return Choice("onnx", f"exported and within {TOLERANCE} of PyTorch", found)
 
     def undo() -> None:
         if part_name:
@@ -93,7 +83,7 @@ def why_not_onnx(request: AddRequest, task: Task) -> str | None:
         return f"{task.name} runs on PyTorch"
     if not request.vendor:
         return "--no-vendor keeps a reference, and model.onnx must be written into the repository"
-    missing = onnx_export.onnx_available()
+    missing = installed.onnx_missing()
     if missing is not None and request.backend == "onnx":
         raise GalleryError(f"--backend onnx needs onnx and onnxruntime: {missing}.")
     return missing
@@ -119,7 +109,7 @@ def _export_onnx(
     exported = onnx_export.export(graph, weights_dir, destination, progress)
     found: dict[str, str] = {PARAM_ONNX_DIFF: f"{exported.max_abs_diff:.2e}"}
     if request.backend == "openvino":  # the same file, run by OpenVINO: it must give PyTorch's answer too
-        progress.step(f"Checking OpenVINO's run of model.onnx against PyTorch within {onnx_export.TOLERANCE}")
+        progress.step(f"Checking OpenVINO's run of model.onnx against PyTorch within {TOLERANCE}")
         found[PARAM_OPENVINO_DIFF] = f"{onnx_export.check_openvino(graph, weights_dir, exported):.2e}"
     calibrated = None
     if _measures_openvino(request, task, part_name):
@@ -134,7 +124,7 @@ def _export_onnx(
         else:
             exported.path.unlink()
             found[PARAM_ONNX_FILE] = onnx_export.INT8_FILE
-    models.drop_source_weights(weights_dir)  # served from the ONNX file
+    sources.drop_source_weights(weights_dir)  # served from the ONNX file
     if part_name is None:
         openvino = request.backend == "openvino" or (calibrated is not None and calibrated[0] == "openvino")
         progress.step(
@@ -165,7 +155,7 @@ def _measures_openvino(request: AddRequest, task: Task, part_name: str | None) -
         and part_name is None
         and not request.quantize
         and task.name not in onnx_export.IMAGE_TASKS
-        and calibrate.openvino_available()
+        and installed.openvino_available()
     )
 
 
@@ -179,11 +169,11 @@ def _openvino_or_onnx(
 ) -> tuple[str, str]:
     """(backend, reason): OpenVINO when it gives PyTorch's answers and measures faster here, else ONNX Runtime.
     Runs before the PyTorch weights are removed (OpenVINO's answers are checked against them)."""
-    exported_reason = f"exported and within {onnx_export.TOLERANCE} of PyTorch"
+    exported_reason = f"exported and within {TOLERANCE} of PyTorch"
     progress.step("Measuring ONNX Runtime and OpenVINO on this machine (--backend auto; a few seconds)")
     try:
         difference = onnx_export.check_openvino(graph, weights, exported)
-        choice = calibrate.compare(
+        choice = onnx_engines.compare(
             weights, exported.path.name, list(onnx_export.CALIBRATION), request.options.instances
         )
     except ModelSourceError as exc:
@@ -194,55 +184,5 @@ def _openvino_or_onnx(
         return "onnx", f"{exported_reason}; kept over OpenVINO by measuring both here"
     found[PARAM_OPENVINO_DIFF] = f"{difference:.2e}"
     measured = "kept over ONNX Runtime by measuring both here"
-    reason = f"the ONNX export run by OpenVINO ({measured}), within {onnx_export.TOLERANCE} of PyTorch"
+    reason = f"the ONNX export run by OpenVINO ({measured}), within {TOLERANCE} of PyTorch"
     return "openvino", reason
-
-
-def towers(request: AddRequest, weights: Path, progress: Progress) -> Choice:
-    """An image-text model's engine: both towers in ONNX when they match PyTorch, run by ONNX
-    Runtime or (``--backend openvino``, or ``auto`` where it measures faster) OpenVINO; else PyTorch."""
-    return else_pytorch(request, lambda: _towers(request, weights, progress))
-
-
-def _towers(request: AddRequest, weights: Path, progress: Progress) -> Choice:
-    """Both towers exported and checked (a ModelSourceError when they are not), run by ONNX Runtime or OpenVINO."""
-    missing = onnx_export.onnx_available()
-    if missing is not None:
-        raise ModelSourceError(missing)
-    exported = tower_export.export(weights, progress)
-    params = dict(exported.parameters)
-    backend, reason = "onnx", f"both towers exported, within {onnx_export.TOLERANCE} of PyTorch"
-    if request.backend == "openvino" or (request.backend == "auto" and calibrate.openvino_available()):
-        try:
-            difference = tower_export.check_openvino(exported)
-            if request.backend == "openvino":
-                backend, reason = "openvino", f"{reason}, run by OpenVINO"
-            else:
-                progress.step("Measuring ONNX Runtime and OpenVINO on the vision tower (--backend auto)")
-                choice = _measure_vision(weights, exported, request.options.instances)
-                params[PARAM_CALIBRATION] = choice.summary
-                progress.step(choice.summary)
-                backend = choice.backend
-                if backend == "openvino":
-                    reason += ", run by OpenVINO (kept over ONNX Runtime by measuring both here)"
-                else:
-                    reason += "; kept over OpenVINO by measuring both here"
-            if backend == "openvino":
-                params[PARAM_OPENVINO_DIFF] = f"{difference:.2e}"
-        except ModelSourceError as exc:
-            if request.backend == "openvino":
-                raise
-            reason += f"; OpenVINO not used ({exc})"
-    models.drop_source_weights(weights)  # served from the two graphs
-    return Choice(backend, reason, params)
-
-
-def _measure_vision(weights: Path, towers: tower_export.Towers, instances: int) -> calibrate.Measured:
-    """The vision tower (where an image-text model spends its time) on both engines: the sample images one
-    at a time and in a batch of 8, two short rounds (a ViT-B/32 batch takes about a second on 2 cores)."""
-    import torch
-
-    pixels = torch.from_numpy(towers.pixels["pixel_values"])
-    lone = [{"pixel_values": pixels[index : index + 1]} for index in range(len(pixels))]
-    full = {"pixel_values": pixels[[index % len(pixels) for index in range(8)]]}
-    return calibrate.compare_inputs(weights, tower_export.VISION, lone, full, instances, "image", (2, 3, 1))

@@ -5,7 +5,7 @@ so ``gallery add`` exports ``vision.onnx`` (pixel_values -> image_embeds, dynami
 ``text.onnx`` (input_ids [and attention_mask] -> text_embeds, dynamic batch and sequence; SigLIP's
 text tower takes no mask, as it was trained) from the model's own ``get_image_features`` and
 ``get_text_features``. Each is kept only when it gives PyTorch's vectors within
-``onnx_export.TOLERANCE`` on sample images and texts (sizes and lengths that differ); the scale
+``TOLERANCE`` on sample images and texts (sizes and lengths that differ); the scale
 (and SigLIP's bias) that turn cosines into label scores are read here and written into the
 config, so the PyTorch weights need not be kept. Why: on a CPU ONNX Runtime and OpenVINO run
 CLIP's vision tower well ahead of PyTorch (``make bench``: bench/clip.py).
@@ -20,10 +20,9 @@ from typing import Any
 
 from tritonhf._progress import Progress
 from tritonhf.errors import GalleryError, ModelSourceError
-from tritonhf.gallery import onnx_export
+from tritonhf.gallery.onnx_engines import SAMPLES, TOLERANCE, image_samples
 from tritonhf.runtime.common import PARAM_LOGIT_BIAS, PARAM_LOGIT_SCALE, PARAM_ONNX_DIFF, PARAM_ONNX_TOWERS
 
-TASK = "zero-shot-image-classification"
 VISION, TEXT = "vision.onnx", "text.onnx"
 
 
@@ -53,15 +52,15 @@ def samples(folder: Path) -> tuple[dict[str, Any], dict[str, Any], bool]:
     import numpy as np
     import transformers
 
-    pixels = onnx_export.samples("image-classification", folder)
+    pixels = image_samples(folder)
     config = transformers.AutoConfig.from_pretrained(folder)
     siglip = str(config.model_type).startswith("siglip")
     tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
     if siglip:
-        encoded = tokenizer(onnx_export.SAMPLES, padding="max_length", truncation=True, return_tensors="np")
+        encoded = tokenizer(SAMPLES, padding="max_length", truncation=True, return_tensors="np")
         texts = {"input_ids": encoded["input_ids"].astype(np.int64)}
     else:
-        encoded = tokenizer(onnx_export.SAMPLES, padding=True, truncation=True, return_tensors="np")
+        encoded = tokenizer(SAMPLES, padding=True, truncation=True, return_tensors="np")
         texts = {name: encoded[name].astype(np.int64) for name in ("input_ids", "attention_mask")}
     return pixels, texts, siglip
 
@@ -75,9 +74,7 @@ def export(folder: Path, progress: Progress) -> Towers:
         import transformers
     except ImportError as exc:
         raise GalleryError(f"ONNX export needs onnx and onnxruntime: pip install 'tritonhf[onnx]' ({exc}).") from exc
-    progress.step(
-        f"Exporting the vision and text towers to ONNX, checking against PyTorch within {onnx_export.TOLERANCE}"
-    )
+    progress.step(f"Exporting the vision and text towers to ONNX, checking against PyTorch within {TOLERANCE}")
     model = transformers.AutoModel.from_pretrained(folder, dtype=torch.float32).eval()
     pixels, texts, _ = samples(folder)
 
@@ -119,10 +116,8 @@ def export(folder: Path, progress: Progress) -> Towers:
             ) from exc
         session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
         difference = float(np.abs(session.run(None, feeds)[0] - reference).max())
-        if difference > onnx_export.TOLERANCE:
-            raise ModelSourceError(
-                f"the ONNX {file_name} differs from PyTorch by {difference:.2e} (> {onnx_export.TOLERANCE})"
-            )
+        if difference > TOLERANCE:
+            raise ModelSourceError(f"the ONNX {file_name} differs from PyTorch by {difference:.2e} (> {TOLERANCE})")
         worst = max(worst, difference)
     parameters = {
         PARAM_ONNX_TOWERS: f"{VISION},{TEXT}",
@@ -153,6 +148,6 @@ def check_openvino(towers: Towers) -> float:
         except Exception as exc:  # OpenVINO raises its own kinds for graphs it cannot read or compile
             raise ModelSourceError(f"OpenVINO could not run {path.name}: {exc}") from exc
         worst = max(worst, float(np.abs(got - expected).max()))
-    if worst > onnx_export.TOLERANCE:
-        raise ModelSourceError(f"OpenVINO's run of the towers differs by {worst:.2e} (> {onnx_export.TOLERANCE})")
+    if worst > TOLERANCE:
+        raise ModelSourceError(f"OpenVINO's run of the towers differs by {worst:.2e} (> {TOLERANCE})")
     return worst

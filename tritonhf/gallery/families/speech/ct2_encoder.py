@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from tritonhf.gallery.calibrate import fastest_runs, threads
-from tritonhf.gallery.speech_int8 import CALIBRATION_SECONDS, MIN_COSINE, calibration_audio, cosine
+from tritonhf.gallery.families.speech.int8 import CALIBRATION_SECONDS, MIN_COSINE, calibration_audio, cosine
+from tritonhf.gallery.timing import fastest_runs, threads
 from tritonhf.runtime.audio import OPENVINO_ENCODER
 
 __all__ = ["Measured", "choose"]

@@ -1,4 +1,6 @@
-"""``--backend auto`` for an encoder: ONNX Runtime or OpenVINO, whichever runs its export faster here.
+"""An ONNX export run by ONNX Runtime or OpenVINO, for the families that export to ONNX (text encoders, image
+classifiers, image-text towers): the tolerance an export is held to, the sample inputs it is checked on, and
+``--backend auto``'s measurement of the two engines (whichever runs the export faster here).
 
 Both run the same ``model.onnx``; which is faster depends on the CPU (instruction sets, cores,
 caches) and on the model, so ``gallery add`` measures instead of guessing. It runs the file
@@ -13,14 +15,21 @@ give PyTorch's answers (``onnx_export.check_openvino``), or it is not measured a
 
 from __future__ import annotations
 
-import os
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tritonhf.errors import ModelSourceError
+from tritonhf.gallery.request import AddRequest, Choice
+from tritonhf.gallery.timing import threads
+from tritonhf.tasks import PARAM_BACKEND
+
+TOLERANCE = 1e-3  # an export's outputs against PyTorch's, and OpenVINO's run of it
+SAMPLES = ["This movie is absolutely wonderful", "short", "Alice met Bob in Paris to talk about the new office."]
+NAMES = {"onnx": "ONNX Runtime", "pytorch": "PyTorch", "openvino": "OpenVINO"}  # how gallery add names each backend
 BATCH = 16  # texts per batch: what a loaded model computes at once here (c16 in the benchmarks)
 ROUNDS = 3  # alternating rounds per engine
 LONE_CALLS, BATCH_CALLS = 12, 3  # calls per round: a few hundred ms per engine for MiniLM on 2 cores
@@ -66,11 +75,6 @@ def choose(onnx: Speed, openvino: Speed) -> str:
     faster = openvino.batch_per_s >= GAIN * onnx.batch_per_s
     lone_ok = openvino.lone_ms <= LONE_SLOWDOWN * onnx.lone_ms
     return "openvino" if faster and lone_ok else "onnx"
-
-
-def threads(instances: int = 1) -> int:
-    """The intra-op threads one instance gets when served (the runtime's rule: its share of the cores)."""
-    return max(1, (os.cpu_count() or 1) // max(instances, 1))
 
 
 def compare(weights: Path, onnx_file: str, texts: list[str], instances: int = 1) -> Measured:
@@ -123,30 +127,42 @@ def compare_inputs(
     return Measured(choose(speeds["onnx"], speeds["openvino"]), speeds["onnx"], speeds["openvino"], count)
 
 
-def fastest_runs(runs: dict[str, Callable[[], object]], rounds: int) -> dict[str, float]:
-    """Each run's best time in seconds: one warm-up call each, then ``rounds`` rounds, the order reversed every
-    other round, so the machine's drift falls on all alike."""
-    timings: dict[str, list[float]] = {name: [] for name in runs}
-    for run in runs.values():
-        run()  # warm-up
-    for index in range(rounds):
-        order = list(runs.items())
-        for name, run in order if index % 2 == 0 else order[::-1]:
-            started = time.perf_counter()
-            run()
-            timings[name].append(time.perf_counter() - started)
-    return {name: min(values) for name, values in timings.items()}
-
-
 def _timed(model: Callable[..., Any], batch: dict[str, Any]) -> float:
     started = time.perf_counter()
     model(**batch)
     return time.perf_counter() - started
 
 
-def openvino_available() -> bool:
+def image_samples(folder: Path) -> dict[str, Any]:
+    """The image processor's ``pixel_values`` of three sample images (sizes and colours that differ)."""
+    import numpy as np
+
+    from tritonhf.runtime.images import load_image_processor
+
+    rng = np.random.default_rng(0)
+    shapes = ((48, 64, 3), (300, 200, 3), (32, 32, 3))
+    images = [rng.integers(0, 256, size=shape, dtype=np.uint8) for shape in shapes]
+    return {"pixel_values": load_image_processor(str(folder))(images=images, return_tensors="np")["pixel_values"]}
+
+
+def else_pytorch(request: AddRequest, attempt: Callable[[], Choice], undo: Callable[[], None] = lambda: None) -> Choice:
+    """What ``attempt`` chose from the ONNX export; when the export fails (ModelSourceError: it could not be made,
+    or its answers are not PyTorch's), ``undo`` clears it and PyTorch serves the model, saying why, unless
+    ``--backend`` named that path (the failure is then the answer)."""
     try:
-        import openvino  # noqa: F401
-    except ImportError:
-        return False
-    return True
+        return attempt()
+    except ModelSourceError as exc:
+        if request.backend != "auto":
+            raise
+        undo()
+        return Choice("pytorch", f"the ONNX export was not usable ({exc})", part=False)
+
+
+def notes(params: Mapping[str, str]) -> list[str]:
+    """The config's line about a model whose export ONNX Runtime runs."""
+    if params.get(PARAM_BACKEND) != "onnx":
+        return []
+    return [
+        "ONNX Runtime: intra-op threads = this instance's share of the cores, inter-op 1, all graph "
+        "optimisations (measured against the alternatives in tritonhf's docs/performance.md)."
+    ]

@@ -1,4 +1,4 @@
-"""Which engine serves a text-generation model (``gallery add``), read from the registry (``gallery.engines``): the
+"""Which engine serves a text-generation model (``gallery add``), read from the registry (``engines``): the
 plan from ``--engine``, the source resolved as that engine reads it, and its weights with their checks, the next
 engine taking over under ``--engine auto`` when one cannot serve the model."""
 
@@ -9,34 +9,35 @@ from pathlib import Path
 
 from tritonhf._progress import Progress
 from tritonhf.errors import GalleryError, ModelSourceError
-from tritonhf.gallery import engines, generation, models
-from tritonhf.gallery.engines import EnginePlan
+from tritonhf.gallery import sources
+from tritonhf.gallery.families.generation import engines, openvino
+from tritonhf.gallery.families.generation.engines import EnginePlan
 from tritonhf.gallery.request import AddRequest, Choice
-from tritonhf.tasks import PARAM_ENGINE, VENDORED_WEIGHTS_DIR, Task
+from tritonhf.tasks import PARAM_ENGINE, VENDORED_WEIGHTS_DIR
 
 
-def resolve(request: AddRequest, task: Task, progress: Progress) -> tuple[EnginePlan | None, models.ResolvedSource]:
-    """text-generation's engine to try (None for the other tasks, which take no --engine) and the source as it
-    reads it; under --engine auto, an engine that cannot serve that source gives way to the next."""
-    planned = plan(request, task)
-    while planned is not None and planned.engine.resolve is not None:
+def resolve(request: AddRequest, progress: Progress) -> tuple[EnginePlan, sources.ResolvedSource]:
+    """The engine to try and the source as it reads it; under --engine auto, an engine that cannot serve that source
+    gives way to the next."""
+    planned = plan(request)
+    while planned.engine.resolve is not None:
         resolved, weight_format, why_not = planned.engine.resolve(request, progress)
         if why_not is None:
             return EnginePlan(planned.engine, planned.reason, weight_format), resolved
         if request.engine == planned.engine.name:
             raise GalleryError(f"--engine {planned.engine.name} cannot serve {request.source}: {why_not}.")
         planned = _after(planned.engine, why_not, request)
-    return planned, models.resolve(request.source, request.revision, progress)
+    return planned, sources.resolve(request.source, request.revision, progress)
 
 
 def vendor(
-    request: AddRequest, plan: EnginePlan | None, resolved: models.ResolvedSource, version_dir: Path, progress: Progress
-) -> tuple[Choice | None, models.ResolvedSource]:
+    request: AddRequest, plan: EnginePlan, resolved: sources.ResolvedSource, version_dir: Path, progress: Progress
+) -> tuple[Choice, sources.ResolvedSource]:
     """The weights copied into ``version_dir``: the engine's own, written and checked (under --engine auto, an engine
     whose weights fail gives way to the next), else the model's folder; the engine's module beside model.py when it
-    is not one of the template's own. text-generation's choice (None for the other tasks) and the source as served."""
+    is not one of the template's own. The choice and the source as served."""
     found: dict[str, str] = {}
-    while plan is not None and plan.engine.weights is not None:
+    while plan.engine.weights is not None:
         try:
             found, resolved = plan.engine.weights(
                 request, plan.weight_format or request.weight_format, resolved, version_dir, progress
@@ -49,37 +50,31 @@ def vendor(
             plan = _after(plan.engine, f"{plan.engine.label} was not usable ({failure})", request)
             progress.step(f"{plan.engine.label} serves it instead: {plan.reason}")
             if resolved.kind == "gguf":  # a GGUF file read as it is: converted now, as the next engine loads it
-                resolved = models.resolve(request.source, request.revision, progress)
+                resolved = sources.resolve(request.source, request.revision, progress)
     if not found:
-        models.vendor(resolved.folder, version_dir / VENDORED_WEIGHTS_DIR, request.allow_pickle)
-    if plan is not None and plan.engine.module is not None:
+        sources.vendor(resolved.folder, version_dir / VENDORED_WEIGHTS_DIR, request.allow_pickle)
+    if plan.engine.module is not None:
         shutil.copy2(plan.engine.module, version_dir / f"{plan.engine.name}_engine.py")
     return choice(request, plan, found), resolved
 
 
-def choice(request: AddRequest, plan: EnginePlan | None, found: dict[str, str]) -> Choice | None:
+def choice(request: AddRequest, plan: EnginePlan, found: dict[str, str]) -> Choice:
     """The engine that serves, why, and what it writes into the config (``found``: its weights' parameters and
-    checks); None for a task that is not text generation."""
-    if plan is None:
-        return None
+    checks)."""
     engine = plan.engine
     params = {**found, PARAM_ENGINE: engine.name}
-    check = params.pop(generation.PARAM_ENGINE_CHECK, None)
+    check = params.pop(openvino.PARAM_ENGINE_CHECK, None)
     if check is not None:  # its weights' own account of how they were made and checked
         return Choice(engine.backend, check, params, label=engine.label)
     if plan.reason:
-        params[generation.PARAM_ENGINE_REASON] = plan.reason
+        params[openvino.PARAM_ENGINE_REASON] = plan.reason
     why = "--backend pytorch" if request.backend == "pytorch" else f"the {engine.label} engine: {plan.reason}"
     return Choice(engine.backend, why, params, label=engine.label)
 
 
-def plan(request: AddRequest, task: Task) -> EnginePlan | None:
-    """text-generation's engine to try first; None for the other tasks (which take no --engine)."""
-    if task.name != "text-generation":
-        if request.engine != "auto":
-            raise GalleryError(f"--engine chooses text-generation's engine; {task.name} takes --backend.")
-        return None
-    generation.check_weight_format(request.weight_format)
+def plan(request: AddRequest) -> EnginePlan:
+    """The engine to try first: the one --engine names, or under auto the first that can serve a model here."""
+    openvino.check_weight_format(request.weight_format)
     if request.engine != "auto":
         engine = engines.engine(request.engine)
         why_not = engine.unavailable(request)
