@@ -115,6 +115,57 @@ def test_fill_mask_top_tokens_and_one_mask_per_text(tmp_path: Path, tiny: dict[s
     assert "has 0 [MASK]" in no_mask.error().message() and "has 2 [MASK]" in two_masks.error().message()
 
 
+def test_a_fill_mask_vocabulary_smaller_than_the_checks_top_k_is_added_and_checked(tmp_path: Path) -> None:
+    """A BERT whose vocabulary (5 tokens) is smaller than the library check's candidates: the pipeline is asked for
+    every token it has, the served answers are compared with them, and the model is added and served."""
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
+    from transformers import BertConfig, BertForMaskedLM, PreTrainedTokenizerFast
+
+    from tritonhf.gallery.listing import parameters_of_folder
+
+    folder = tmp_path / "five"
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    backend = Tokenizer(models.WordPiece({token: i for i, token in enumerate(vocab)}, unk_token="[UNK]"))
+    backend.normalizer = normalizers.BertNormalizer(lowercase=True)
+    backend.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    backend.post_processor = processors.TemplateProcessing(single="[CLS] $A [SEP]", special_tokens=[("[CLS]", 2),
+                                                                                                    ("[SEP]", 3)])  # fmt: skip
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, unk_token="[UNK]", pad_token="[PAD]",
+                                        cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]",
+                                        model_max_length=32)  # fmt: skip
+    tokenizer.save_pretrained(folder)
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=5, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=32, max_position_embeddings=32)  # fmt: skip
+    BertForMaskedLM(config).eval().save_pretrained(folder)
+    added = _add(tmp_path, "fill-mask", folder)
+    check = parameters_of_folder(added)["tritonhf.reference_check"]
+    assert check.startswith("served scores against the fill-mask pipeline"), check
+    (answer,) = answers(instantiate(added), [pb.InferenceRequest(TEXT=texts("[MASK] word"))])
+    assert not answer.has_error() and len([t for t in answer.output("TOKENS")[0] if t]) <= 5
+
+
+def test_a_library_that_fails_on_the_checks_inputs_is_named_not_a_traceback(
+    tmp_path: Path, tiny: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The library check cannot run (the pipeline raises inside itself): the model is added, its config names the
+    library's failure, nothing was compared."""
+    import transformers
+
+    from tritonhf.gallery.listing import parameters_of_folder
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("selected index k out of range\nmore lines")
+
+    monkeypatch.setattr(transformers, "pipeline", broken)
+    added = _add(tmp_path, "fill-mask", tiny["masked-lm"])
+    check = parameters_of_folder(added)["tritonhf.reference_check"]
+    assert check == (
+        "the model's own library failed on the check's inputs (RuntimeError: selected index k out of range), "
+        "so nothing was compared"
+    )
+
+
 # ------------------------------------------------------------------ text2text-generation
 
 
