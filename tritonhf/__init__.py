@@ -28,6 +28,7 @@ from tritonhf.errors import (
     ServerUnavailableError,
     StorageError,
     TritonHFError,
+    WrongProtocolError,
 )
 from tritonhf.sdk import (
     Answer,
@@ -104,6 +105,7 @@ __all__ = [
     "TranscriptionStream",
     "TritonHFError",
     "Usage",
+    "WrongProtocolError",
     "ZeroShotClassification",
     "__version__",
 ]

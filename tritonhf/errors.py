@@ -26,6 +26,7 @@
         │   └── InputTooLargeError  an image or audio over the model's limit, refused from its header
         ├── InferenceError        model.py raised while running the request
         ├── PermissionDeniedError the API is restricted and the key is missing or wrong
+        ├── WrongProtocolError    the URL's port speaks the other protocol (an HTTP URL at the gRPC port)
         ├── RequestCancelledError the request was cancelled (by the caller, or the server stopping)
         └── RequestTimeoutError   also a builtin TimeoutError
 
@@ -160,6 +161,10 @@ class InferenceError(ClientError):
 
 class PermissionDeniedError(ClientError):
     """The server restricts the API (bound beyond loopback) and the key is missing or wrong."""
+
+
+class WrongProtocolError(ClientError):
+    """The URL's port answered in another protocol: an HTTP URL at Triton's gRPC port (HTTP/2). Not retried."""
 
 
 class RequestTimeoutError(ClientError, TimeoutError):

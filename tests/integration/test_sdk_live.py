@@ -9,7 +9,7 @@ import urllib.request
 
 import pytest
 
-from tritonhf import AsyncClient, Client, RequestTimeoutError
+from tritonhf import AsyncClient, Client, RequestTimeoutError, ServerUnavailableError, WrongProtocolError
 from tritonhf.bootstrap import Server
 
 pytestmark = pytest.mark.integration
@@ -74,3 +74,26 @@ def test_closing_a_stream_cancels_it_on_the_server(served: Server, protocol: str
         assert _wait_for(served, "tritonhf_cancelled_total", cancelled + 1) == cancelled + 2
         assert _metric(served, "tritonhf_running_sequences") == 0
         assert client.generate("the movie", model="writer", max_tokens=3)  # the model serves on
+
+
+def test_a_url_at_the_other_protocols_port_fails_fast_and_says_which_port_speaks_what(served: Server) -> None:
+    """An HTTP URL at the gRPC port (a URL without grpc://): a WrongProtocolError at once, naming grpc:// (it waited
+    for its whole deadline); grpc:// at the HTTP port: unavailable, with the hint to use http://."""
+    grpc_address = served.grpc_url.removeprefix("grpc://")
+    http_address = served.http_url.removeprefix("http://")
+    started = time.monotonic()
+    with Client(grpc_address) as client, pytest.raises(WrongProtocolError, match=f"Use grpc://{grpc_address}"):
+        client.models()
+    assert time.monotonic() - started < 5, "refused at once, not retried until the call's deadline"
+
+    async def main() -> None:
+        async with AsyncClient(grpc_address) as aclient:
+            with pytest.raises(WrongProtocolError, match="speaks HTTP/2, as Triton's gRPC port does"):
+                await aclient.models()
+
+    started = time.monotonic()
+    asyncio.run(main())
+    assert time.monotonic() - started < 5
+    with Client(f"grpc://{http_address}", timeout=10) as client, pytest.raises(ServerUnavailableError) as caught:
+        client.models()
+    assert f"use http://{http_address}" in str(caught.value)

@@ -36,7 +36,11 @@ from tritonhf.errors import (
     RequestTimeoutError,
     ServerBusyError,
     ServerUnavailableError,
+    WrongProtocolError,
 )
+
+# What an HTTP/1.1 parser says of the first bytes a gRPC (HTTP/2) port sends: its SETTINGS frame.
+HTTP2_ANSWER = "Expected HTTP/"
 
 
 @dataclass(frozen=True)
@@ -144,7 +148,12 @@ def translate(exc: BaseException, model: str | None, url: str) -> ClientError:
     if isinstance(exc, ClientError):
         return exc
     message = _call_or_value(exc, "message") or str(exc) or type(exc).__name__
+    if HTTP2_ANSWER in message:  # HTTP/1.1 parsers (geventhttpclient, aiohttp) reading a gRPC port's first frame
+        return WrongProtocolError(_wrong_protocol(url), model)
     status = _call_or_value(exc, "status") or _grpc_code(exc)
+    if status and url.startswith("grpc://") and "socket closed" in message.lower():  # a port that hung up at once
+        address = url.split("://", 1)[-1]
+        message += f"; if {address} is Triton's HTTP port (8000 by default), use http://{address}"
     if status:
         return error_for(status, message, model, url)
     if isinstance(exc, (TimeoutError, socket.timeout)):
@@ -152,6 +161,14 @@ def translate(exc: BaseException, model: str | None, url: str) -> ClientError:
     if isinstance(exc, _connection_errors()):
         return make(ServerUnavailableError, message, model, url)
     return error_for("", message, model, url)
+
+
+def _wrong_protocol(url: str) -> str:
+    address = url.split("://", 1)[-1]
+    return (
+        f"{url} did not answer in HTTP/1.1: {address} speaks HTTP/2, as Triton's gRPC port does (8001 by default). "
+        f"Use grpc://{address}, or the HTTP port (8000 by default) for HTTP."
+    )
 
 
 def _connection_errors() -> tuple[type[BaseException], ...]:
