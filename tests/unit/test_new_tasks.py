@@ -128,8 +128,8 @@ def test_a_fill_mask_vocabulary_smaller_than_the_checks_top_k_is_added_and_check
     backend = Tokenizer(models.WordPiece({token: i for i, token in enumerate(vocab)}, unk_token="[UNK]"))
     backend.normalizer = normalizers.BertNormalizer(lowercase=True)
     backend.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    backend.post_processor = processors.TemplateProcessing(single="[CLS] $A [SEP]", special_tokens=[("[CLS]", 2),
-                                                                                                    ("[SEP]", 3)])  # fmt: skip
+    special = [("[CLS]", 2), ("[SEP]", 3)]
+    backend.post_processor = processors.TemplateProcessing(single="[CLS] $A [SEP]", special_tokens=special)
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, unk_token="[UNK]", pad_token="[PAD]",
                                         cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]",
                                         model_max_length=32)  # fmt: skip

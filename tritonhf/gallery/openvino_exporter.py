@@ -2,9 +2,9 @@
 
 optimum-intel is the exporter OpenVINO GenAI's documentation uses, but it pins transformers below the version
 tritonhf serves with, so it runs in a venv of its own: optimum-intel, with torch, OpenVINO and
-openvino-tokenizers at the versions installed here. Whisper's export (the speech family's ``openvino``) and a causal LM's IR
-export (``ir_export``) both run in it. Making it needs the package index; a file lock keeps two ``gallery add``
-from making it at once.
+openvino-tokenizers at the versions installed here. Whisper's export (the speech family's ``openvino``) and a
+causal LM's IR export (the generation family's ``ir_export``) both run in it. Making it needs the package index; a
+file lock keeps two ``gallery add`` from making it at once.
 """
 
 from __future__ import annotations

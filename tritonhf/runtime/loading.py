@@ -245,8 +245,8 @@ def load_towers(args: dict[str, str], params: dict[str, str]) -> tuple[Any, Any]
 def engine_class(name: str, parameter: str, option: str) -> Any:
     """The engine a config names (``parameter``, written by ``gallery add``'s ``option``): the class ``ENGINE`` of
     the module ``NAME_engine.py`` beside the template's model.py, copied there by ``gallery add`` from its
-    registry of engines (``tritonhf/gallery/families/*/engines.py``, one list per family). A ValueError naming the way out when
-    there is no such module; an engine whose own import fails raises that error."""
+    registry of engines (``tritonhf/gallery/families/*/engines.py``, one list per family). A ValueError naming the
+    way out when there is no such module; an engine whose own import fails raises that error."""
     try:
         module = importlib.import_module(f"{name}_engine")
     except ModuleNotFoundError as error:

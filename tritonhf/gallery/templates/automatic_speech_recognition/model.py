@@ -32,7 +32,8 @@ beside this file, whose ``ENGINE`` class is made as ``ENGINE(args, params, proce
 model is always ``ctc_engine.py``), and this file does not know which: each takes a row's options (``check``,
 BadRequest naming an input it cannot honour), prepares a row from its samples (``prepare``) and transcribes a batch
 of rows (``transcribe``, sending a streamed model's parts), then ``close``. ``gallery add`` writes the name from its
-registry of engines (``tritonhf/gallery/families/speech/engines.py``) and copies an engine that is not one of these beside it.
+registry of engines (``tritonhf/gallery/families/speech/engines.py``) and copies an engine that is not one of these
+beside it.
 The Whisper engines share ``whisper_base.py`` (Whisper's options, grouping, tokens to segments); ``segments.py``
 shapes every answer:
 
