@@ -23,8 +23,8 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
 from tritonhf.errors import ClientError, InferenceError
 from tritonhf.sdk import AsyncClient, Transcription, subtitles
+from tritonhf.serve.answers import OpenAIError, documented
 from tritonhf.serve.errors import GatewayError, refused
-from tritonhf.serve.schemas import OpenAIError, documented
 from tritonhf.serve.shared import client_of, model_for, open_stream, sse, streamed, unless_disconnected
 from tritonhf.tasks import AUDIO_TEMPERATURE_MAX
 

@@ -29,16 +29,15 @@ from fastapi.responses import JSONResponse, Response
 from tritonhf.errors import ClientError, InvalidInputError
 from tritonhf.sdk import AsyncClient
 from tritonhf.serve import tei
+from tritonhf.serve.answers import TeiError, documented
 from tritonhf.serve.errors import GatewayError, refused
 from tritonhf.serve.schemas import (
     TeiDecodeBody,
     TeiEmbedBody,
-    TeiError,
     TeiPredictBody,
     TeiRerankBody,
     TeiSimilarityBody,
     TeiTokenizeBody,
-    documented,
 )
 from tritonhf.serve.shared import client_of, model_for, open_stream, sse, streamed, unless_disconnected
 from tritonhf.tasks import ALL_LABELS

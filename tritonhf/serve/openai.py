@@ -24,6 +24,15 @@ from tritonhf._wire.aio_transport import all_or_none
 from tritonhf.errors import ClientError
 from tritonhf.sdk import AsyncClient, AsyncTextStream, ModelInfo
 from tritonhf.sdk.results import TokenLogprob, ToolCall
+from tritonhf.serve.answers import (
+    ChatCompletion,
+    Completion,
+    EmbeddingList,
+    ModelCard,
+    ModelList,
+    OpenAIError,
+    documented,
+)
 from tritonhf.serve.chat import (
     ChatCall,
     ChatStream,
@@ -49,20 +58,7 @@ from tritonhf.serve.errors import GatewayError, empty, refused
 from tritonhf.serve.fetch import FetchRefused, fetch
 from tritonhf.serve.jsonbody import FastJSONResponse
 from tritonhf.serve.limits import Limits
-from tritonhf.serve.schemas import (
-    ChatBody,
-    ChatCompletion,
-    Completion,
-    CompletionBody,
-    EmbeddingBody,
-    EmbeddingList,
-    GenerationBody,
-    JsonSchemaFormat,
-    ModelCard,
-    ModelList,
-    OpenAIError,
-    documented,
-)
+from tritonhf.serve.schemas import ChatBody, CompletionBody, EmbeddingBody, GenerationBody, JsonSchemaFormat
 from tritonhf.serve.shared import (
     CLIENT_GONE,
     ClientGone,

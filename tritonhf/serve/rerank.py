@@ -17,9 +17,10 @@ from fastapi import APIRouter, Request
 
 from tritonhf.errors import ClientError
 from tritonhf.sdk import Ranked
+from tritonhf.serve.answers import OpenAIError, RerankList, documented
 from tritonhf.serve.errors import GatewayError, empty
 from tritonhf.serve.jsonbody import FastJSONResponse
-from tritonhf.serve.schemas import OpenAIError, RerankBody, RerankList, documented
+from tritonhf.serve.schemas import RerankBody
 from tritonhf.serve.shared import check_count, check_texts, check_tokens, client_of, model_for, unless_disconnected
 
 router = APIRouter()

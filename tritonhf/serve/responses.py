@@ -25,6 +25,7 @@ from fastapi.responses import Response
 from tritonhf.errors import ClientError
 from tritonhf.sdk import AsyncClient
 from tritonhf.sdk.results import ToolCall
+from tritonhf.serve.answers import DeletedResponse, OpenAIError, ResponseObject, documented
 from tritonhf.serve.chat import (
     ChatCall,
     ChatStream,
@@ -44,17 +45,13 @@ from tritonhf.serve.chat import (
 from tritonhf.serve.errors import GatewayError, internal_error, refused
 from tritonhf.serve.jsonbody import FastJSONResponse
 from tritonhf.serve.schemas import (
-    DeletedResponse,
     FunctionCallItem,
     FunctionCallOutputItem,
     InputMessage,
     InputText,
-    OpenAIError,
     ResponseJsonSchema,
-    ResponseObject,
     ResponsesBody,
     ResponseToolChoice,
-    documented,
 )
 from tritonhf.serve.shared import CLIENT_GONE, LOG, ClientGone, client_of, model_for, sse, unless_disconnected
 

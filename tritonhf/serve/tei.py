@@ -23,21 +23,17 @@ from pydantic import BaseModel, ValidationError
 
 from tritonhf._version import __version__
 from tritonhf.errors import ClientError
+from tritonhf.serve.answers import Label, Ranked, TeiError, Token, documented
 from tritonhf.serve.errors import GatewayError, empty, refused
 from tritonhf.serve.jsonbody import FastJSONResponse
 from tritonhf.serve.rerank import rank
 from tritonhf.serve.schemas import (
-    Label,
-    Ranked,
     TeiDecodeBody,
     TeiEmbedBody,
-    TeiError,
     TeiPredictBody,
     TeiRerankBody,
     TeiSimilarityBody,
     TeiTokenizeBody,
-    Token,
-    documented,
 )
 from tritonhf.serve.shared import (
     check_count,
