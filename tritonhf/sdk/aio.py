@@ -25,6 +25,7 @@ from tritonhf._wire.transport import Endpoint
 from tritonhf.errors import ClientError, InferenceError, InvalidInputError, RequestTimeoutError
 from tritonhf.sdk import _aio_flavour as flavour
 from tritonhf.sdk import _generation as generation
+from tritonhf.sdk import _image_plans as image_plans
 from tritonhf.sdk import _plans as plans
 from tritonhf.sdk import _policy as policy
 from tritonhf.sdk import _speech as speech
@@ -474,7 +475,7 @@ class AsyncClient:
         list. An image the server cannot use (damaged, unsupported format, past its pixel limit) raises
         ``InvalidInputError`` naming it.
         """
-        return await self._run(plans.classify_images(images, model, top_k), timeout)
+        return await self._run(image_plans.classify_images(images, model, top_k), timeout)
 
     async def classify_pairs(
         self,
@@ -658,7 +659,7 @@ class AsyncClient:
 
         Images as for ``classify_images``: a path, file bytes, a PIL image or a uint8 array.
         """
-        return await self._run(plans.embed_images(images, model, normalize), timeout)
+        return await self._run(image_plans.embed_images(images, model, normalize), timeout)
 
     @overload
     async def zero_shot_images(  # type: ignore[overload-overlap]  # a str (a path) is also a Sequence[str]
@@ -691,7 +692,7 @@ class AsyncClient:
         labels the model was added with. Each label is read through the model's prompt template ("a photo of
         a {}." by default). Scores as the model defines them: they sum to 1 for CLIP (a softmax over the
         labels), each is its own probability for SigLIP (a sigmoid per label)."""
-        return await self._run(plans.zero_shot_images(images, labels, model), timeout)
+        return await self._run(image_plans.zero_shot_images(images, labels, model), timeout)
 
     async def rerank(
         self,

@@ -30,6 +30,7 @@ from tritonhf._wire.transport import Endpoint, StreamHandle, Transport, connect
 from tritonhf.errors import ClientError, InferenceError, InvalidInputError, RequestTimeoutError
 from tritonhf.sdk import _flavour as flavour
 from tritonhf.sdk import _generation as generation
+from tritonhf.sdk import _image_plans as image_plans
 from tritonhf.sdk import _plans as plans
 from tritonhf.sdk import _policy as policy
 from tritonhf.sdk import _speech as speech
@@ -472,7 +473,7 @@ class Client:
         list. An image the server cannot use (damaged, unsupported format, past its pixel limit) raises
         ``InvalidInputError`` naming it.
         """
-        return self._run(plans.classify_images(images, model, top_k), timeout)
+        return self._run(image_plans.classify_images(images, model, top_k), timeout)
 
     def classify_pairs(
         self,
@@ -656,7 +657,7 @@ class Client:
 
         Images as for ``classify_images``: a path, file bytes, a PIL image or a uint8 array.
         """
-        return self._run(plans.embed_images(images, model, normalize), timeout)
+        return self._run(image_plans.embed_images(images, model, normalize), timeout)
 
     @overload
     def zero_shot_images(  # type: ignore[overload-overlap]  # a str (a path) is also a Sequence[str]
@@ -689,7 +690,7 @@ class Client:
         labels the model was added with. Each label is read through the model's prompt template ("a photo of
         a {}." by default). Scores as the model defines them: they sum to 1 for CLIP (a softmax over the
         labels), each is its own probability for SigLIP (a sigmoid per label)."""
-        return self._run(plans.zero_shot_images(images, labels, model), timeout)
+        return self._run(image_plans.zero_shot_images(images, labels, model), timeout)
 
     def rerank(
         self,
