@@ -11,34 +11,22 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from tritonhf.errors import (
-    AmbiguousModelError,
-    ClientError,
-    ContextLengthError,
-    InputTooLargeError,
-    InvalidInputError,
-    ModelNotFoundError,
-    ModelNotReadyError,
-    PermissionDeniedError,
-    RequestCancelledError,
-    RequestTimeoutError,
-    ServerBusyError,
-    ServerUnavailableError,
-)
+from tritonhf import errors
 
 # error type -> (HTTP status, OpenAI error type, OpenAI code)
-STATUSES: dict[type[ClientError], tuple[int, str, str]] = {
-    ContextLengthError: (400, "invalid_request_error", "context_length_exceeded"),  # before its base class
-    InputTooLargeError: (413, "invalid_request_error", "input_too_large"),  # refused before decoding
-    InvalidInputError: (400, "invalid_request_error", "invalid_value"),
-    AmbiguousModelError: (404, "invalid_request_error", "model_not_found"),
-    ModelNotFoundError: (404, "invalid_request_error", "model_not_found"),
-    ModelNotReadyError: (503, "server_error", "model_not_ready"),
-    ServerBusyError: (429, "rate_limit_error", "model_overloaded"),  # before its base class; with Retry-After
-    ServerUnavailableError: (503, "server_error", "server_unavailable"),
-    PermissionDeniedError: (403, "permission_error", "permission_denied"),
-    RequestTimeoutError: (504, "server_error", "timeout"),
-    RequestCancelledError: (499, "server_error", "cancelled"),
+STATUSES: dict[type[errors.ClientError], tuple[int, str, str]] = {
+    errors.ContextLengthError: (400, "invalid_request_error", "context_length_exceeded"),  # before its base class
+    errors.InputTooLargeError: (413, "invalid_request_error", "input_too_large"),  # refused before decoding
+    errors.InvalidInputError: (400, "invalid_request_error", "invalid_value"),
+    errors.AmbiguousModelError: (404, "invalid_request_error", "model_not_found"),
+    errors.ModelNotFoundError: (404, "invalid_request_error", "model_not_found"),
+    errors.ModelNotReadyError: (503, "server_error", "model_not_ready"),
+    errors.ServerBusyError: (429, "rate_limit_error", "model_overloaded"),  # before its base class; with Retry-After
+    errors.ServerUnavailableError: (503, "server_error", "server_unavailable"),
+    errors.PermissionDeniedError: (403, "permission_error", "permission_denied"),
+    errors.RequestTimeoutError: (504, "server_error", "timeout"),
+    errors.RequestCancelledError: (499, "server_error", "cancelled"),
+    errors.WrongProtocolError: (503, "server_error", "server_unavailable"),  # the gateway's own URL to Triton
 }
 
 
@@ -52,17 +40,17 @@ class GatewayError(Exception):
         self.ident: str | None = None  # the request id of an internal error (internal_error)
 
     @classmethod
-    def of(cls, error: ClientError, param: str | None = None) -> GatewayError:
+    def of(cls, error: errors.ClientError, param: str | None = None) -> GatewayError:
         for kind, (status, openai_type, code) in STATUSES.items():
             if isinstance(error, kind):
                 return cls(status, error.message, openai_type, param, code)
         return cls(500, error.message, "server_error", param, "inference_error")
 
     @classmethod
-    def of_tei(cls, error: ClientError, param: str | None = None) -> GatewayError:
+    def of_tei(cls, error: errors.ClientError, param: str | None = None) -> GatewayError:
         """As ``of``, with TEI's status for a too-long input (413; its router's "Validation" error)."""
         found = cls.of(error, param)
-        if isinstance(error, ContextLengthError):
+        if isinstance(error, errors.ContextLengthError):
             found.status = 413
         return found
 
