@@ -23,21 +23,7 @@ import socket
 import sys
 from dataclasses import dataclass
 
-from tritonhf.errors import (
-    ClientError,
-    ContextLengthError,
-    InferenceError,
-    InputTooLargeError,
-    InvalidInputError,
-    ModelNotFoundError,
-    ModelNotReadyError,
-    PermissionDeniedError,
-    RequestCancelledError,
-    RequestTimeoutError,
-    ServerBusyError,
-    ServerUnavailableError,
-    WrongProtocolError,
-)
+from tritonhf import errors
 
 # What an HTTP/1.1 parser says of the first bytes a gRPC (HTTP/2) port sends: its SETTINGS frame.
 HTTP2_ANSWER = "Expected HTTP/"
@@ -49,58 +35,60 @@ class Rule:
 
     grpc: tuple[str, ...]
     http: tuple[int, ...]
-    error: type[ClientError]
+    error: type[errors.ClientError]
     fragment: str = ""  # lower case; the rule applies only when the message contains it
 
 
 # Refinements first: the first rule whose status and fragment match wins.
 RULES: tuple[Rule, ...] = (
-    Rule(("NOT_FOUND",), (404, 400), ModelNotReadyError, "no available versions"),
-    Rule(("NOT_FOUND",), (404,), ModelNotFoundError),
-    Rule(("INTERNAL",), (500,), ModelNotReadyError, "is not healthy"),
-    Rule(("UNAVAILABLE",), (403,), PermissionDeniedError, "is restricted"),
-    Rule(("PERMISSION_DENIED", "UNAUTHENTICATED"), (401, 403), PermissionDeniedError),
-    Rule(("INVALID_ARGUMENT",), (400,), ContextLengthError, "context length"),
-    Rule(("INVALID_ARGUMENT",), (400,), InputTooLargeError, "over the limit of"),  # the media templates' wording
-    Rule(("INVALID_ARGUMENT", "OUT_OF_RANGE", "FAILED_PRECONDITION"), (400, 413, 422), InvalidInputError),
-    Rule(("UNIMPLEMENTED",), (501,), InvalidInputError),
-    Rule(("DEADLINE_EXCEEDED",), (408, 504), RequestTimeoutError),
-    Rule(("CANCELLED",), (499,), RequestCancelledError),
-    Rule(("UNAVAILABLE",), (503,), ServerBusyError, "exceeds maximum queue size"),
-    Rule((), (429,), ServerBusyError),  # a proxy's "too many requests"
-    Rule(("UNAVAILABLE",), (502, 503), ServerUnavailableError),
-    Rule(("RESOURCE_EXHAUSTED",), (), InvalidInputError),  # a message over gRPC's size limit
-    Rule(("INTERNAL", "UNKNOWN", "DATA_LOSS", "ABORTED"), (500,), InferenceError),
+    Rule(("NOT_FOUND",), (404, 400), errors.ModelNotReadyError, "no available versions"),
+    Rule(("NOT_FOUND",), (404,), errors.ModelNotFoundError),
+    Rule(("INTERNAL",), (500,), errors.ModelNotReadyError, "is not healthy"),
+    Rule(("UNAVAILABLE",), (403,), errors.PermissionDeniedError, "is restricted"),
+    Rule(("PERMISSION_DENIED", "UNAUTHENTICATED"), (401, 403), errors.PermissionDeniedError),
+    Rule(("INVALID_ARGUMENT",), (400,), errors.ContextLengthError, "context length"),
+    Rule(("INVALID_ARGUMENT",), (400,), errors.InputTooLargeError, "over the limit of"),  # the media templates' wording
+    Rule(("INVALID_ARGUMENT", "OUT_OF_RANGE", "FAILED_PRECONDITION"), (400, 413, 422), errors.InvalidInputError),
+    Rule(("UNIMPLEMENTED",), (501,), errors.InvalidInputError),
+    Rule(("DEADLINE_EXCEEDED",), (408, 504), errors.RequestTimeoutError),
+    Rule(("CANCELLED",), (499,), errors.RequestCancelledError),
+    Rule(("UNAVAILABLE",), (503,), errors.ServerBusyError, "exceeds maximum queue size"),
+    Rule((), (429,), errors.ServerBusyError),  # a proxy's "too many requests"
+    Rule(("UNAVAILABLE",), (502, 503), errors.ServerUnavailableError),
+    Rule(("RESOURCE_EXHAUSTED",), (), errors.InvalidInputError),  # a message over gRPC's size limit
+    Rule(("INTERNAL", "UNKNOWN", "DATA_LOSS", "ABORTED"), (500,), errors.InferenceError),
 )
 
 # Messages without a status (inside a stream): fragments of Triton's and the templates' own texts.
-TEXT_ONLY: tuple[tuple[str, type[ClientError]], ...] = (
-    ("no available versions", ModelNotReadyError),
-    ("is not healthy", ModelNotReadyError),
-    ("unknown model", ModelNotFoundError),
-    ("is restricted", PermissionDeniedError),
-    ("context length", ContextLengthError),  # before "input '": the templates' too-long texts say both
-    ("over the limit of", InputTooLargeError),
-    ("input '", InvalidInputError),  # the templates name the input they refuse
-    ("missing required input", InvalidInputError),
-    ("unexpected shape", InvalidInputError),
-    ("data-type is", InvalidInputError),
-    ("cancelled", RequestCancelledError),
-    ("exceeds maximum queue size", ServerBusyError),
+TEXT_ONLY: tuple[tuple[str, type[errors.ClientError]], ...] = (
+    ("no available versions", errors.ModelNotReadyError),
+    ("is not healthy", errors.ModelNotReadyError),
+    ("unknown model", errors.ModelNotFoundError),
+    ("is restricted", errors.PermissionDeniedError),
+    ("context length", errors.ContextLengthError),  # before "input '": the templates' too-long texts say both
+    ("over the limit of", errors.InputTooLargeError),
+    ("input '", errors.InvalidInputError),  # the templates name the input they refuse
+    ("missing required input", errors.InvalidInputError),
+    ("unexpected shape", errors.InvalidInputError),
+    ("data-type is", errors.InvalidInputError),
+    ("cancelled", errors.RequestCancelledError),
+    ("exceeds maximum queue size", errors.ServerBusyError),
 )
 
-_ADVICE: dict[type[ClientError], str] = {
-    ModelNotFoundError: "`tritonhf models` lists what the server holds.",
-    ModelNotReadyError: "It may be loading or being repaired; check `tritonhf status`.",
-    PermissionDeniedError: "This API is restricted on this endpoint: use the server's loopback address, or api_key=.",
-    InvalidInputError: "",
-    ContextLengthError: "",
-    InputTooLargeError: "",
-    RequestTimeoutError: "Raise timeout= or send less.",
-    RequestCancelledError: "",
-    ServerBusyError: "The model is at its queue bound (overloaded): retry later, or add instances.",
-    ServerUnavailableError: "Start one with `tritonhf up`, or set TRITONHF_URL / url= to where it runs.",
-    InferenceError: "",
+_ADVICE: dict[type[errors.ClientError], str] = {
+    errors.ModelNotFoundError: "`tritonhf models` lists what the server holds.",
+    errors.ModelNotReadyError: "It may be loading or being repaired; check `tritonhf status`.",
+    errors.PermissionDeniedError: (
+        "This API is restricted on this endpoint: use the server's loopback address, or api_key=."
+    ),
+    errors.InvalidInputError: "",
+    errors.ContextLengthError: "",
+    errors.InputTooLargeError: "",
+    errors.RequestTimeoutError: "Raise timeout= or send less.",
+    errors.RequestCancelledError: "",
+    errors.ServerBusyError: "The model is at its queue bound (overloaded): retry later, or add instances.",
+    errors.ServerUnavailableError: "Start one with `tritonhf up`, or set TRITONHF_URL / url= to where it runs.",
+    errors.InferenceError: "",
 }
 
 
@@ -110,11 +98,11 @@ def status_name(status: object) -> str:
     return text.rsplit(".", 1)[-1].upper() if text and not text.isdigit() else text
 
 
-def error_for(status: object, message: str, model: str | None, url: str) -> ClientError:
+def error_for(status: object, message: str, model: str | None, url: str) -> errors.ClientError:
     """The error for a status (gRPC code name or HTTP code, "" when none) and the server's message."""
     name = status_name(status)
     lowered = message.lower()
-    kind: type[ClientError] | None = None
+    kind: type[errors.ClientError] | None = None
     if name:
         for rule in RULES:
             matches = int(name) in rule.http if name.isdigit() else name in rule.grpc
@@ -122,20 +110,20 @@ def error_for(status: object, message: str, model: str | None, url: str) -> Clie
                 kind = rule.error
                 break
     if kind is None:
-        kind = next((error for fragment, error in TEXT_ONLY if fragment in lowered), InferenceError)
+        kind = next((error for fragment, error in TEXT_ONLY if fragment in lowered), errors.InferenceError)
     return make(kind, message, model, url)
 
 
-def make(kind: type[ClientError], message: str, model: str | None, url: str) -> ClientError:
+def make(kind: type[errors.ClientError], message: str, model: str | None, url: str) -> errors.ClientError:
     """An error of ``kind`` whose message names the model, the server and what to do."""
     where = f"model '{model}' at {url}" if model else f"the server at {url}"
-    if kind is ServerBusyError:
+    if kind is errors.ServerBusyError:
         text = f"Model '{model}' is busy: {message}" if model else f"The server is busy: {message}"
-    elif kind is ServerUnavailableError:
+    elif kind is errors.ServerUnavailableError:
         text = f"The server at {url} is unavailable ({message})."
-    elif issubclass(kind, InvalidInputError):
+    elif issubclass(kind, errors.InvalidInputError):
         text = f"Model '{model}' refused the input: {message}" if model else f"Refused: {message}"
-    elif kind is InferenceError:
+    elif kind is errors.InferenceError:
         text = f"Model '{model}' failed while running the request: {message}"
     else:
         text = f"{where}: {message}"
@@ -143,13 +131,13 @@ def make(kind: type[ClientError], message: str, model: str | None, url: str) -> 
     return kind(f"{text} {advice}".strip(), model)
 
 
-def translate(exc: BaseException, model: str | None, url: str) -> ClientError:
+def translate(exc: BaseException, model: str | None, url: str) -> errors.ClientError:
     """The documented error for any low-level failure (tritonclient, grpc, aiohttp, sockets)."""
-    if isinstance(exc, ClientError):
+    if isinstance(exc, errors.ClientError):
         return exc
     message = _call_or_value(exc, "message") or str(exc) or type(exc).__name__
     if HTTP2_ANSWER in message:  # HTTP/1.1 parsers (geventhttpclient, aiohttp) reading a gRPC port's first frame
-        return WrongProtocolError(_wrong_protocol(url), model)
+        return errors.WrongProtocolError(_wrong_protocol(url), model)
     status = _call_or_value(exc, "status") or _grpc_code(exc)
     if status and url.startswith("grpc://") and "socket closed" in message.lower():  # a port that hung up at once
         address = url.split("://", 1)[-1]
@@ -157,9 +145,9 @@ def translate(exc: BaseException, model: str | None, url: str) -> ClientError:
     if status:
         return error_for(status, message, model, url)
     if isinstance(exc, (TimeoutError, socket.timeout)):
-        return make(RequestTimeoutError, message, model, url)
+        return make(errors.RequestTimeoutError, message, model, url)
     if isinstance(exc, _connection_errors()):
-        return make(ServerUnavailableError, message, model, url)
+        return make(errors.ServerUnavailableError, message, model, url)
     return error_for("", message, model, url)
 
 

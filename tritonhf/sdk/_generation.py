@@ -10,6 +10,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from tritonhf import tasks
 from tritonhf._wire import codecs
 from tritonhf.errors import (
     ClientError,
@@ -25,22 +26,7 @@ from tritonhf.sdk.results import (
     Usage,
 )
 from tritonhf.sdk.sampling import OPTIONS as SAMPLING_OPTIONS
-from tritonhf.tasks import (
-    INT32_MAX,
-    LOGIT_BIAS_MAX,
-    LOGIT_BIAS_TOKENS,
-    MAX_TOKENS_MIN,
-    MIN_P_MAX,
-    PENALTY_MAX,
-    REPETITION_PENALTY_MAX,
-    REPETITION_PENALTY_MIN,
-    SEED_MAX,
-    TEMPERATURE_MAX,
-    TOP_K_MIN,
-    TOP_LOGPROBS_MAX,
-    TOP_P_MAX,
-    seed_to_wire,
-)
+from tritonhf.tasks import seed_to_wire
 
 
 def generation_inputs(
@@ -166,46 +152,57 @@ def constraint(
 RANGES: dict[str, tuple[str, Callable[[Any], bool], str]] = {
     "max_tokens": (
         "INT32",
-        lambda v: MAX_TOKENS_MIN <= v <= INT32_MAX,
-        f"an int from {MAX_TOKENS_MIN} to {INT32_MAX}",
+        lambda v: tasks.MAX_TOKENS_MIN <= v <= tasks.INT32_MAX,
+        f"an int from {tasks.MAX_TOKENS_MIN} to {tasks.INT32_MAX}",
     ),
-    "temperature": ("FP32", lambda v: 0 <= v <= TEMPERATURE_MAX, f"a number from 0 (greedy) to {TEMPERATURE_MAX:g}"),
-    "top_p": ("FP32", lambda v: 0 < v <= TOP_P_MAX, f"a number above 0 and at most {TOP_P_MAX:g}"),
-    "seed": ("INT64", lambda v: 0 <= v <= SEED_MAX, "an int from 0 to 2**64 - 1"),
-    "logprobs": ("INT32", lambda v: 0 <= v <= TOP_LOGPROBS_MAX, f"an int from 0 to {TOP_LOGPROBS_MAX} (alternatives)"),
+    "temperature": (
+        "FP32",
+        lambda v: 0 <= v <= tasks.TEMPERATURE_MAX,
+        f"a number from 0 (greedy) to {tasks.TEMPERATURE_MAX:g}",
+    ),
+    "top_p": ("FP32", lambda v: 0 < v <= tasks.TOP_P_MAX, f"a number above 0 and at most {tasks.TOP_P_MAX:g}"),
+    "seed": ("INT64", lambda v: 0 <= v <= tasks.SEED_MAX, "an int from 0 to 2**64 - 1"),
+    "logprobs": (
+        "INT32",
+        lambda v: 0 <= v <= tasks.TOP_LOGPROBS_MAX,
+        f"an int from 0 to {tasks.TOP_LOGPROBS_MAX} (alternatives)",
+    ),
     "presence_penalty": (
         "FP32",
-        lambda v: -PENALTY_MAX <= v <= PENALTY_MAX,
-        f"a number from -{PENALTY_MAX:g} to {PENALTY_MAX:g}",
+        lambda v: -tasks.PENALTY_MAX <= v <= tasks.PENALTY_MAX,
+        f"a number from -{tasks.PENALTY_MAX:g} to {tasks.PENALTY_MAX:g}",
     ),
     "frequency_penalty": (
         "FP32",
-        lambda v: -PENALTY_MAX <= v <= PENALTY_MAX,
-        f"a number from -{PENALTY_MAX:g} to {PENALTY_MAX:g}",
+        lambda v: -tasks.PENALTY_MAX <= v <= tasks.PENALTY_MAX,
+        f"a number from -{tasks.PENALTY_MAX:g} to {tasks.PENALTY_MAX:g}",
     ),
     "repetition_penalty": (
         "FP32",
-        lambda v: REPETITION_PENALTY_MIN <= v <= REPETITION_PENALTY_MAX,
-        f"a number from {REPETITION_PENALTY_MIN:g} to {REPETITION_PENALTY_MAX:g} (1: none)",
+        lambda v: tasks.REPETITION_PENALTY_MIN <= v <= tasks.REPETITION_PENALTY_MAX,
+        f"a number from {tasks.REPETITION_PENALTY_MIN:g} to {tasks.REPETITION_PENALTY_MAX:g} (1: none)",
     ),
-    "top_k": ("INT32", lambda v: TOP_K_MIN <= v <= INT32_MAX, f"an int, {TOP_K_MIN} or 0 for all tokens"),
-    "min_p": ("FP32", lambda v: 0 <= v <= MIN_P_MAX, f"a number from 0 to {MIN_P_MAX:g}"),
+    "top_k": (
+        "INT32",
+        lambda v: tasks.TOP_K_MIN <= v <= tasks.INT32_MAX,
+        f"an int, {tasks.TOP_K_MIN} or 0 for all tokens",
+    ),
+    "min_p": ("FP32", lambda v: 0 <= v <= tasks.MIN_P_MAX, f"a number from 0 to {tasks.MIN_P_MAX:g}"),
 }
 
 
 def _logit_bias(given: Any) -> dict[str, float]:
     """OpenAI's logit_bias checked before sending: token ids (ints, or their decimal strings) to biases in range."""
-    said = (
-        f"a mapping of at most {LOGIT_BIAS_TOKENS} token ids to numbers from -{LOGIT_BIAS_MAX:g} to {LOGIT_BIAS_MAX:g}"
-    )
-    if not isinstance(given, Mapping) or len(given) > LOGIT_BIAS_TOKENS:
+    bound = tasks.LOGIT_BIAS_MAX
+    said = f"a mapping of at most {tasks.LOGIT_BIAS_TOKENS} token ids to numbers from -{bound:g} to {bound:g}"
+    if not isinstance(given, Mapping) or len(given) > tasks.LOGIT_BIAS_TOKENS:
         raise InvalidInputError(f"logit_bias must be {said}, not {given!r:.80}.")
     found: dict[str, float] = {}
     for token, bias in given.items():
         numeric = isinstance(bias, (int, float)) and not isinstance(bias, bool)
         if not (isinstance(token, int) or (isinstance(token, str) and token.isdigit())) or not numeric:
             raise InvalidInputError(f"logit_bias must be {said}; {token!r}: {bias!r} is not.")
-        if not -LOGIT_BIAS_MAX <= bias <= LOGIT_BIAS_MAX:
+        if not -tasks.LOGIT_BIAS_MAX <= bias <= tasks.LOGIT_BIAS_MAX:
             raise InvalidInputError(f"logit_bias must be {said}; {token!r}: {bias!r} is not.")
         found[str(int(token))] = float(bias)
     return found

@@ -20,10 +20,9 @@ from tritonhf.sdk._plans import (
     _check_normalize,
     _check_top_k,
     _file_column,
-    _label_outputs,
-    _labels_read,
     _vectors_plan,
     _zero_shot_read,
+    labels_plan,
 )
 from tritonhf.sdk._policy import Tensors
 from tritonhf.sdk.media import ImageInput
@@ -39,15 +38,7 @@ def classify_images(
     _check_top_k(top_k)
 
     build = _images_with(items, "TOP_K", top_k, "INT32")
-    return Plan(
-        ("image-classification",),
-        model,
-        len(items),
-        build,
-        lambda config: _label_outputs(config, top_k),
-        lambda config, result: _labels_read(config, result, len(items), top_k, single),
-        lambda _: [],
-    )
+    return labels_plan(("image-classification",), model, len(items), build, top_k, single)
 
 
 def _images_with(

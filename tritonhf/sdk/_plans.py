@@ -135,13 +135,25 @@ def classify(texts: str | Sequence[str], model: str | None, top_k: int | None, t
             inputs["TOP_K"] = codecs.column(top_k, "INT32", count)
         return inputs
 
+    return labels_plan(("text-classification", "zero-shot-classification"), model, len(items), build, top_k, single)
+
+
+def labels_plan(
+    tasks: tuple[str, ...],
+    model: str | None,
+    count: int,
+    build: Callable[[ModelConfig, slice], Tensors],
+    top_k: int | None,
+    single: bool,
+) -> Plan[Classified]:
+    """A classifier's plan (texts or images): the best label per row, or the ``top_k`` best."""
     return Plan(
-        ("text-classification", "zero-shot-classification"),
+        tasks,
         model,
-        len(items),
+        count,
         build,
         lambda config: _label_outputs(config, top_k),
-        lambda config, result: _labels_read(config, result, len(items), top_k, single),
+        lambda config, result: _labels_read(config, result, count, top_k, single),
         lambda _: [],
     )
 

@@ -28,17 +28,9 @@ from fastapi.responses import JSONResponse, Response
 
 from tritonhf.errors import ClientError, InvalidInputError
 from tritonhf.sdk import AsyncClient
-from tritonhf.serve import tei
+from tritonhf.serve import schemas, tei
 from tritonhf.serve.answers import TeiError, documented
 from tritonhf.serve.errors import GatewayError, refused
-from tritonhf.serve.schemas import (
-    TeiDecodeBody,
-    TeiEmbedBody,
-    TeiPredictBody,
-    TeiRerankBody,
-    TeiSimilarityBody,
-    TeiTokenizeBody,
-)
 from tritonhf.serve.shared import client_of, model_for, open_stream, sse, streamed, unless_disconnected
 from tritonhf.tasks import ALL_LABELS
 
@@ -136,13 +128,13 @@ async def _embeddings(call: Call) -> Any:
     fields = {key: value for key, value in call.body.items() if key not in ("inputs", "parameters")}
     given = _take({**call.parameters, **fields}, ("normalize", "truncate", "truncation_direction", "prompt_name"),
                   "feature-extraction")  # fmt: skip
-    body = tei.parsed_body(TeiEmbedBody, {**given, "inputs": call.inputs, "model": call.name})
+    body = tei.parsed_body(schemas.TeiEmbedBody, {**given, "inputs": call.inputs, "model": call.name})
     return await tei.embed(body, call.request)
 
 
 async def _similarity(call: Call) -> Any:
     _take(call.parameters, (), "sentence-similarity")
-    body = tei.parsed_body(TeiSimilarityBody, {"inputs": call.inputs, "model": call.name})
+    body = tei.parsed_body(schemas.TeiSimilarityBody, {"inputs": call.inputs, "model": call.name})
     return await tei.similarity(body, call.request)
 
 
@@ -352,13 +344,13 @@ async def _json(request: Request) -> dict[str, Any]:
 
 
 TEI_ROUTES: dict[str, tuple[Callable[..., Awaitable[Any]], type[Any]]] = {
-    "embed": (tei.embed, TeiEmbedBody),
-    "embed_all": (tei.embed_all, TeiEmbedBody),
-    "predict": (tei.predict, TeiPredictBody),
-    "rerank": (tei.rerank, TeiRerankBody),
-    "similarity": (tei.similarity, TeiSimilarityBody),
-    "tokenize": (tei.tokenize, TeiTokenizeBody),
-    "decode": (tei.decode, TeiDecodeBody),
+    "embed": (tei.embed, schemas.TeiEmbedBody),
+    "embed_all": (tei.embed_all, schemas.TeiEmbedBody),
+    "predict": (tei.predict, schemas.TeiPredictBody),
+    "rerank": (tei.rerank, schemas.TeiRerankBody),
+    "similarity": (tei.similarity, schemas.TeiSimilarityBody),
+    "tokenize": (tei.tokenize, schemas.TeiTokenizeBody),
+    "decode": (tei.decode, schemas.TeiDecodeBody),
 }
 
 

@@ -13,26 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
 
-from tritonhf.tasks import (
-    CHOICES_MAX,
-    COMPLETION_LOGPROBS_MAX,
-    INT32_MAX,
-    LOGIT_BIAS_MAX,
-    LOGIT_BIAS_TOKENS,
-    MAX_TOKENS_MIN,
-    MAX_TOOLS,
-    MIN_P_MAX,
-    PENALTY_MAX,
-    REPETITION_PENALTY_MAX,
-    REPETITION_PENALTY_MIN,
-    SEED_MAX,
-    TEMPERATURE_MAX,
-    TOOL_NAME,
-    TOP_K_MIN,
-    TOP_LOGPROBS_MAX,
-    TOP_P_MAX,
-    TOP_P_MIN,
-)
+from tritonhf import tasks
 
 Role = Literal["system", "user", "assistant", "tool", "developer"]  # OpenAI's roles (tasks.ROLES); others a 400
 # A text a route needs something in: an empty one is refused, so the schema says so too. Stated in the schema only:
@@ -53,7 +34,7 @@ class _Body(BaseModel):
 
 
 class CalledFunction(_Body):
-    name: str = Field(pattern=TOOL_NAME, description="The function called.")
+    name: str = Field(pattern=tasks.TOOL_NAME, description="The function called.")
     arguments: str = Field(default="{}", description="Its arguments, as the JSON text the model wrote.")
 
 
@@ -69,13 +50,15 @@ class ChatMessage(_Body):
         default=None, description="The text, or a list of {'type': 'text', 'text': ...} parts."
     )
     tool_calls: list[MessageToolCall] | None = Field(
-        default=None, max_length=MAX_TOOLS, description="An assistant's earlier calls (sent back in the conversation)."
+        default=None,
+        max_length=tasks.MAX_TOOLS,
+        description="An assistant's earlier calls (sent back in the conversation).",
     )
     tool_call_id: str | None = Field(default=None, description="A 'tool' message: the call it answers.")
 
 
 class FunctionTool(_Body):
-    name: str = Field(pattern=TOOL_NAME, description="1-64 letters, digits, '_', '.' or '-'.")
+    name: str = Field(pattern=tasks.TOOL_NAME, description="1-64 letters, digits, '_', '.' or '-'.")
     description: str | None = None
     parameters: dict[str, Any] | None = Field(default=None, description="Its arguments' JSON Schema.")
     strict: bool | None = Field(default=None, description="Accepted; a required call is always held to the schema.")
@@ -123,48 +106,57 @@ class Sampling(_Body):
     """The sampling fields every generation route takes (chat completions, completions, Responses)."""
 
     temperature: float | None = Field(
-        default=None, ge=0, le=TEMPERATURE_MAX, description="0 (the default) is greedy; higher samples."
+        default=None, ge=0, le=tasks.TEMPERATURE_MAX, description="0 (the default) is greedy; higher samples."
     )
     top_p: float | None = Field(
-        default=None, ge=TOP_P_MIN, le=TOP_P_MAX, description="Nucleus sampling's mass, above 0 (as FP32) up to 1."
+        default=None,
+        ge=tasks.TOP_P_MIN,
+        le=tasks.TOP_P_MAX,
+        description="Nucleus sampling's mass, above 0 (as FP32) up to 1.",
     )
     seed: int | None = Field(
         default=None,
         ge=0,
-        le=SEED_MAX,
+        le=tasks.SEED_MAX,
         description="Any 64-bit unsigned integer; the same seed, prompt and options give the same text.",
     )
     presence_penalty: float = Field(
-        default=0.0, ge=-PENALTY_MAX, le=PENALTY_MAX, description="A token already in the answer loses this much logit."
+        default=0.0,
+        ge=-tasks.PENALTY_MAX,
+        le=tasks.PENALTY_MAX,
+        description="A token already in the answer loses this much logit.",
     )
     frequency_penalty: float = Field(
-        default=0.0, ge=-PENALTY_MAX, le=PENALTY_MAX, description="A token loses this much logit per time it came."
+        default=0.0,
+        ge=-tasks.PENALTY_MAX,
+        le=tasks.PENALTY_MAX,
+        description="A token loses this much logit per time it came.",
     )
     # vLLM's extra sampling fields (llama.cpp's server takes the same names)
     repetition_penalty: float | None = Field(
         default=None,
-        ge=REPETITION_PENALTY_MIN,
-        le=REPETITION_PENALTY_MAX,
+        ge=tasks.REPETITION_PENALTY_MIN,
+        le=tasks.REPETITION_PENALTY_MAX,
         description="Not OpenAI's: a repeated token's logit / this.",
     )
     top_k: int | None = Field(
-        default=None, ge=TOP_K_MIN, le=INT32_MAX, description="Not OpenAI's: the k likeliest tokens."
+        default=None, ge=tasks.TOP_K_MIN, le=tasks.INT32_MAX, description="Not OpenAI's: the k likeliest tokens."
     )
     min_p: float | None = Field(
         default=None,
         ge=0,
-        le=MIN_P_MAX,
+        le=tasks.MIN_P_MAX,
         description="Not OpenAI's: tokens at least this share of the likeliest's probability.",
     )
     logit_bias: (
         dict[
             Annotated[str, Field(pattern=r"^[0-9]{1,9}$")],
-            Annotated[float, Field(ge=-LOGIT_BIAS_MAX, le=LOGIT_BIAS_MAX)],
+            Annotated[float, Field(ge=-tasks.LOGIT_BIAS_MAX, le=tasks.LOGIT_BIAS_MAX)],
         ]
         | None
     ) = Field(
         default=None,
-        max_length=LOGIT_BIAS_TOKENS,
+        max_length=tasks.LOGIT_BIAS_TOKENS,
         description="Token id -> a bias added to its logit (the transformers engine; the OpenVINO engine: a 400).",
     )
 
@@ -173,12 +165,12 @@ class GenerationBody(Sampling):
     model: str = Field(description="A served text-generation model's name (GET /v1/models).")
     max_tokens: int | None = Field(
         default=None,
-        ge=MAX_TOKENS_MIN,
-        le=INT32_MAX,
+        ge=tasks.MAX_TOKENS_MIN,
+        le=tasks.INT32_MAX,
         description="At most this many new tokens (the model's context bounds it).",
     )
     max_completion_tokens: int | None = Field(
-        default=None, ge=MAX_TOKENS_MIN, le=INT32_MAX, description="As max_tokens."
+        default=None, ge=tasks.MAX_TOKENS_MIN, le=tasks.INT32_MAX, description="As max_tokens."
     )
     stop: str | list[str] | None = Field(default=None, description="The text ends before the first of these.")
     stream: bool = False
@@ -186,7 +178,7 @@ class GenerationBody(Sampling):
     n: int = Field(
         default=1,
         ge=1,
-        le=CHOICES_MAX,
+        le=tasks.CHOICES_MAX,
         description="Choices, each its own generation (with a seed: seed, seed + 1 ...).",
     )
     response_format: TextFormat | JsonObjectFormat | JsonSchemaFormat | None = Field(
@@ -202,7 +194,7 @@ class GenerationBody(Sampling):
 class ChatBody(GenerationBody):
     messages: Annotated[list[ChatMessage], Field(json_schema_extra={"minItems": 1})]
     tools: list[ChatTool] | None = Field(
-        default=None, max_length=MAX_TOOLS, description="Functions the model may call (OpenAI's function tools)."
+        default=None, max_length=tasks.MAX_TOOLS, description="Functions the model may call (OpenAI's function tools)."
     )
     tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = Field(
         default=None, description="'auto' (the default with tools), 'none', 'required', or one function by name."
@@ -212,7 +204,7 @@ class ChatBody(GenerationBody):
     top_logprobs: int | None = Field(
         default=None,
         ge=0,
-        le=TOP_LOGPROBS_MAX,
+        le=tasks.TOP_LOGPROBS_MAX,
         description="With logprobs: this many alternatives per token (the OpenVINO engine: 0).",
     )
     chat_template_kwargs: dict[str, Any] | None = Field(
@@ -229,7 +221,7 @@ class CompletionBody(GenerationBody):
     logprobs: int | None = Field(
         default=None,
         ge=0,
-        le=COMPLETION_LOGPROBS_MAX,
+        le=tasks.COMPLETION_LOGPROBS_MAX,
         description="Each token's log-probability with this many alternatives (the OpenVINO engine: 0).",
     )
     best_of: int | None = Field(default=None, ge=1, le=1, description="Only 1.")
@@ -258,7 +250,7 @@ class FunctionCallItem(_Body):
 
     type: Literal["function_call"]
     call_id: str = Field(description="The id its output answers (function_call_output.call_id).")
-    name: str = Field(pattern=TOOL_NAME)
+    name: str = Field(pattern=tasks.TOOL_NAME)
     arguments: str = Field(default="{}", description="Its arguments, as the JSON text the model wrote.")
     id: str | None = None
     status: str | None = None
@@ -302,7 +294,7 @@ class ResponseFunctionTool(_Body):
     """A function tool of the Responses API (its fields flat, not under 'function')."""
 
     type: Literal["function"] = Field(description="Function tools only (no hosted tools: web or file search ...).")
-    name: str = Field(pattern=TOOL_NAME, description="1-64 letters, digits, '_', '.' or '-'.")
+    name: str = Field(pattern=tasks.TOOL_NAME, description="1-64 letters, digits, '_', '.' or '-'.")
     description: str | None = None
     parameters: dict[str, Any] | None = Field(default=None, description="Its arguments' JSON Schema.")
     strict: bool | None = Field(default=None, description="Accepted; a required call is always held to the schema.")
@@ -348,9 +340,9 @@ class ResponsesBody(Sampling):
     )
     instructions: str | None = Field(default=None, description="A system message put first (not carried over).")
     max_output_tokens: int | None = Field(
-        default=None, ge=MAX_TOKENS_MIN, le=INT32_MAX, description="At most this many tokens."
+        default=None, ge=tasks.MAX_TOKENS_MIN, le=tasks.INT32_MAX, description="At most this many tokens."
     )
-    tools: list[ResponseFunctionTool] | None = Field(default=None, max_length=MAX_TOOLS)
+    tools: list[ResponseFunctionTool] | None = Field(default=None, max_length=tasks.MAX_TOOLS)
     tool_choice: Literal["none", "auto", "required"] | ResponseToolChoice | None = Field(
         default=None, description="'auto' (the default with tools), 'none', 'required', or one function by name."
     )
@@ -368,7 +360,10 @@ class ResponsesBody(Sampling):
         default=None, description="'message.output_text.logprobs': each token's log-probability (with top_logprobs)."
     )
     top_logprobs: int | None = Field(
-        default=None, ge=0, le=TOP_LOGPROBS_MAX, description="Alternatives per token; log-probabilities come with it."
+        default=None,
+        ge=0,
+        le=tasks.TOP_LOGPROBS_MAX,
+        description="Alternatives per token; log-probabilities come with it.",
     )
     stop: str | list[str] | None = Field(default=None, description="Not OpenAI's: the text ends before these.")
     metadata: dict[str, str] | None = Field(default=None, max_length=16, description="Kept with the response.")

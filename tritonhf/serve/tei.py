@@ -23,6 +23,7 @@ from pydantic import BaseModel, ValidationError
 
 from tritonhf._version import __version__
 from tritonhf.errors import ClientError
+from tritonhf.serve import shared
 from tritonhf.serve.answers import Label, Ranked, TeiError, Token, documented
 from tritonhf.serve.errors import GatewayError, empty, refused
 from tritonhf.serve.jsonbody import FastJSONResponse
@@ -34,16 +35,6 @@ from tritonhf.serve.schemas import (
     TeiRerankBody,
     TeiSimilarityBody,
     TeiTokenizeBody,
-)
-from tritonhf.serve.shared import (
-    check_count,
-    check_texts,
-    check_tokens,
-    client_of,
-    coalescer_of,
-    model_for,
-    tokenizers_of,
-    unless_disconnected,
 )
 from tritonhf.serve.tokenizers import tokens_of
 from tritonhf.tasks import ALL_LABELS
@@ -73,10 +64,10 @@ async def _embedding_request(body: TeiEmbedBody, request: Request, route: str) -
     if body.truncation_direction.lower() != "right":
         raise refused("truncation_direction", "can only be Right here: a text past the window keeps its start.")
     texts = _texts(body.inputs)
-    check_count(request, len(texts), "inputs")
-    check_texts(texts, "inputs")
-    name = await model_for(client_of(request), body.model, ("feature-extraction",), route)
-    await check_tokens(request, name, texts, truncate=body.truncate)
+    shared.check_count(request, len(texts), "inputs")
+    shared.check_texts(texts, "inputs")
+    name = await shared.model_for(shared.client_of(request), body.model, ("feature-extraction",), route)
+    await shared.check_tokens(request, name, texts, truncate=body.truncate)
     return texts, name
 
 
@@ -84,10 +75,10 @@ async def _embedding_request(body: TeiEmbedBody, request: Request, route: str) -
 async def embed(body: TeiEmbedBody, request: Request) -> JSONResponse:
     texts, name = await _embedding_request(body, request, "/embed")
     try:
-        embedding = coalescer_of(request).embeddings(
+        embedding = shared.coalescer_of(request).embeddings(
             texts, model=name, normalize=body.normalize, truncate=body.truncate, prompt_name=body.prompt_name
         )
-        result = await unless_disconnected(request, embedding)
+        result = await shared.unless_disconnected(request, embedding)
     except ClientError as error:
         raise GatewayError.of_tei(error, "inputs") from error
     # A response of its own, not through FastAPI's per-float response validation.
@@ -101,8 +92,10 @@ async def embed_all(body: TeiEmbedBody, request: Request) -> JSONResponse:
         raise refused("normalize", "is not taken by /embed_all: token vectors are returned as the model makes them.")
     texts, name = await _embedding_request(body, request, "/embed_all")
     try:
-        work = client_of(request).embed_tokens(texts, model=name, truncate=body.truncate, prompt_name=body.prompt_name)
-        found = await unless_disconnected(request, work)
+        work = shared.client_of(request).embed_tokens(
+            texts, model=name, truncate=body.truncate, prompt_name=body.prompt_name
+        )
+        found = await shared.unless_disconnected(request, work)
     except ClientError as error:
         raise GatewayError.of_tei(error, "inputs") from error
     return FastJSONResponse(found)
@@ -126,18 +119,18 @@ async def predict(body: TeiPredictBody, request: Request) -> JSONResponse:
     if body.raw_scores:
         raise refused("raw_scores", "is not supported: the classification template returns probabilities.")
     texts, pairs = _pairs(body.inputs)
-    check_count(request, len(texts), "inputs")
-    check_texts(texts + (pairs or []), "inputs")
-    client = client_of(request)
-    name = await model_for(client, body.model, ("text-classification",), "/predict")
-    await check_tokens(request, name, texts, pairs, truncate=body.truncate)
+    shared.check_count(request, len(texts), "inputs")
+    shared.check_texts(texts + (pairs or []), "inputs")
+    client = shared.client_of(request)
+    name = await shared.model_for(client, body.model, ("text-classification",), "/predict")
+    await shared.check_tokens(request, name, texts, pairs, truncate=body.truncate)
     try:
         work = (
             client.classify(texts, model=name, top_k=ALL_LABELS, truncate=body.truncate)
             if pairs is None
             else client.classify_pairs(list(zip(texts, pairs)), model=name, truncate=body.truncate)
         )
-        ranked = await unless_disconnected(request, work)
+        ranked = await shared.unless_disconnected(request, work)
     except ClientError as error:
         raise GatewayError.of_tei(error, "inputs") from error
     answers = [[{"label": c.label, "score": c.score} for c in labels] for labels in ranked]
@@ -175,7 +168,7 @@ async def root(request: Request) -> Any:
         return await similarity(parsed_body(TeiSimilarityBody, body), request)
     if "query" in body and "texts" in body:
         return await rerank(parsed_body(TeiRerankBody, body), request)
-    ready = [m for m in await client_of(request).models() if m.ready and m.task in TEI_TASKS]
+    ready = [m for m in await shared.client_of(request).models() if m.ready and m.task in TEI_TASKS]
     kinds = {m.task for m in ready if body.get("model") in (None, m.name)}
     if body.get("model") is None and len(ready) > 1:
         served = ", ".join(sorted(f"{m.name} ({m.task}) at /models/{m.name}" for m in ready))
@@ -202,13 +195,13 @@ def parsed_body(kind: type[BodyT], body: dict[str, Any]) -> BodyT:
 async def similarity(body: TeiSimilarityBody, request: Request) -> JSONResponse:
     """Each sentence's cosine similarity to the source sentence, from the model's normalised embeddings."""
     texts = _texts([body.inputs.source_sentence, *body.inputs.sentences], "inputs")
-    check_count(request, len(texts), "inputs.sentences")
-    check_texts(texts, "inputs")
-    name = await model_for(client_of(request), body.model, ("feature-extraction",), "/similarity")
-    await check_tokens(request, name, texts, truncate=body.truncate)
+    shared.check_count(request, len(texts), "inputs.sentences")
+    shared.check_texts(texts, "inputs")
+    name = await shared.model_for(shared.client_of(request), body.model, ("feature-extraction",), "/similarity")
+    await shared.check_tokens(request, name, texts, truncate=body.truncate)
     try:
-        work = coalescer_of(request).embeddings(texts, model=name, normalize=True, truncate=body.truncate)
-        result = await unless_disconnected(request, work)
+        work = shared.coalescer_of(request).embeddings(texts, model=name, normalize=True, truncate=body.truncate)
+        result = await shared.unless_disconnected(request, work)
     except ClientError as error:
         raise GatewayError.of_tei(error, "inputs") from error
     vectors = np.asarray(result.vectors, dtype=np.float64)
@@ -218,9 +211,9 @@ async def similarity(body: TeiSimilarityBody, request: Request) -> JSONResponse:
 @router.post("/tokenize", response_model=None, responses=documented(list[list[Token]], TeiError))
 async def tokenize(body: TeiTokenizeBody, request: Request) -> list[list[dict[str, Any]]]:
     texts = _texts(body.inputs)
-    check_count(request, len(texts), "inputs")
-    check_texts(texts, "inputs")
-    name = await model_for(client_of(request), body.model, (*TEI_TASKS, "text-generation"), "/tokenize")
+    shared.check_count(request, len(texts), "inputs")
+    shared.check_texts(texts, "inputs")
+    name = await shared.model_for(shared.client_of(request), body.model, (*TEI_TASKS, "text-generation"), "/tokenize")
     tokenizer = await _tokenizer(request, name)
     return [[token.__dict__ for token in tokens_of(tokenizer, text, body.add_special_tokens)] for text in texts]
 
@@ -229,7 +222,7 @@ async def tokenize(body: TeiTokenizeBody, request: Request) -> list[list[dict[st
 async def decode(body: TeiDecodeBody, request: Request) -> list[str]:
     """Token ids back to text, with the model's tokenizer (one list of ids, or one list per text)."""
     lists = body.ids if isinstance(body.ids[0], list) else [body.ids]
-    name = await model_for(client_of(request), body.model, (*TEI_TASKS, "text-generation"), "/decode")
+    name = await shared.model_for(shared.client_of(request), body.model, (*TEI_TASKS, "text-generation"), "/decode")
     tokenizer = await _tokenizer(request, name)
     size = len(tokenizer)
     for index, ids in enumerate(lists):
@@ -241,7 +234,7 @@ async def decode(body: TeiDecodeBody, request: Request) -> list[str]:
 
 
 async def _tokenizer(request: Request, name: str) -> Any:
-    tokenizer = await tokenizers_of(request).get(name)
+    tokenizer = await shared.tokenizers_of(request).get(name)
     if tokenizer is None:
         raise GatewayError(501, f"The tokenizer of '{name}' is not readable by this gateway (it needs the model "
                            "repository on its machine).", "server_error", "model", "tokenizer_unavailable")  # fmt: skip
@@ -251,10 +244,10 @@ async def _tokenizer(request: Request, name: str) -> Any:
 @router.get("/info", response_model=None, responses=documented(dict[str, Any], TeiError))
 async def info(request: Request, model: str | None = None) -> dict[str, Any]:
     """TEI's /info for the model (``?model=``, or the single one served); the limits this gateway applies."""
-    client = client_of(request)
-    name = await model_for(client, model, TEI_TASKS, "/info")
+    client = shared.client_of(request)
+    name = await shared.model_for(client, model, TEI_TASKS, "/info")
     task = {m.name: m.task for m in await client.models()}.get(name)
-    tokenizer = await tokenizers_of(request).get(name)
+    tokenizer = await shared.tokenizers_of(request).get(name)
     limits = request.app.state.limits
     kinds = {"feature-extraction": "embedding", "text-classification": "classifier", "text-ranking": "reranker"}
     return {  # TEI's field names; None where this gateway does not know (the model's own repository does)

@@ -14,15 +14,7 @@ import numpy as np
 from tritonhf._progress import Progress
 from tritonhf.errors import GalleryError
 from tritonhf.gallery import installed, sources
-from tritonhf.gallery.families.speech import ct2_encoder
-from tritonhf.gallery.families.speech.int8 import (
-    CALIBRATION_SECONDS,
-    GATE_TOKENS,
-    Int8Check,
-    agreement,
-    calibration_audio,
-    cosine,
-)
+from tritonhf.gallery.families.speech import ct2_encoder, int8
 from tritonhf.gallery.families.speech.measure import TIMED_TOKENS, Ready, Window
 from tritonhf.gallery.families.speech.whisper import is_whisper, leaves_out
 from tritonhf.gallery.request import PARAM_INT8_QUALITY, AddRequest, Choice, int8_gate
@@ -170,7 +162,7 @@ def timer(converted: Path, encoder_file: Path | None, window: Window) -> Callabl
     return rows
 
 
-def check_int8(folder: Path, ct2_folder: Path) -> Int8Check:
+def check_int8(folder: Path, ct2_folder: Path) -> int8.Int8Check:
     """CTranslate2's int8 against its float32 on the calibration clips: encoder states, and the first greedy tokens."""
     import ctranslate2
     from transformers import AutoProcessor, GenerationConfig
@@ -181,13 +173,13 @@ def check_int8(folder: Path, ct2_folder: Path) -> Int8Check:
     kinds = ("float32", "int8")
     engines = [ctranslate2.models.Whisper(str(ct2_folder), device="cpu", compute_type=kind) for kind in kinds]
     cosines, agree = [], []
-    for seed, seconds in enumerate(CALIBRATION_SECONDS):
-        audio = calibration_audio(seconds, extractor.sampling_rate, seed)
+    for seed, seconds in enumerate(int8.CALIBRATION_SECONDS):
+        audio = int8.calibration_audio(seconds, extractor.sampling_rate, seed)
         features = extractor(audio, sampling_rate=extractor.sampling_rate, return_tensors="np")["input_features"]
         view = ctranslate2.StorageView.from_array(np.ascontiguousarray(features, dtype=np.float32))
         states = [np.asarray(engine.encode(view)).ravel() for engine in engines]
-        cosines.append(cosine(*states))
-        tokens = [engine.generate(view, [start], beam_size=1, max_length=2 * GATE_TOKENS)[0].sequences_ids[0]
+        cosines.append(int8.cosine(*states))
+        tokens = [engine.generate(view, [start], beam_size=1, max_length=2 * int8.GATE_TOKENS)[0].sequences_ids[0]
                   for engine in engines]  # fmt: skip
-        agree.append(agreement(*tokens))
-    return Int8Check(min(cosines), float(np.mean(agree)))
+        agree.append(int8.agreement(*tokens))
+    return int8.Int8Check(min(cosines), float(np.mean(agree)))

@@ -31,14 +31,7 @@ import numpy as np
 from tritonhf._progress import Progress
 from tritonhf.errors import GalleryError
 from tritonhf.gallery import installed, openvino_exporter, sources
-from tritonhf.gallery.families.speech.int8 import (
-    CALIBRATION_SECONDS,
-    GATE_TOKENS,
-    Int8Check,
-    agreement,
-    calibration_audio,
-    cosine,
-)
+from tritonhf.gallery.families.speech import int8
 from tritonhf.gallery.families.speech.measure import TIMED_TOKENS, Ready, Window
 from tritonhf.gallery.families.speech.whisper import is_whisper, leaves_out
 from tritonhf.gallery.request import PARAM_INT8_QUALITY, AddRequest, Choice, int8_gate, int8_verdict
@@ -126,7 +119,7 @@ def export(folder: Path, out: Path, weight_format: str = "fp32") -> None:
         raise GalleryError(f"optimum-intel could not export the Whisper in {folder} for OpenVINO GenAI ({why}).")
 
 
-def check_int8(folder: Path, exported: Path) -> Int8Check:
+def check_int8(folder: Path, exported: Path) -> int8.Int8Check:
     """The int8 export (OpenVINO's default precision, as served) against float32 PyTorch on the calibration clips:
     the encoder's states (gated), and the first greedy tokens of the text each transcribes (reported)."""
     import numpy as np
@@ -143,21 +136,21 @@ def check_int8(folder: Path, exported: Path) -> Int8Check:
     encoder = openvino.Core().compile_model(str(exported / "openvino_encoder_model.xml"), "CPU")
     pipeline = openvino_genai.WhisperPipeline(str(exported), "CPU")
     config = pipeline.get_generation_config()
-    config.max_new_tokens = GATE_TOKENS
+    config.max_new_tokens = int8.GATE_TOKENS
     cosines, agree = [], []
-    for seed, seconds in enumerate(CALIBRATION_SECONDS):
-        audio = calibration_audio(seconds, extractor.sampling_rate, seed)
+    for seed, seconds in enumerate(int8.CALIBRATION_SECONDS):
+        audio = int8.calibration_audio(seconds, extractor.sampling_rate, seed)
         features = extractor(audio, sampling_rate=extractor.sampling_rate, return_tensors="pt").input_features
         with torch.inference_mode():
             expected = reference.get_encoder()(features).last_hidden_state.numpy().ravel()
-            tokens = reference.generate(features, max_new_tokens=GATE_TOKENS, do_sample=False)[0].tolist()
+            tokens = reference.generate(features, max_new_tokens=int8.GATE_TOKENS, do_sample=False)[0].tolist()
         found = np.asarray(encoder(features.numpy())[0]).ravel()
-        cosines.append(cosine(expected, found))
+        cosines.append(int8.cosine(expected, found))
         found_text = pipeline.generate(audio.tolist(), config).texts[0].strip()
         texts = [tokenizer.decode(tokens, skip_special_tokens=True).strip(), found_text]
-        ids = [tokenizer(text, add_special_tokens=False).input_ids[:GATE_TOKENS] for text in texts]
-        agree.append(agreement(*ids))
-    return Int8Check(min(cosines), float(np.mean(agree)))
+        ids = [tokenizer(text, add_special_tokens=False).input_ids[: int8.GATE_TOKENS] for text in texts]
+        agree.append(int8.agreement(*ids))
+    return int8.Int8Check(min(cosines), float(np.mean(agree)))
 
 
 def timer(exported: Path, window: Window) -> Callable[[int], Callable[[], object]]:

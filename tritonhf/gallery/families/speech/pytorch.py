@@ -12,14 +12,7 @@ import numpy as np
 
 from tritonhf._progress import Progress
 from tritonhf.errors import GalleryError
-from tritonhf.gallery.families.speech.int8 import (
-    CALIBRATION_SECONDS,
-    GATE_TOKENS,
-    PARAM_QUANTIZE,
-    Int8Check,
-    agreement,
-    calibration_audio,
-)
+from tritonhf.gallery.families.speech import int8
 from tritonhf.gallery.families.speech.measure import TIMED_TOKENS, Ready, Window
 from tritonhf.gallery.request import PARAM_INT8_QUALITY, AddRequest, Choice, int8_gate
 from tritonhf.runtime.int8 import int8_linear_layers
@@ -45,7 +38,7 @@ def served(
     if request.quantize:
         progress.step("Checking dynamic int8 (Linear layers) against fp32 on calibration audio")
         params = {**params, **int8_gate(request, check_int8(folder), progress)}
-        params[PARAM_QUANTIZE] = "int8"
+        params[int8.PARAM_QUANTIZE] = "int8"
         reason += "; Linear layers in int8, a scale per token (" + params[PARAM_INT8_QUALITY] + ")"
     return Choice("pytorch", reason, params, label="PyTorch")
 
@@ -73,7 +66,7 @@ def timer(folder: Path, window: Window) -> Callable[[int], Callable[[], object]]
     return rows
 
 
-def check_int8(folder: Path) -> Int8Check:
+def check_int8(folder: Path) -> int8.Int8Check:
     """fp32 against int8 on the calibration clips (GalleryError when the model cannot be loaded).
 
     Whisper: the encoder's states, and the first greedy tokens; a CTC model (wav2vec2): its logits, and
@@ -93,18 +86,18 @@ def check_int8(folder: Path) -> Int8Check:
     extractor = processor.feature_extractor
     cosines, agree = [], []
     with torch.inference_mode():
-        for seed, seconds in enumerate(CALIBRATION_SECONDS):
-            audio = calibration_audio(seconds, extractor.sampling_rate, seed)
+        for seed, seconds in enumerate(int8.CALIBRATION_SECONDS):
+            audio = int8.calibration_audio(seconds, extractor.sampling_rate, seed)
             inputs = extractor(audio, sampling_rate=extractor.sampling_rate, return_tensors="pt")
             if seq2seq:
                 features = inputs.input_features
                 states = [m.get_encoder()(features).last_hidden_state for m in (model, quantized)]
-                options = {"max_new_tokens": GATE_TOKENS, "do_sample": False}
+                options = {"max_new_tokens": int8.GATE_TOKENS, "do_sample": False}
                 tokens = [m.generate(features, **options)[0].tolist() for m in (model, quantized)]
             else:
                 states = [m(input_values=inputs.input_values).logits for m in (model, quantized)]
                 tokens = [state.argmax(-1)[0].tolist() for state in states]
             flat = [state.flatten() for state in states]
             cosines.append(float(torch.nn.functional.cosine_similarity(flat[0], flat[1], dim=0)))
-            agree.append(agreement(*tokens))
-    return Int8Check(min(cosines), float(np.mean(agree)))
+            agree.append(int8.agreement(*tokens))
+    return int8.Int8Check(min(cosines), float(np.mean(agree)))
