@@ -238,3 +238,51 @@ def test_a_converted_model_keeps_none_of_its_source_weights(tmp_path: Path, tiny
     weights = added / "1" / "weights"
     assert (weights / "model.onnx").is_file()
     assert not [p.name for p in weights.iterdir() if p.suffix in (".bin", ".safetensors", ".pt", ".pth")]
+
+
+def test_a_new_family_is_a_class_and_one_line_in_the_registry(
+    tmp_path: Path, tiny: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The proof of the layout (docs/guide.md, "How to add a family"): a ``Family`` subclass naming its task and one
+    line in ``FAMILIES``; ``gallery add`` runs its one pass through it (its own check, its parameters, its choice,
+    its notes; the defaults resolve and vendor the source) and the template serves the model it added."""
+    import fake_pb_utils as pb
+    from template_harness import answers, instantiate
+
+    from tritonhf.errors import GalleryError
+    from tritonhf.gallery import families
+    from tritonhf.gallery.family import Family
+    from tritonhf.gallery.listing import parameters_of_folder
+    from tritonhf.gallery.request import Choice
+
+    asked: list[str] = []
+
+    class Toy(Family):
+        tasks = ("text-classification",)
+
+        def check(self) -> None:
+            asked.append("check")
+            if self.request.backend != "auto":
+                raise GalleryError("the toy family takes no --backend")
+
+        def parameters(self, folder: Path) -> dict[str, str]:
+            return {"toy.folder": folder.name}
+
+        def choose(self, resolved: object, staging: object, params: dict[str, str], progress: object) -> Choice:
+            asked.append("choose")
+            return Choice("pytorch", "the toy family serves it as it is", {"toy.chosen": "yes"}, False, "the toy")
+
+        def notes(self, params: object) -> list[str]:
+            return ["Toy: one class and one line."]
+
+    monkeypatch.setattr(families, "FAMILIES", (Toy, *families.FAMILIES))  # the one line
+    folder = add_model(AddRequest("text-classification", str(tiny["classifier"]), tmp_path / "repo", name="toy"))
+    params = parameters_of_folder(folder)
+    assert asked == ["check", "choose"] and params["toy.chosen"] == "yes" and params["toy.folder"] == "classifier"
+    assert params["tritonhf.backend_reason"] == "the toy family serves it as it is"
+    assert "# Toy: one class and one line." in (folder / "config.pbtxt").read_text()
+    assert "tritonhf.reference_check" in params, "the pass asked the model's library and compared, as for any family"
+    (answer,) = answers(instantiate(folder), [pb.InferenceRequest(TEXT=pb.texts("a fine movie"))])
+    assert not answer.has_error() and answer.output("LABEL")[0]
+    with pytest.raises(GalleryError, match="the toy family takes no --backend"):
+        add_model(AddRequest("text-classification", str(tiny["classifier"]), tmp_path / "repo", backend="onnx"))
