@@ -1003,26 +1003,39 @@ def at_once(questions: Sequence[str] = QUESTIONS) -> list[Stream]:
     return [Stream(q, {"max_tokens": REAL_TOKENS, "temperature": 0}) for q in questions]
 
 
-def staggered_mix(seed: int, solo: Mapping[str, str], context_words: int) -> list[Stream]:
+def staggered_mix(
+    seed: int, solo: Mapping[str, str], context_words: int, least_temperature: bool = True
+) -> list[Stream]:
     """8 streams arriving 0.25 s apart, in a seeded order: greedy ones, a seeded sample, one with a stop string
-    taken from its own greedy answer (``solo``), a prompt past the context with ``truncate``, and a stream its
-    client cancels after a few chunks."""
+    taken from its own greedy answer (``solo``), a prompt past the context with ``truncate``, a stream its client
+    cancels after a few chunks, and (``least_temperature``: where the engine answers it) a seeded sample at FP32's
+    least normal temperature, whose logits divided by it overflow FP32."""
     rng = random.Random(seed)
     questions = rng.sample(list(QUESTIONS), len(QUESTIONS))
     streams = at_once(questions)
-    special = rng.sample(range(len(streams)), 4)
-    sampled, stopped, long, cancelled = (streams[index] for index in special)
+    special = rng.sample(range(len(streams)), 5)
+    sampled, stopped, long, cancelled, coldest = (streams[index] for index in special)
     # a seed from the upper half of the 64-bit range, as getrandbits(64) draws half the time: it travels as a negative
     # int64 and must come back as the same seed, here among batch-mates
     sampled.options.update(temperature=0.8, top_p=0.9, seed=2**63 + rng.getrandbits(63))
-    words = solo[stopped.question].split()
-    stopped.options["stop"] = [words[min(len(words) - 1, rng.randint(3, 12))]] if words else ["."]
+    stopped.options["stop"] = [stop_word(solo[stopped.question], rng)]
     long.question = " ".join(rng.choice(WORDS) for _ in range(context_words + 500)) + " " + long.question
     long.options.update(truncate=True, max_tokens=32)
     cancelled.cancel_after = rng.randint(2, 6)
+    if least_temperature:
+        coldest.options.update(temperature=FP32_LEAST_NORMAL, seed=rng.getrandbits(63))
     for index, stream in enumerate(streams):
         stream.delay = 0.25 * index
     return streams
+
+
+def stop_word(answer: str, rng: random.Random) -> str:
+    """A word of ``answer`` (its fourth to thirteenth) at its first occurrence in the text: the stream then stops
+    after at least three words. A word that the text before it already holds would stop the stream there instead
+    (``In`` that also opens the answer stopped it before its first word)."""
+    words = answer.split()
+    fresh = [i for i in range(3, min(len(words), 13)) if words[i] not in " ".join(words[:i])]
+    return words[rng.choice(fresh)] if fresh else "."
 
 
 # Bounded schemas for a 135M model: left free, it repeats digits until max_tokens.
@@ -1156,15 +1169,18 @@ def stream_mismatches(streams: Sequence[Stream], batched: Sequence[str], alone: 
     return found
 
 
-def at_once_and_staggered(url: str, model: str, protocol: str) -> dict[str, str]:
+def at_once_and_staggered(
+    url: str, model: str, protocol: str, context_words: int = 8192, least_temperature: bool = True
+) -> dict[str, str]:
     """The real-model guard: 8 greedy chat streams of 96 tokens at once, then the staggered mix (a seeded sample, a
-    stop string, a prompt past the context with truncate, a cancelled stream); each must equal its answer alone
-    (an AssertionError listing those that differ). The answers alone, by question."""
+    stop string, a prompt past the context with truncate, a cancelled stream, a sample at FP32's least normal
+    temperature where the engine answers it); each must equal its answer alone (an AssertionError listing those that
+    differ). The answers alone, by question."""
     streams = at_once()
     alone = run_streams(url, model, streams, together=False)
     mismatches = stream_mismatches(streams, run_streams(url, model, streams, together=True), alone)
     solo = dict(zip(QUESTIONS, alone))
-    mixed = staggered_mix(zlib.crc32(f"{model}/{protocol}".encode()), solo, context_words=8192)
+    mixed = staggered_mix(zlib.crc32(f"{model}/{protocol}".encode()), solo, context_words, least_temperature)
     batched = run_streams(url, model, mixed, together=True)
     mismatches += stream_mismatches(mixed, batched, alone_texts(url, model, mixed, solo))
     assert not mismatches, f"{len(mismatches)} of {len(streams) + len(mixed)} differ:\n" + "\n".join(mismatches)
