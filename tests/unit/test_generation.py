@@ -303,8 +303,8 @@ def test_a_new_engine_is_one_module_and_one_line(
     assert text_of(plain) == expected and last(plain, "completion_tokens") == 6
     assert "counter engine" in held.sender.responses[0].error().message()
     assert "context length of 64" in too_long.sender.responses[0].error().message()
-    unknown = CliRunner().invoke(app, [*adding, "--engine", "llamacpp"])
-    assert unknown.exit_code != 0 and "counter, openvino, transformers" in unknown.output
+    unknown = CliRunner().invoke(app, [*adding, "--engine", "nope"])
+    assert unknown.exit_code != 0 and "counter, openvino, llamacpp, transformers" in unknown.output
 
 
 def test_the_sampling_surface_on_the_transformers_engine(generator: Any) -> None:

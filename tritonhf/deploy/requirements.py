@@ -35,6 +35,8 @@ def needed_packages(repository: Path) -> list[str]:
             names.append("openvino")  # an encoder's model.onnx run by OpenVINO (the GGUF engine is listed below)
         if params.get(PARAM_ENGINE) == "openvino" or (speech and params.get(PARAM_BACKEND) == "openvino"):
             names += ["openvino", "openvino-genai", "openvino-tokenizers"]  # a GGUF file's or a Whisper's pipeline
+        if params.get(PARAM_ENGINE) == "llamacpp":
+            names.append("xllamacpp")  # llama.cpp's slots over the GGUF file
         if task is not None and task.takes_images:
             names.append("pillow")  # decoding the images requests carry
         if task is not None and task.takes_audio:

@@ -39,3 +39,12 @@ def ctranslate2_missing() -> str | None:
     except ImportError as exc:
         return f"ctranslate2 is not installed ({exc}; pip install 'tritonhf[audio]')"
     return None
+
+
+def llamacpp_missing() -> str | None:
+    """None when llama.cpp's Python build (xllamacpp) imports, else why not."""
+    try:
+        import xllamacpp  # noqa: F401
+    except ImportError as exc:
+        return f"xllamacpp is not installed ({exc}; pip install 'tritonhf[llamacpp]')"
+    return None

@@ -226,3 +226,20 @@ def chat_template(folder: Path) -> str:
     if isinstance(found, list):  # named templates: the default one
         found = next((item.get("template", "") for item in found if item.get("name") == "default"), "")
     return str(found)
+
+
+def gguf_kind(gguf_file: Path) -> str:
+    """The GGUF file's architecture and quant type, as its header says (``llama Q4_1``)."""
+    import gguf
+
+    try:
+        fields = gguf.GGUFReader(str(gguf_file)).fields
+        architecture = bytes(fields["general.architecture"].parts[-1]).decode()
+        kind = int(fields["general.file_type"].parts[-1][0]) if "general.file_type" in fields else None
+    except (OSError, ValueError, KeyError, IndexError) as exc:
+        raise ModelSourceError(f"{gguf_file.name} has no GGUF header that says its kind: {exc}") from exc
+    try:
+        name = gguf.LlamaFileType(kind).name.removeprefix("MOSTLY_") if kind is not None else "of an unnamed quant type"
+    except ValueError:
+        name = f"of file type {kind}"
+    return f"{architecture} {name}"

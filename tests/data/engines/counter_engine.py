@@ -42,5 +42,8 @@ class CounterEngine:
     def clear(self) -> None:
         self.running = []
 
+    def close(self) -> None:
+        pass
+
 
 ENGINE = CounterEngine

@@ -10,16 +10,23 @@ from pathlib import Path
 from tritonhf._progress import Progress
 from tritonhf.errors import GalleryError, ModelSourceError
 from tritonhf.gallery import sources
-from tritonhf.gallery.families.generation import engines, openvino
+from tritonhf.gallery.families.generation import engines, measure, openvino
 from tritonhf.gallery.families.generation.engines import EnginePlan
+from tritonhf.gallery.families.generation.params import PARAM_ENGINE_CHECK, PARAM_ENGINE_REASON
 from tritonhf.gallery.request import AddRequest, Choice
-from tritonhf.tasks import PARAM_ENGINE, VENDORED_WEIGHTS_DIR
+from tritonhf.tasks import PARAM_CALIBRATION, PARAM_ENGINE, PARAM_GGUF_FILE, VENDORED_WEIGHTS_DIR
 
 
 def resolve(request: AddRequest, progress: Progress) -> tuple[EnginePlan, sources.ResolvedSource]:
     """The engine to try and the source as it reads it; under --engine auto, an engine that cannot serve that source
     gives way to the next."""
-    planned = plan(request)
+    return _resolved(plan(request), request, progress)
+
+
+def _resolved(
+    planned: EnginePlan, request: AddRequest, progress: Progress
+) -> tuple[EnginePlan, sources.ResolvedSource]:
+    """From ``planned`` on, the first engine that reads the source (its own way, else as a folder), and the source."""
     while planned.engine.resolve is not None:
         resolved, weight_format, why_not = planned.engine.resolve(request, progress)
         if why_not is None:
@@ -48,9 +55,12 @@ def vendor(
             if request.engine == plan.engine.name:
                 raise
             plan = _after(plan.engine, f"{plan.engine.label} was not usable ({failure})", request)
+            if resolved.kind == "gguf":  # a GGUF file read as it is: read again as the next engine reads it
+                plan, resolved = _resolved(plan, request, progress)
             progress.step(f"{plan.engine.label} serves it instead: {plan.reason}")
-            if resolved.kind == "gguf":  # a GGUF file read as it is: converted now, as the next engine loads it
-                resolved = sources.resolve(request.source, request.revision, progress)
+    # a GGUF source served as it is: the other engines that read it so are measured against this one
+    if request.engine == "auto" and resolved.kind == "gguf" and PARAM_GGUF_FILE in found and plan.engine.runner:
+        plan, found = _measured(request, plan, found, resolved, version_dir, progress)
     if not found:
         sources.vendor(resolved.folder, version_dir / VENDORED_WEIGHTS_DIR, request.allow_pickle)
     if plan.engine.module is not None:
@@ -63,11 +73,11 @@ def choice(request: AddRequest, plan: EnginePlan, found: dict[str, str]) -> Choi
     checks)."""
     engine = plan.engine
     params = {**found, PARAM_ENGINE: engine.name}
-    check = params.pop(openvino.PARAM_ENGINE_CHECK, None)
+    check = params.pop(PARAM_ENGINE_CHECK, None)
+    if plan.reason:  # why not the engines before it (said in the config's notes)
+        params[PARAM_ENGINE_REASON] = plan.reason
     if check is not None:  # its weights' own account of how they were made and checked
         return Choice(engine.backend, check, params, label=engine.label)
-    if plan.reason:
-        params[openvino.PARAM_ENGINE_REASON] = plan.reason
     why = "--backend pytorch" if request.backend == "pytorch" else f"the {engine.label} engine: {plan.reason}"
     return Choice(engine.backend, why, params, label=engine.label)
 
@@ -100,3 +110,48 @@ def _first_usable(candidates: tuple[engines.GenerationEngine, ...], request: Add
             return EnginePlan(engine, "; ".join(reasons))
         reasons.append(why_not)
     raise AssertionError("the registry's last engine serves every model")
+
+
+def _measured(
+    request: AddRequest,
+    plan: EnginePlan,
+    found: dict[str, str],
+    resolved: sources.ResolvedSource,
+    version_dir: Path,
+    progress: Progress,
+) -> tuple[EnginePlan, dict[str, str]]:
+    """--engine auto on a GGUF file: the later engines that read it as it is and can serve it here write and check
+    their weights too (the same file, beside the same tokenizer), and each is measured as it will serve; the better
+    kept, with every figure in the config."""
+    weights_dir = version_dir / VENDORED_WEIGHTS_DIR
+    written = {plan.engine.name: found}
+    for engine in engines.GENERATION[engines.GENERATION.index(plan.engine) + 1 :]:
+        if engine.runner is None or engine.weights is None or engine.unavailable(request) is not None:
+            continue
+        if engine.resolve is not None and engine.resolve(request, progress)[2] is not None:
+            continue  # it does not read this source as it is
+        try:
+            written[engine.name], _ = engine.weights(request, request.weight_format, resolved, version_dir, progress)
+        except ModelSourceError as failure:
+            progress.step(f"{engine.label} not measured: {failure}")
+    if len(written) == 1:
+        return plan, found
+    chosen = {engine.name: engine for engine in engines.GENERATION if engine.name in written}
+    served = weights_dir / found.get(PARAM_GGUF_FILE, "model.gguf")
+    progress.step(
+        f"Measuring {' and '.join(engine.label for engine in chosen.values())} on this machine (--engine auto)"
+    )
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(weights_dir)
+    prompt_ids = [list(tokenizer(prompt)["input_ids"]) for prompt in measure.PROMPTS]
+    runners = {
+        engine.label: engine.runner(served, weights_dir, written[name], request)
+        for name, engine in chosen.items()
+        if engine.runner is not None
+    }
+    streams = int(request.params.get("max_running", "8"))
+    measured = measure.measure(runners, prompt_ids, streams)
+    progress.step(measured.summary)
+    kept = next(engine for engine in chosen.values() if engine.label == measured.kept)
+    return EnginePlan(kept, plan.reason), {**written[kept.name], PARAM_CALIBRATION: measured.summary}

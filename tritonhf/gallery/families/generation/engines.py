@@ -4,9 +4,11 @@ template, which loads the module ``NAME_engine.py`` beside its model.py and make
 
 An engine is one module and one line here. The module holds the engine the template drives (the interface is in
 ``templates/text_generation/model.py``'s docstring); the line says how ``gallery add`` serves a model with it: when
-it cannot be used here, the weights it writes and checks (none: the model's own folder, vendored as it is), and
-what the config says of it. ``--engine auto`` takes the first engine that can be used and whose weights are
-written and checked; the last one, transformers, serves any model transformers loads.
+it cannot be used here, the weights it writes and checks (none: the model's own folder, vendored as it is), what the
+config says of it, and how ``auto`` times it. ``--engine auto`` takes the first engine that can be used and whose
+weights are written and checked; the last one, transformers, serves any model transformers loads. A GGUF file that
+more than one engine reads as it is (the engines with a ``runner``) goes to the one that measures better here
+(``measure``).
 """
 
 from __future__ import annotations
@@ -17,11 +19,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tritonhf.errors import GalleryError
-from tritonhf.gallery.families.generation import openvino
+from tritonhf.gallery.families.generation import llamacpp, openvino
+from tritonhf.gallery.families.generation.params import PARAM_ENGINE_REASON
 
 if TYPE_CHECKING:
     from tritonhf._progress import Progress
     from tritonhf.gallery import sources
+    from tritonhf.gallery.families.generation.measure import Runner
     from tritonhf.gallery.request import AddRequest
 
 # (request, weight format, resolved source, the version folder, progress) -> (the parameters it writes, the source as
@@ -32,6 +36,8 @@ Weights = Callable[
 # (request, progress) -> (the source resolved for this engine, the weight format its export writes when not the one
 # asked, why this engine cannot serve that source or None)
 Resolve = Callable[["AddRequest", "Progress"], tuple["sources.ResolvedSource", str | None, str | None]]
+# (the GGUF file as served, the weights folder, the parameters its weights wrote, request) -> how --engine auto times it
+MakeRunner = Callable[[Path, Path, Mapping[str, str], "AddRequest"], "Runner"]
 
 
 def _usable(request: AddRequest) -> str | None:
@@ -55,6 +61,7 @@ class GenerationEngine:
     resolve: Resolve | None = None  # reads the source its own way (None: as every engine, a folder)
     weights: Weights | None = None  # writes and checks its own weights (None: the model's folder, vendored)
     notes: Callable[[Mapping[str, str]], list[str]] = _no_notes  # the config's comment lines about it
+    runner: MakeRunner | None = None  # how auto times it on a GGUF file it reads as it is (None: never timed)
 
 
 @dataclass(frozen=True)
@@ -68,7 +75,7 @@ class EnginePlan:
 
 
 def _transformers_notes(params: Mapping[str, str]) -> list[str]:
-    reason = params.get(openvino.PARAM_ENGINE_REASON)
+    reason = params.get(PARAM_ENGINE_REASON)
     return [f"Engine: transformers (PyTorch), because {reason}."] if reason else []
 
 
@@ -82,6 +89,19 @@ GENERATION: tuple[GenerationEngine, ...] = (
         resolve=openvino.openvino_source,
         weights=openvino.openvino_weights,
         notes=openvino.openvino_notes,
+        runner=openvino.runner,
+    ),
+    GenerationEngine(
+        "llamacpp",
+        "llama.cpp",
+        "llama.cpp's kernels and llama-server's scheduler over a GGUF file as it is, any architecture and quant type "
+        "(xllamacpp, CPU)",
+        "llamacpp",
+        unavailable=llamacpp.unavailable,
+        resolve=llamacpp.source,
+        weights=llamacpp.weights,
+        notes=llamacpp.notes,
+        runner=llamacpp.runner,
     ),
     GenerationEngine(
         "transformers",

@@ -24,20 +24,22 @@ from tritonhf._progress import Progress
 from tritonhf.errors import GalleryError, ModelSourceError
 from tritonhf.gallery import installed, sources
 from tritonhf.gallery.families.generation import gguf_export, ir_export
+from tritonhf.gallery.families.generation.params import PARAM_ENGINE_CHECK
 from tritonhf.runtime.openvino_settings import EngineSettings, engine_settings
 from tritonhf.tasks import PARAM_ENGINE, PARAM_GGUF_FILE, PARAM_OPENVINO_MODEL, VENDORED_WEIGHTS_DIR
 
 if TYPE_CHECKING:
+    from tritonhf.gallery.families.generation.measure import Runner
     from tritonhf.gallery.request import AddRequest
 
 # --weight-format names -> GGUF tensor types of the export (a GGUF source keeps its own).
 WEIGHT_FORMATS = {"int8": "q8_0", "int4": "q4_0", "fp16": "f16"}
 # The IR export of the same weights, for a family the GGUF writer does not know.
 IR_OF_GGUF_FORMAT = {"int8": "int8-ir", "int4": "int4-ir", "fp16": "fp16-ir"}
-PARAM_ENGINE_REASON = "tritonhf.engine_reason"
-PARAM_ENGINE_CHECK = "tritonhf.engine_check"
 # The OpenVINO engine's threads and precisions, and whether its answers are batch-invariant (runtime.openvino_settings).
 PARAM_ENGINE_SETTINGS = "tritonhf.engine_settings"
+# What OpenVINO GenAI's GGUF reader takes (a K-quant file fails an assertion in its gguf_utils/gguf.cpp).
+READABLE_GGUF = "llama, qwen2 and qwen3 files in Q4_0, Q4_1, Q8_0 and F16, not K-quants"
 # Greedy agreement: a few prompts, this many tokens each, the OpenVINO model against transformers fp32.
 CHECK_PROMPTS = ("The capital of France is", "def fibonacci(n):", "Once upon a time")
 CHECK_TOKENS = 16
@@ -134,10 +136,22 @@ def _pipeline(gguf_file: Path, settings: EngineSettings) -> object:
     try:
         return openvino_genai.ContinuousBatchingPipeline(str(gguf_file), scheduler, "CPU", properties)
     except RuntimeError as exc:
+        if gguf_file.suffix == ".gguf":  # its reader's assertion says nothing a user can act on: what it reads does
+            raise ModelSourceError(
+                f"OpenVINO GenAI's GGUF reader cannot read {gguf_file.name} ({sources.gguf_kind(gguf_file)}): it "
+                f"reads {READABLE_GGUF}"
+            ) from exc
         raise ModelSourceError(f"OpenVINO GenAI could not load {gguf_file.name}: {str(exc).splitlines()[0]}") from exc
 
 
-def _greedy(pipeline: object, prompt_ids: list[list[int]], tokens: int) -> list[list[int]]:
+def runner(gguf_file: Path, folder: Path, params: Mapping[str, str], request: AddRequest) -> Runner:
+    """How ``--engine auto`` times this engine: the pipeline as served (the model's settings), every prompt one
+    request, all at once, each to exactly ``tokens`` greedy tokens."""
+    pipeline = _pipeline(gguf_file, settings_for(request.params, request.options.instances))
+    return lambda prompt_ids, tokens: _greedy(pipeline, prompt_ids, tokens, ignore_eos=True)
+
+
+def _greedy(pipeline: object, prompt_ids: list[list[int]], tokens: int, ignore_eos: bool = False) -> list[list[int]]:
     """Each prompt's greedy continuation, one request per prompt, batched by the pipeline."""
     import numpy as np
     import openvino
@@ -145,6 +159,7 @@ def _greedy(pipeline: object, prompt_ids: list[list[int]], tokens: int) -> list[
 
     config = openvino_genai.GenerationConfig()
     config.max_new_tokens = tokens
+    config.ignore_eos = ignore_eos
     handles = [
         pipeline.add_request(index, openvino.Tensor(np.array([ids], dtype=np.int64)), config)  # type: ignore[attr-defined]
         for index, ids in enumerate(prompt_ids)

@@ -26,16 +26,18 @@ made as ``ENGINE(template, args, params)``:
 
 * ``transformers_engine.py``: its own scheduler over a PyTorch causal LM, CPU or GPU;
 * ``openvino_engine.py``: OpenVINO GenAI's ``ContinuousBatchingPipeline`` over a GGUF file,
-  several times faster on a CPU; its scheduler batches inside the pipeline.
+  several times faster on a CPU; its scheduler batches inside the pipeline;
+* ``llamacpp_engine.py``: llama.cpp's kernels and llama-server's slots over a GGUF file as it is, any architecture
+  and quant type llama.cpp reads.
 
 An engine has ``running`` (the sequences it computes), ``context`` and ``eos_ids`` (the model's),
 ``vocab_size`` (the width a grammar masks), ``holds_grammar_back`` (whether a grammar can wait for a reasoning
 model's thinking to end: the sequence's ``phase``), and ``prepare(sequence)`` (a BadRequest for what it cannot
-serve), ``take(waiting)``, ``step(admitted) -> (prompt tokens, sequences computed)``, ``remove_finished()`` and
-``clear()`` (after a failed step); each token it computes goes to the template's ``advance(sequence, token,
-logprob)``. What it keeps of a running sequence is its own; from the template it reads ``grammars`` (a schema's
-compiled grammar) and ``think_ids`` when a sequence joins. A new engine is such a module and one line in gallery
-add's registry (``tritonhf/gallery/families/generation/engines.py``); nothing here changes.
+serve), ``take(waiting)``, ``step(admitted) -> (prompt tokens, sequences computed)``, ``remove_finished()``,
+``clear()`` (after a failed step) and ``close()`` (the model unloaded); each token it computes goes to the template's
+``advance(sequence, token, logprob)``. What it keeps of a running sequence is its own; from the template it reads
+``grammars`` (a schema's compiled grammar) and ``think_ids`` when a sequence joins. A new engine is such a module
+and one line in gallery add's registry (``tritonhf/gallery/families/generation/engines.py``); nothing here changes.
 
 Limits (docs/guide.md, "Long inputs"): the model's context C (``max_position_embeddings``). A
 prompt of P tokens with ``max_tokens`` M: P + M > C is refused (400, "context length")
@@ -198,6 +200,11 @@ class TritonPythonModel(runtime.DecoupledModel):
         self.stopping = False
         self.thread = threading.Thread(target=self.loop, name="tritonhf-decode", daemon=True)
         self.thread.start()
+
+    def finalize(self):
+        """The loop stops, then the engine lets go of what it holds (threads, the model's file)."""
+        super().finalize()
+        self.engine.close()
 
     def single_token(self, text):
         """The id of ``text`` when the tokenizer writes it as one token, else None."""

@@ -183,5 +183,8 @@ class OpenVinoEngine:
         self.running, self.handles = [], {}
         self.pipeline = self.build()
 
+    def close(self):
+        """The model is unloaded: nothing of its own outlives the template's loop."""
+
 
 ENGINE = OpenVinoEngine  # what the template makes (tritonhf.engine "openvino")

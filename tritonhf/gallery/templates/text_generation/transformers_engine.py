@@ -182,6 +182,9 @@ class TransformersEngine:
         """After a failed step: nothing runs, no cache is kept."""
         self.running, self.rows, self.cache, self.mask = [], {}, None, None
 
+    def close(self):
+        """The model is unloaded: nothing of its own outlives the template's loop."""
+
     def pick(self, sequence, grammar, logits):
         """The next token (greedy at temperature 0, else sampled with the request's own generator) and, with
         ``logprobs`` asked, its log-probability and the best alternatives' under the model's distribution (after
