@@ -1,6 +1,7 @@
 """The package's import graph has no circle: every module-level import of a tritonhf module, read with
 ``ast`` (those under ``if TYPE_CHECKING`` too: two modules that need each other's names are one concern, or need a
-third; imports inside functions are not edges), and no strongly connected component of two or more modules."""
+third), and no strongly connected component of two or more modules; nor with the imports inside functions counted.
+The gallery's layering holds: no family imports another, the shared modules import none."""
 
 from __future__ import annotations
 
@@ -41,14 +42,12 @@ def _top_level_imports(tree: ast.Module, here: str, package: bool, modules: set[
     return {name for name in found if name.startswith("tritonhf")}
 
 
-def test_no_import_circle_between_modules() -> None:
-    paths = {_module(p): p for p in ROOT.rglob("*.py") if "templates" not in p.parts}
-    graph = {
-        name: _top_level_imports(ast.parse(p.read_text()), name, p.name == "__init__.py", set(paths))
-        & set(paths) - {name}
-        for name, p in paths.items()
-    }
-    # Tarjan's strongly connected components
+PATHS = {_module(p): p for p in ROOT.rglob("*.py") if "templates" not in p.parts}  # templates import no tritonhf
+FAMILIES_PACKAGE = "tritonhf.gallery.families"
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Tarjan's strongly connected components of ``graph`` of two modules or more."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -76,47 +75,87 @@ def test_no_import_circle_between_modules() -> None:
     for node in sorted(graph):
         if node not in index:
             visit(node)
-    assert not circles, f"import circles: {circles}"
+    return circles
 
 
-def test_the_gateway_imports_nothing_of_bootstrap_or_gallery() -> None:
-    """What the gateway needs of the workspace it is given as arguments (bootstrap/gateway.py), and of a model's
-    config it reads through a small helper of its own layer's (``_files.config_parameters``): every import, at
-    module level or inside a function, of a tritonhf.serve module."""
-    found = []
-    for path in sorted((ROOT / "serve").rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text())):
-            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else []
-            names += [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
-            found += [
-                f"{path.name}: {name}" for name in names if name.startswith(("tritonhf.bootstrap", "tritonhf.gallery"))
-            ]
-    assert not found, found
+def _every_import(path: Path, here: str) -> set[str]:
+    """The package's modules ``here`` imports, wherever the import stands (in a function, under TYPE_CHECKING)."""
+    package = here if path.name == "__init__.py" else here.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                stem = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*stem, base] if base else stem)
+            found |= {f"{base}.{alias.name}" if f"{base}.{alias.name}" in PATHS else base for alias in node.names}
+    return {module for module in found if module in PATHS and module != here}
 
 
-def test_no_import_circle_between_bench_scripts() -> None:
-    """bench/ scripts import each other by name (the folder is on their path): no two of them import each other,
-    directly or around a longer circle (imports inside functions count: they run when the bench does)."""
-    bench = ROOT.parent / "bench"
-    scripts = {path.stem: path for path in bench.glob("*.py")}
+EVERY_IMPORT = {name: _every_import(path, name) for name, path in PATHS.items()}
+
+
+def test_no_import_circle_between_modules() -> None:
     graph = {
-        name: {
-            (node.module or "").split(".")[0]
-            for node in ast.walk(ast.parse(path.read_text()))
-            if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in scripts
-        }
-        | {
-            alias.name.split(".")[0]
-            for node in ast.walk(ast.parse(path.read_text()))
-            if isinstance(node, ast.Import)
-            for alias in node.names
-            if alias.name.split(".")[0] in scripts
-        }
-        for name, path in scripts.items()
+        name: _top_level_imports(ast.parse(p.read_text()), name, p.name == "__init__.py", set(PATHS))
+        & set(PATHS) - {name}
+        for name, p in PATHS.items()
     }
+    assert not _circles(graph), f"import circles: {_circles(graph)}"
 
-    def reaches(start: str, goal: str, seen: set[str]) -> bool:
-        return any(nxt == goal or (nxt not in seen and reaches(nxt, goal, seen | {nxt})) for nxt in graph[start])
 
-    circles = sorted(name for name in graph if reaches(name, name, {name}))
-    assert not circles, f"bench scripts in an import circle: {circles}"
+def test_no_import_circle_counting_imports_in_functions() -> None:
+    assert len(EVERY_IMPORT) > 100 and not _circles(EVERY_IMPORT), _circles(EVERY_IMPORT)
+
+
+# ---------------------------------------------------------------------------- the gallery's layering (docs/guide.md,
+# "How to add a family"): a family imports no other family nor the registry above them; the gallery's shared modules
+# and the rest of the package import no family (add.py and the CLI ask the registry); every task has one family.
+
+
+def _family(module: str) -> str | None:
+    """The family a module belongs to (``tritonhf.gallery.families.NAME...``), None for any other module."""
+    return module.split(".")[3] if module.startswith(FAMILIES_PACKAGE + ".") else None
+
+
+def test_no_family_imports_another_family_or_the_registry() -> None:
+    crossing = [
+        f"{module} imports {imported}"
+        for module, imports in EVERY_IMPORT.items()
+        if (own := _family(module)) is not None
+        for imported in imports
+        if imported == FAMILIES_PACKAGE or _family(imported) not in (None, own)
+    ]
+    assert not crossing, crossing
+
+
+def test_shared_modules_and_the_rest_of_the_package_import_no_family() -> None:
+    reaching = [
+        f"{module} imports {imported}"
+        for module, imports in EVERY_IMPORT.items()
+        if _family(module) is None and module != FAMILIES_PACKAGE
+        for imported in imports
+        if _family(imported) is not None
+    ]
+    assert not reaching, reaching
+    shared = [m for m in EVERY_IMPORT if m.startswith("tritonhf.gallery.") and _family(m) is None]
+    asking = [m for m in shared if FAMILIES_PACKAGE in EVERY_IMPORT[m]]
+    assert asking == ["tritonhf.gallery.add"], "of the gallery, add.py alone asks the registry"
+
+
+def test_the_layering_checks_see_a_crossing_import(tmp_path: Path) -> None:
+    module = tmp_path / "crossing.py"
+    module.write_text("from tritonhf.gallery.families.speech import engines\nimport tritonhf.gallery.sources\n")
+    found = _every_import(module, "tritonhf.gallery.families.generation.crossing")
+    assert found == {"tritonhf.gallery.families.speech.engines", "tritonhf.gallery.sources"}
+    assert _family("tritonhf.gallery.families.speech.engines") == "speech"
+
+
+def test_every_task_belongs_to_exactly_one_family() -> None:
+    from tritonhf.gallery.families import FAMILIES
+    from tritonhf.tasks import TASKS
+
+    owners = {task: [family.__name__ for family in FAMILIES if task in family.tasks] for task in TASKS}
+    assert all(len(found) == 1 for found in owners.values()), owners

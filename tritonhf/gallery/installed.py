@@ -3,48 +3,39 @@ says when it serves a model without that engine)."""
 
 from __future__ import annotations
 
+import importlib
+
+
+def _missing(modules: tuple[str, ...], package: str, extra: str) -> str | None:
+    """None when every module imports, else which did not and what to install."""
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            return f"{package} is not installed ({exc.name or exc}); pip install 'tritonhf[{extra}]'"
+    return None
+
 
 def openvino_genai_missing() -> str | None:
     """None when OpenVINO GenAI can be imported here; else what to install."""
-    try:
-        import openvino_genai  # noqa: F401
-    except ImportError as exc:
-        return f"openvino-genai is not installed ({exc}; pip install 'tritonhf[openvino]')"
-    return None
+    return _missing(("openvino_genai",), "openvino-genai", "openvino")
 
 
 def openvino_available() -> bool:
     """Does OpenVINO (the runtime, not GenAI) import here?"""
-    try:
-        import openvino  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    return _missing(("openvino",), "openvino", "openvino") is None
 
 
 def onnx_missing() -> str | None:
     """None when onnx and onnxruntime import, else why not (for `gallery add`'s explanation)."""
-    try:
-        import onnx  # noqa: F401
-        import onnxruntime  # noqa: F401
-    except ImportError as exc:
-        return f"onnxruntime is not installed ({exc.name}); pip install 'tritonhf[onnx]'"
-    return None
+    return _missing(("onnx", "onnxruntime"), "onnxruntime", "onnx")
 
 
 def ctranslate2_missing() -> str | None:
     """None when CTranslate2 imports, else why not."""
-    try:
-        import ctranslate2  # noqa: F401
-    except ImportError as exc:
-        return f"ctranslate2 is not installed ({exc}; pip install 'tritonhf[audio]')"
-    return None
+    return _missing(("ctranslate2",), "ctranslate2", "audio")
 
 
 def llamacpp_missing() -> str | None:
     """None when llama.cpp's Python build (xllamacpp) imports, else why not."""
-    try:
-        import xllamacpp  # noqa: F401
-    except ImportError as exc:
-        return f"xllamacpp is not installed ({exc}; pip install 'tritonhf[llamacpp]')"
-    return None
+    return _missing(("xllamacpp",), "xllamacpp", "llamacpp")

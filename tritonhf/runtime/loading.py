@@ -321,6 +321,19 @@ def limit_threads(args: dict[str, str]) -> None:
     torch.set_num_threads(torch_threads(args))
 
 
+def eos_ids(folder: str, config: Any, tokenizer: Any) -> set[int]:
+    """A causal LM's end-of-text ids: its generation config's, else its model config's, else its tokenizer's."""
+    from transformers import GenerationConfig
+
+    try:
+        eos = GenerationConfig.from_pretrained(folder).eos_token_id
+    except OSError:  # no generation_config.json: the model config's, else the tokenizer's
+        eos = getattr(config, "eos_token_id", None)
+    if eos is None:
+        eos = tokenizer.eos_token_id
+    return set(eos if isinstance(eos, list) else [eos]) - {None}
+
+
 def max_length(tokenizer: Any, config: Any, default: int = 512, params: dict[str, str] | None = None) -> int:
     """The longest input the model takes, in tokens (special tokens included). A sentence-transformers model's
     ``max_seq_length`` (parameter) replaces the tokenizer's limit, as its library cuts there."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tritonhf.errors import GalleryError
 from tritonhf.gallery.families.generation import llamacpp, openvino
@@ -79,29 +79,27 @@ def _transformers_notes(params: Mapping[str, str]) -> list[str]:
     return [f"Engine: transformers (PyTorch), because {reason}."] if reason else []
 
 
+def _gguf_engine(name: str, label: str, summary: str, module: Any) -> GenerationEngine:
+    """An engine whose module says all of it: when it cannot be used (``unavailable``), how it reads the source
+    (``source``), writes and checks its weights (``weights``), what the config says (``notes``) and how auto times it
+    on a GGUF file (``runner``)."""
+    return GenerationEngine(name, label, summary, name, unavailable=module.unavailable, resolve=module.source,
+                            weights=module.weights, notes=module.notes, runner=module.runner)  # fmt: skip
+
+
 GENERATION: tuple[GenerationEngine, ...] = (
-    GenerationEngine(
+    _gguf_engine(
         "openvino",
         "OpenVINO GenAI's continuous batching",
         "OpenVINO GenAI's continuous batching over a GGUF or IR export, checked against transformers (CPU)",
-        "openvino",
-        unavailable=openvino.openvino_unavailable,
-        resolve=openvino.openvino_source,
-        weights=openvino.openvino_weights,
-        notes=openvino.openvino_notes,
-        runner=openvino.runner,
+        openvino,
     ),
-    GenerationEngine(
+    _gguf_engine(
         "llamacpp",
         "llama.cpp",
         "llama.cpp's kernels and llama-server's scheduler over a GGUF file as it is, any architecture and quant type "
         "(xllamacpp, CPU)",
-        "llamacpp",
-        unavailable=llamacpp.unavailable,
-        resolve=llamacpp.source,
-        weights=llamacpp.weights,
-        notes=llamacpp.notes,
-        runner=llamacpp.runner,
+        llamacpp,
     ),
     GenerationEngine(
         "transformers",

@@ -22,10 +22,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tritonhf._progress import Progress
-from tritonhf.errors import ModelSourceError
+from tritonhf.errors import GalleryError, ModelSourceError
 from tritonhf.gallery import installed, sources
 from tritonhf.gallery.families.generation.params import PARAM_ENGINE_CHECK, PARAM_ENGINE_REASON
 from tritonhf.gallery.timing import threads
+from tritonhf.runtime.openvino_settings import batch_invariant
 from tritonhf.tasks import PARAM_ENGINE, PARAM_GGUF_FILE, VENDORED_WEIGHTS_DIR
 
 if TYPE_CHECKING:
@@ -68,7 +69,10 @@ def weights(
     served = weights_dir / GGUF_FILE
     progress.step(f"Copying {Path(resolved.given).name} into the repository as {served.name}")
     shutil.copy2(Path(resolved.given).expanduser(), served)
-    invariant = str(request.params.get("batch_invariant", "true")).strip().lower() != "false"
+    try:
+        invariant = batch_invariant(request.params)
+    except ValueError as exc:
+        raise GalleryError(f"--param {exc}.") from exc
     progress.step("Checking llama.cpp's greedy answers alone against the same answers computed together")
     checked = check(served, weights_dir, request.options.instances)
     progress.step(checked.summary)

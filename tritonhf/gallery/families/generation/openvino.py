@@ -45,7 +45,7 @@ CHECK_PROMPTS = ("The capital of France is", "def fibonacci(n):", "Once upon a t
 CHECK_TOKENS = 16
 
 
-def openvino_unavailable(request: AddRequest) -> str | None:
+def unavailable(request: AddRequest) -> str | None:
     """Why the OpenVINO engine cannot serve a model here (a GPU, --no-vendor, no OpenVINO GenAI); None: it can."""
     device = request.options.device
     if device == "gpu" or (device == "auto" and _cuda_available()):
@@ -224,7 +224,7 @@ def _check_agreement(gguf_file: Path, folder: Path, settings: EngineSettings) ->
     )
 
 
-def openvino_source(request: AddRequest, progress: Progress) -> tuple[sources.ResolvedSource, str | None, str | None]:
+def source(request: AddRequest, progress: Progress) -> tuple[sources.ResolvedSource, str | None, str | None]:
     """The source as the OpenVINO engine reads it: a GGUF file is not converted (its tokenizer and config are read,
     the file itself is vendored); a family the GGUF writer does not know is exported to OpenVINO IR at the same
     width (that format returned), or, with no IR format of the width asked, cannot be served (why returned)."""
@@ -245,7 +245,7 @@ def openvino_source(request: AddRequest, progress: Progress) -> tuple[sources.Re
     return resolved, ir_format, None
 
 
-def openvino_weights(
+def weights(
     request: AddRequest, weight_format: str, resolved: sources.ResolvedSource, version_dir: Path, progress: Progress
 ) -> tuple[dict[str, str], sources.ResolvedSource]:
     """model.gguf (or the IR export) and its checks. A GGUF export the check refuses is tried again as the IR export
@@ -269,7 +269,7 @@ def openvino_weights(
     raise AssertionError("unreachable: the last format raises")
 
 
-def openvino_notes(params: Mapping[str, str]) -> list[str]:
+def notes(params: Mapping[str, str]) -> list[str]:
     """The config's lines about a model served by the OpenVINO engine: its file, its parameters, its settings."""
     served = params.get(PARAM_OPENVINO_MODEL) or params.get(PARAM_GGUF_FILE, "")
     return [

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tritonhf._progress import Progress
 from tritonhf.errors import GalleryError
@@ -42,6 +43,13 @@ class SpeechEngine:
     prepare: Prepare | None = None  # --backend auto: ready to be timed, or why not (None: never timed)
 
 
+def _converting(name: str, label: str, summary: str, module: Any, folder: str) -> SpeechEngine:
+    """An engine that writes the model converted into ``folder`` of the repository, its module's ``weights`` and
+    ``prepare`` saying how."""
+    return SpeechEngine(name, label, summary, writes=True, folder=folder, weights=module.weights,
+                        prepare=module.prepare)  # fmt: skip
+
+
 SPEECH: tuple[SpeechEngine, ...] = (
     SpeechEngine(
         "pytorch",
@@ -50,23 +58,19 @@ SPEECH: tuple[SpeechEngine, ...] = (
         weights=pytorch.weights,
         prepare=pytorch.prepare,
     ),
-    SpeechEngine(
+    _converting(
         "ctranslate2",
         "CTranslate2",
         "a Whisper converted at add (faster-whisper's engine); int8 kernels with --quantize int8",
-        writes=True,
-        folder=CT2_FOLDER,
-        weights=ctranslate2.weights,
-        prepare=ctranslate2.prepare,
+        ctranslate2,
+        CT2_FOLDER,
     ),
-    SpeechEngine(
+    _converting(
         "openvino",
         "OpenVINO GenAI",
         "a Whisper exported at add for OpenVINO GenAI's WhisperPipeline; int8 weights with --quantize int8",
-        writes=True,
-        folder=OPENVINO_WHISPER,
-        weights=openvino.weights,
-        prepare=openvino.prepare,
+        openvino,
+        OPENVINO_WHISPER,
     ),
 )
 

@@ -50,17 +50,11 @@ class LlamaCppEngine:
         """The GGUF file vendored with the model, its context and end-of-text ids from its config; one slot per
         sequence the template runs at once (``max_running``), each with ``context`` tokens of key/value cache."""
         import xllamacpp
-        from transformers import AutoConfig, GenerationConfig
+        from transformers import AutoConfig
 
         folder = runtime.weights_location(args, params)
         config = AutoConfig.from_pretrained(folder)
-        try:
-            eos = GenerationConfig.from_pretrained(folder).eos_token_id
-        except OSError:  # no generation_config.json: the model config's, else the tokenizer's
-            eos = getattr(config, "eos_token_id", None)
-        if eos is None:
-            eos = template.tokenizer.eos_token_id
-        invariant = str(params.get(runtime.PARAM_BATCH_INVARIANT, "true")).strip().lower() != "false"
+        invariant = runtime.batch_invariant(params)  # ValueError: Triton says why
         asked = params.get("prefix_caching", "false" if invariant else "true").strip().lower()
         self.prefix_caching = asked == "true"
         model_context = runtime.max_length(template.tokenizer, config, default=2048)
@@ -80,7 +74,7 @@ class LlamaCppEngine:
         print(f"tritonhf: {args.get('model_name', 'model')} on llama.cpp, {slots} slots of {self.context} tokens, "
               f"{threads} threads, {'a cache per slot' if invariant else 'one unified cache'}", flush=True)  # fmt: skip
         self.server = xllamacpp.Server(common)
-        self.eos_ids = set(eos if isinstance(eos, list) else [eos]) - {None}
+        self.eos_ids = runtime.eos_ids(folder, config, template.tokenizer)
         self.vocab_size = len(template.tokenizer)
         self.advance, self.finish = template.advance, template.finish
         self.slots = slots

@@ -49,16 +49,10 @@ class OpenVinoEngine:
         config; the template's bounds (``max_running``, ``max_prefill_tokens``), ``advance`` and ``finish``. The
         threads and CPU properties are ``runtime.engine_settings``' (batch-invariant unless the model was added with
         batch_invariant=false). A schema is compiled by the template's ``grammars`` (read when a sequence joins)."""
-        from transformers import AutoConfig, GenerationConfig
+        from transformers import AutoConfig
 
         folder = runtime.weights_location(args, params)
         config = AutoConfig.from_pretrained(folder)
-        try:
-            eos = GenerationConfig.from_pretrained(folder).eos_token_id
-        except OSError:  # no generation_config.json: the model config's, else the tokenizer's
-            eos = getattr(config, "eos_token_id", None)
-        if eos is None:
-            eos = template.tokenizer.eos_token_id
         settings = runtime.engine_settings(params, runtime.instance_threads(args))  # ValueError: Triton says why
         print(f"tritonhf: {args.get('model_name', 'model')} on OpenVINO, {settings.describe()}", flush=True)
         served = params.get(runtime.PARAM_OPENVINO_MODEL) or params.get(runtime.PARAM_GGUF_FILE, "model.gguf")
@@ -68,7 +62,7 @@ class OpenVinoEngine:
         # off on the invariant settings unless asked: a cached prefix can turn a near-tie (below)
         prefix_caching = params.get("prefix_caching", "false" if settings.invariant else "true").strip().lower()
         prefix_caching = prefix_caching == "true"
-        eos_ids = set(eos if isinstance(eos, list) else [eos]) - {None}
+        eos_ids = runtime.eos_ids(folder, config, template.tokenizer)
         context = runtime.max_length(template.tokenizer, config, default=2048)
         vocab_size = len(template.tokenizer)  # the schema's compile in the template; OpenVINO masks with its own copy
         advance, finish = template.advance, template.finish
