@@ -52,10 +52,10 @@ Inputs:  text_input (the prompt; with chat=true, a JSON list of {"role", "conten
          optional max_tokens, temperature (0 = greedy), top_p, seed, stop (strings), chat, truncate;
          json_schema (the answer held to it by a grammar), tools and tool_choice (OpenAI's function tools:
          runtime/tools.py), logprobs (each token's log-probability, with N alternatives), OpenAI's
-         presence_penalty and frequency_penalty, vLLM's repetition_penalty, top_k and min_p (each engine applies
-         them: greedy answers too feel the penalties), OpenAI's logit_bias (the transformers engine; the OpenVINO
-         engine refuses it by name), chat_template_kwargs (a JSON object for the chat template, as
-         {"enable_thinking": false}).
+         presence_penalty and frequency_penalty (the llama.cpp engine refuses them by name), vLLM's
+         repetition_penalty, top_k and min_p (each engine applies them: greedy answers too feel the penalties),
+         OpenAI's logit_bias (the transformers and llama.cpp engines; the OpenVINO engine refuses it by name),
+         chat_template_kwargs (a JSON object for the chat template, as {"enable_thinking": false}).
 Reasoning models (config parameter reasoning=think, written by gallery add from the chat template): a chat
          answer's thinking streams as reasoning_output, apart from text_output, without its <think> markers; a
          grammar (json_schema, tools) holds the text after the thinking, and tool calls are read from it
