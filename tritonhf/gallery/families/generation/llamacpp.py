@@ -114,7 +114,8 @@ class Checked:
 
 
 def server(gguf_file: Path, slots: int, context: int, instances: int = 1) -> Any:
-    """An ``xllamacpp.Server`` as the template makes it (a cache per slot, the instance's threads, no prompt cache)."""
+    """An ``xllamacpp.Server`` as the template makes it (a cache per slot, flash attention off, the instance's threads,
+    no prompt cache)."""
     import xllamacpp
 
     common = xllamacpp.CommonParams()
@@ -122,6 +123,7 @@ def server(gguf_file: Path, slots: int, context: int, instances: int = 1) -> Any
     common.n_parallel = slots
     common.n_ctx = slots * context
     common.kv_unified = False
+    common.flash_attn_type = xllamacpp.llama_flash_attn_type.LLAMA_FLASH_ATTN_TYPE_DISABLED  # as the template does
     common.cache_prompt = False
     common.cpuparams.n_threads = common.cpuparams_batch.n_threads = threads(instances)
     common.api_keys = [secrets.token_hex(16)]

@@ -13,9 +13,11 @@ length, a client gone) stops its completion at the next token, and its slot is f
 
 Batch invariance: each slot keeps a key/value cache of its own (``kv_unified`` off unless the model was added with
 batch_invariant=false), so a sequence's attention reads only its own cache, whatever runs beside it, and the prompt's
-cache is not reused across requests (``cache_prompt`` off unless ``prefix_caching=true``). ``gallery add`` checks
-that greedy answers alone equal those computed together for the file being added: llama.cpp does not promise it for
-every quant type (its llamafile matrix kernels run only for batches larger than one).
+cache is not reused across requests (``cache_prompt`` off unless ``prefix_caching=true``). Flash attention is off on
+these settings: its CPU kernel tiles a prompt's queries as the batch that carries them is split, and a prompt near
+the context's length prefilled beside other streams answered otherwise than alone (seen on the real SmolLM2).
+``gallery add`` checks that greedy answers alone equal those computed together for the file being added: llama.cpp
+does not promise it for every quant type (its llamafile matrix kernels run only for batches larger than one).
 
 Sampling is llama.cpp's own (greedy at temperature 0; top_k, top_p, min_p and the temperature in its sampler chain's
 order; a seed per request, so a seeded sample does not depend on its neighbours); repetition_penalty over the whole
@@ -65,6 +67,8 @@ class LlamaCppEngine:
         common.n_parallel = slots
         common.n_ctx = slots * self.context
         common.kv_unified = not invariant  # a cache per slot: a sequence's attention reads its own only
+        if invariant:  # flash attention's tiles follow how a batch split a long prompt (below)
+            common.flash_attn_type = xllamacpp.llama_flash_attn_type.LLAMA_FLASH_ATTN_TYPE_DISABLED
         common.cache_prompt = self.prefix_caching
         common.n_batch = template.max_prefill_tokens
         common.cpuparams.n_threads = threads
