@@ -2,8 +2,9 @@
 
 The real SmolLM2-135M-Instruct GGUF (Q4_1, the file a registry package carries) is added with ``--engine llamacpp``:
 the file as it is, served by llama-server's slots through xllamacpp. Its greedy answers are llama.cpp's own on the
-file (the same file asked directly), alone equal to together and staggered; every field of the chat contract is
-applied or refused by name. ``--engine auto`` on a GGUF both engines read measures them; on a K-quant OpenVINO cannot
+file (the same file asked directly), one sequence at a time on the batch-invariant settings (alone equal to together
+and staggered), its slots together with batch_invariant=false; every field of the chat contract is applied or
+refused by name. ``--engine auto`` on a GGUF both engines read measures them; on a K-quant OpenVINO cannot
 read (Gemma 3 270M Q4_K_M, a registry package too) it serves llama.cpp and says why in words.
 """
 
@@ -73,10 +74,32 @@ def test_the_gguf_is_served_as_it_is_and_its_check_is_in_the_config(served: tupl
     params = parameters_of_folder(folder)
     assert params["tritonhf.engine"] == "llamacpp" and params["tritonhf.backend"] == "llamacpp"
     assert "(llama Q4_1)" in params["tritonhf.backend_reason"]
-    assert "greedy answers alone equal to together 4/4" in params["tritonhf.backend_reason"]
-    assert "its slots computed together" in params["tritonhf.backend_reason"] and "max_running" not in params
+    assert "greedy answers alone equal to together" in params["tritonhf.backend_reason"]
+    assert "one sequence at a time, as llama-server alone answers" in params["tritonhf.backend_reason"]
+    assert params["max_running"] == "1", "the batch-invariant settings: one sequence at a time"
     assert "# Engine: llama.cpp's slots over model.gguf" in (folder / "config.pbtxt").read_text()
-    assert type(model.engine).__name__ == "LlamaCppEngine" and model.engine.slots == 8
+    assert type(model.engine).__name__ == "LlamaCppEngine" and model.engine.slots == 1
+
+
+def test_batch_invariant_false_computes_the_slots_together(tmp_path: Path) -> None:
+    """The way out: --param batch_invariant=false writes no max_running, so the template's 8 run in 8 slots at once
+    (one key/value cache shared by them), and every stream is answered."""
+    folder = add_model(AddRequest("text-generation", SMOLLM2, tmp_path / "repo", name="fast", engine="llamacpp",
+                                  params={"batch_invariant": "false"}))  # fmt: skip
+    params = parameters_of_folder(folder)
+    assert "max_running" not in params and "its slots computed together" in params["tritonhf.backend_reason"]
+    model = instantiate(folder)
+    DecoupledModel.finalize(model)
+    try:
+        assert model.engine.slots == 8
+        together = [request(prompt, max_tokens=8) for prompt in PROMPTS]
+        model.execute(together)
+        model.step()
+        assert len(model.engine.running) == 8, "every slot took one"
+        run(model)
+        assert all(text_of(req) for req in together)
+    finally:
+        model.engine.close()
 
 
 def test_greedy_answers_are_llamacpps_own_on_the_file(served: tuple[Path, Any]) -> None:
@@ -182,12 +205,12 @@ def test_what_llamacpp_cannot_do_as_asked_is_refused_by_name(served: tuple[Path,
 
 
 def test_a_cancelled_stream_frees_its_slot_and_the_others_run_on(served: tuple[Path, Any]) -> None:
-    """A client gone: nothing more is sent to it, its completion stops (its slot free: every slot serves again), and
-    the streams beside it answer as they do alone."""
+    """A client gone: nothing more is sent to it, its completion stops (its slot free: the next ones are served), and
+    the streams queued beside it answer as they do alone."""
     _, model = served
     kept = [request(prompt, max_tokens=24) for prompt in PROMPTS[:3]]
     gone = request(PROMPTS[3], max_tokens=400)
-    model.execute([*kept, gone])
+    model.execute([gone, *kept])
     for _ in range(5):
         model.step()
     sent = len(gone.sender.responses)
@@ -197,7 +220,7 @@ def test_a_cancelled_stream_frees_its_slot_and_the_others_run_on(served: tuple[P
     assert gone not in [sequence.request for sequence in model.engine.running]
     run(model)
     assert [text_of(req) for req in kept] == [_alone(model, prompt, max_tokens=24) for prompt in PROMPTS[:3]]
-    together = [request(prompt, max_tokens=4) for prompt in PROMPTS]  # every slot takes one again
+    together = [request(prompt, max_tokens=4) for prompt in PROMPTS]  # the slot serves again
     model.execute(together)
     run(model)
     assert all(text_of(req) for req in together) and not model.engine.running

@@ -2,12 +2,13 @@
 every architecture and quant type llama.cpp reads, no export) and their check.
 
 The check loads the file as the template serves it (``templates/text_generation/llamacpp_engine.py``: llama-server's
-slots through ``xllamacpp``, a key/value cache per slot) and asks it for greedy answers to a few prompts, each alone
-and all together. Where they are the same, the slots compute together; where they are not, the model is served one
-sequence at a time (``max_running`` 1), each answer as llama-server alone gives it, unless it is added with
-``--param batch_invariant=false``. llama.cpp does not promise invariance for every quant type: its llamafile matrix
-kernels (Q4_0, Q5_0, Q8_0, F16 ...) run only for batches larger than one, and a K-quant file holds such tensors too
-(Gemma 3's Q4_K_M: its tied embedding in Q8_0).
+slots through ``xllamacpp``, a key/value cache per slot, flash attention off) and asks it for greedy answers to a few
+prompts, each alone and all together; the config reports how many agree. On the batch-invariant settings (the
+default) the model serves one sequence at a time (``max_running`` 1), each answer as llama-server alone gives it:
+llama.cpp does not promise invariance across batch sizes, and its llamafile matrix kernels (Q4_0, Q5_0, Q8_0, F16
+...) run only for batches larger than one, on the output matrix of most files (SmolLM2's Q4_1 file ties it to a
+Q8_0 embedding; Gemma 3's Q4_K_M too): the real-model guard saw an answer turn at a near-tie with 8 slots. With
+``--param batch_invariant=false`` the slots compute together.
 """
 
 from __future__ import annotations
@@ -77,17 +78,20 @@ def weights(
     checked = check(served, weights_dir, request.options.instances)
     progress.step(checked.summary)
     found = {PARAM_ENGINE: "llamacpp", PARAM_GGUF_FILE: served.name}
-    how = "its slots computed together"
-    if invariant and not checked.invariant:  # served as llama-server alone answers: one sequence at a time
+    how = "its slots computed together (batch_invariant=false)"
+    if invariant:  # served as llama-server alone answers: one sequence at a time
         if request.params.get("max_running", "1") != "1":
             raise ModelSourceError(
-                f"llama.cpp's answers change with the batch on {Path(resolved.given).name} ({checked.summary}), so "
-                "it serves one sequence at a time: drop --param max_running, or add --param batch_invariant=false"
+                "the llama.cpp engine serves one sequence at a time on the batch-invariant settings (its matrix "
+                "kernels for a batch differ from one token's): drop --param max_running, or add --param "
+                "batch_invariant=false"
             )
         found["max_running"] = "1"
         how = (
-            "one sequence at a time, as llama-server alone answers: its answers change with the batch on this file "
-            "(llama.cpp's matrix kernels for a batch differ from one token's for some quant types)"
+            "one sequence at a time, as llama-server alone answers: llama.cpp's matrix kernels for a batch differ "
+            "from one token's for the Q8_0, Q4_0, Q5_0 and F16 tensors most files hold (the tied output matrix), so "
+            "an answer computed beside others can turn at a near-tie (batch_invariant=false computes the slots "
+            "together)"
         )
     found[PARAM_ENGINE_CHECK] = f"llama.cpp on {served.name} ({checked.file}); {checked.summary}; {how}"
     return found, resolved
@@ -135,8 +139,8 @@ def server(gguf_file: Path, slots: int, context: int, instances: int = 1) -> Any
 
 
 def runner(gguf_file: Path, folder: Path, params: Mapping[str, str], request: AddRequest) -> Runner:
-    """How ``--engine auto`` times this engine: its slots as served (``max_running`` of them, one where its check
-    found answers that change with the batch), every prompt one completion, each to exactly ``tokens`` greedy
+    """How ``--engine auto`` times this engine: its slots as served (``max_running`` of them: one on the batch-invariant
+    settings, the sequences one after another), every prompt one completion, each to exactly ``tokens`` greedy
     tokens."""
     slots = int(params.get("max_running", request.params.get("max_running", "8")))
     running = server(gguf_file, slots, CHECK_CONTEXT, request.options.instances)

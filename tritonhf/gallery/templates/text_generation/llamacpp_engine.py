@@ -11,13 +11,13 @@ so the slots compute together in llama-server's batches). Each token it streams 
 template's loop hands it to ``advance`` at its next ``step``; a sequence the template finished (a stop string, its
 length, a client gone) stops its completion at the next token, and its slot is free again.
 
-Batch invariance: each slot keeps a key/value cache of its own (``kv_unified`` off unless the model was added with
-batch_invariant=false), so a sequence's attention reads only its own cache, whatever runs beside it, and the prompt's
-cache is not reused across requests (``cache_prompt`` off unless ``prefix_caching=true``). Flash attention is off on
-these settings: its CPU kernel tiles a prompt's queries as the batch that carries them is split, and a prompt near
-the context's length prefilled beside other streams answered otherwise than alone (seen on the real SmolLM2).
-``gallery add`` checks that greedy answers alone equal those computed together for the file being added: llama.cpp
-does not promise it for every quant type (its llamafile matrix kernels run only for batches larger than one).
+Batch invariance: on the batch-invariant settings (the default) ``gallery add`` writes ``max_running`` 1, so one
+sequence runs at a time and each answer is llama-server's alone: llama.cpp's matrix kernels for a batch differ from
+one token's for the Q8_0, Q4_0, Q5_0 and F16 tensors most files hold, and an answer computed beside others turned at
+a near-tie on the real SmolLM2. Each slot keeps a key/value cache of its own (``kv_unified`` off unless the model was
+added with batch_invariant=false), the prompt's cache is not reused across requests (``cache_prompt`` off unless
+``prefix_caching=true``), and flash attention is off on these settings: its CPU kernel tiles a prompt's queries as
+the batch that carries them is split. With batch_invariant=false the slots compute together.
 
 Sampling is llama.cpp's own (greedy at temperature 0; top_k, top_p, min_p and the temperature in its sampler chain's
 order; a seed per request, so a seeded sample does not depend on its neighbours); repetition_penalty over the whole
