@@ -78,3 +78,35 @@ def check_sampling_surface(model: Any) -> None:
         bad = request(prompt, **{field: value})
         model.execute([bad])
         assert bad.sender.closed and field in bad.sender.responses[0].error().message()
+
+
+def check_constraints_among_free(model: Any, prompts: list[str]) -> pb.InferenceRequest:
+    """A JSON-schema answer, a schema the template's compiler refuses and a required tool call, sent among free streams
+    (on either engine): the free ones equal their answers alone, the refused one names the type, the held answer and
+    the call's arguments follow the schema. Returns the held request, for what an engine checks more of it."""
+    import jsonschema
+
+    def alone(prompt: str) -> str:
+        req = request(prompt, max_tokens=16)
+        model.execute([req])
+        run(model)
+        return text_of(req)
+
+    schema = {"type": "object", "properties": {"ok": {"type": "boolean"}, "mood": {"enum": ["happy", "sad"]}},
+              "required": ["ok", "mood"], "additionalProperties": False}  # fmt: skip
+    tool = {"type": "function", "function": {"name": "pick", "parameters": schema}}
+    solo = [alone(prompt) for prompt in prompts[:3]]
+    held = request("Answer in JSON:", json_schema=schema, max_tokens=40)
+    bad = request("x", json_schema={"type": "object", "properties": {"a": {"type": "strange"}}})
+    call = request(json.dumps([{"role": "user", "content": "pick"}]), chat=True, tools=[tool], tool_choice="required",
+                   max_tokens=60, truncate=True)  # fmt: skip
+    free = [request(prompt, max_tokens=16) for prompt in prompts[:3]]
+    model.execute([free[0], held, bad, free[1], call, free[2]])
+    run(model)
+    assert [text_of(r) for r in free] == solo, "a constrained neighbour changed a free answer"
+    assert 'Unsupported type "strange"' in bad.sender.responses[0].error().message()
+    jsonschema.validate(json.loads(text_of(held)), schema)
+    assert last(call, "finish_reason").decode() == "tool_calls"
+    (found,) = json.loads(last(call, "tool_calls").decode())
+    jsonschema.validate(json.loads(found["arguments"]), schema)
+    return held

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from generation_helpers import last, request, run, text_of
+from generation_helpers import check_constraints_among_free, request, run, text_of
 from template_harness import instantiate
 from transformers import AutoTokenizer
 
@@ -172,26 +172,7 @@ def test_logprobs_and_json_schema(served: tuple[Path, Any]) -> None:
 def test_a_schema_and_a_required_tool_call_hold_among_free_answers(served: tuple[Path, Any]) -> None:
     """llama.cpp's grammar holds a JSON-schema answer and a required tool call (the template compiles the schema
     first: one it refuses is that request's error); the free answers beside them are their answers alone."""
-    import jsonschema
-
-    _, model = served
-    schema = {"type": "object", "properties": {"ok": {"type": "boolean"}, "mood": {"enum": ["happy", "sad"]}},
-              "required": ["ok", "mood"], "additionalProperties": False}  # fmt: skip
-    tool = {"type": "function", "function": {"name": "pick", "parameters": schema}}
-    solo = [_alone(model, prompt, max_tokens=16) for prompt in PROMPTS[:3]]
-    held = request("Answer in JSON:", json_schema=schema, max_tokens=40)
-    bad = request("x", json_schema={"type": "object", "properties": {"a": {"type": "strange"}}})
-    call = request(json.dumps([{"role": "user", "content": "pick"}]), chat=True, tools=[tool], tool_choice="required",
-                   max_tokens=60, truncate=True)  # fmt: skip
-    free = [request(prompt, max_tokens=16) for prompt in PROMPTS[:3]]
-    model.execute([free[0], held, bad, free[1], call, free[2]])
-    run(model)
-    assert [text_of(r) for r in free] == solo, "a constrained neighbour changed a free answer"
-    assert 'Unsupported type "strange"' in bad.sender.responses[0].error().message()
-    jsonschema.validate(json.loads(text_of(held)), schema)
-    assert last(call, "finish_reason").decode() == "tool_calls"
-    (found,) = json.loads(last(call, "tool_calls").decode())
-    jsonschema.validate(json.loads(found["arguments"]), schema)
+    check_constraints_among_free(served[1], PROMPTS)
 
 
 def test_what_llamacpp_cannot_do_as_asked_is_refused_by_name(served: tuple[Path, Any]) -> None:
