@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, Any
 from tritonhf._progress import Progress
 from tritonhf.errors import GalleryError, ModelSourceError
 from tritonhf.gallery import installed, sources
+from tritonhf.gallery.families.generation.gguf_export import GGUF_FILE
+from tritonhf.gallery.families.generation.measure import PROMPTS
 from tritonhf.gallery.families.generation.params import PARAM_ENGINE_CHECK, PARAM_ENGINE_REASON
 from tritonhf.gallery.timing import threads
 from tritonhf.runtime.openvino_settings import batch_invariant
@@ -34,8 +36,7 @@ if TYPE_CHECKING:
     from tritonhf.gallery.families.generation.measure import Runner
     from tritonhf.gallery.request import AddRequest
 
-GGUF_FILE = "model.gguf"
-CHECK_PROMPTS = ("The capital of France is", "def fibonacci(n):", "Once upon a time", "The three primary colours")
+CHECK_PROMPTS = PROMPTS[:4]  # the measurement's first four
 CHECK_TOKENS = 24
 CHECK_CONTEXT = 256  # tokens per slot for the check: its prompts and answers are short
 
@@ -63,13 +64,18 @@ def weights(
     request: AddRequest, weight_format: str, resolved: sources.ResolvedSource, version_dir: Path, progress: Progress
 ) -> tuple[dict[str, str], sources.ResolvedSource]:
     """model.gguf (the file as it is) with the tokenizer and config, and its check: greedy answers alone against
-    together, on the engine's settings. ModelSourceError when llama.cpp cannot load it or its answers change with
-    the batch (unless batch_invariant=false)."""
+    together, reported. On the batch-invariant settings one sequence runs at a time (``max_running`` 1).
+    ModelSourceError when llama.cpp cannot load it, or max_running above 1 is asked on those settings."""
     weights_dir = version_dir / VENDORED_WEIGHTS_DIR
     sources.vendor_metadata(resolved.folder, weights_dir)
-    served = weights_dir / GGUF_FILE
-    progress.step(f"Copying {Path(resolved.given).name} into the repository as {served.name}")
-    shutil.copy2(Path(resolved.given).expanduser(), served)
+    served, given = weights_dir / GGUF_FILE, Path(resolved.given).expanduser()
+    copied = served.is_file() and (served.stat().st_size, served.stat().st_mtime) == (
+        given.stat().st_size,
+        given.stat().st_mtime,
+    )
+    if not copied:  # under --engine auto an engine before this one may have copied the same file already
+        progress.step(f"Copying {given.name} into the repository as {served.name}")
+        shutil.copy2(given, served)
     try:
         invariant = batch_invariant(request.params)
     except ValueError as exc:
