@@ -993,9 +993,17 @@ class Stream:
     options: dict[str, Any] = field(default_factory=dict)
     delay: float = 0.0
     cancel_after: int | None = None  # the client closes the stream after this many chunks
+    images: tuple[bytes, ...] = ()  # an image chat's, before the question in its message
 
     def describe(self) -> str:
-        return f"{self.question[:40]!r} {self.options}" + (" (cancelled)" if self.cancel_after else "")
+        pictures = f" +{len(self.images)} image(s)" if self.images else ""
+        return f"{self.question[:40]!r}{pictures} {self.options}" + (" (cancelled)" if self.cancel_after else "")
+
+    def messages(self) -> list[dict[str, Any]]:
+        if not self.images:
+            return [{"role": "user", "content": self.question}]
+        parts = [{"type": "image", "image": image} for image in self.images]
+        return [{"role": "user", "content": [*parts, {"type": "text", "text": self.question}]}]
 
 
 def at_once(questions: Sequence[str] = QUESTIONS) -> list[Stream]:
@@ -1122,6 +1130,44 @@ def reasoning_mix(seed: int) -> list[Stream]:
     return streams
 
 
+IMAGE_QUESTIONS = ("describe the picture", "what colour is it", "tell me a story about this", "hello world")
+
+
+def image_chat_mix(seed: int, tokens: int = 24) -> list[Stream]:
+    """8 chat streams to an image chat model, arriving 0.2 s apart in a seeded order: 0 to 3 images each (PNG, JPEG,
+    RGBA, sizes its processor resizes differently), greedy, with a seeded sample and a stop string among them (a row's
+    images, prompt length and options change nothing in the others)."""
+    from harness.images import encode, picture
+
+    rng = random.Random(seed)
+    streams = []
+    for index, count in enumerate([0, 1, 1, 2, 3, 0, 1, 2]):
+        images = tuple(
+            encode(picture(rng, rng.randint(40, 260), rng.randint(40, 260)), *rng.choice([("PNG", "RGB"),
+                   ("PNG", "RGBA"), ("JPEG", "RGB")]))
+            for _ in range(count)
+        )  # fmt: skip
+        options: dict[str, Any] = {"max_tokens": tokens, "temperature": 0}
+        if index == 6:
+            options.update(temperature=0.8, seed=rng.getrandbits(63))
+        streams.append(Stream(rng.choice(IMAGE_QUESTIONS), options, images=images))
+    streams[7].options["stop"] = ["the"]
+    rng.shuffle(streams)
+    for index, stream in enumerate(streams):
+        stream.delay = 0.2 * index
+    return streams
+
+
+def check_image_chats(url: str, model: str, streams: Sequence[Stream]) -> None:
+    """Each stream all at once, then staggered by its delay, equals itself alone (an AssertionError listing those that
+    differ)."""
+    alone = run_streams(url, model, streams, together=False)
+    together = [replace(stream, delay=0.0) for stream in streams]
+    mismatches = stream_mismatches(together, run_streams(url, model, together, together=True), alone)
+    mismatches += stream_mismatches(streams, run_streams(url, model, streams, together=True), alone)
+    assert not mismatches, f"{len(mismatches)} of {2 * len(streams)} differ:\n" + "\n".join(mismatches)
+
+
 def run_streams(url: str, model: str, streams: Sequence[Stream], together: bool) -> list[str]:
     """Each stream's text, all at once (each after its delay) or one after another; a cancelled stream's text
     is what it read before its client closed it; a reasoning model's thinking first, in its markers."""
@@ -1129,8 +1175,7 @@ def run_streams(url: str, model: str, streams: Sequence[Stream], together: bool)
 
     def one(client: Client, stream: Stream, wait: float) -> str:
         clock.sleep(wait)
-        messages = [{"role": "user", "content": stream.question}]
-        reply = client.chat(messages, model=model, stream=True, **stream.options)
+        reply = client.chat(stream.messages(), model=model, stream=True, **stream.options)
         parts: list[str] = []
         try:
             for part in reply:

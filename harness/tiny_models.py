@@ -529,3 +529,78 @@ def build_wav2vec2_ctc(folder: Path) -> Path:
                             feat_extract_norm="group", do_stable_layer_norm=False, initializer_range=0.5)  # fmt: skip
     Wav2Vec2ForCTC(config).eval().save_pretrained(folder)
     return folder
+
+
+# Qwen2-VL's chat template (its processor's), videos left out: an image part is one <|image_pad|> between the vision
+# markers, which the processor widens to the image's tokens.
+QWEN_VL_TEMPLATE = (
+    "{% set image_count = namespace(value=0) %}{% for message in messages %}"
+    "{% if loop.first and message['role'] != 'system' %}<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"
+    "{% endif %}<|im_start|>{{ message['role'] }}\n"
+    "{% if message['content'] is string %}{{ message['content'] }}<|im_end|>\n"
+    "{% else %}{% for content in message['content'] %}"
+    "{% if content['type'] == 'image' or 'image' in content or 'image_url' in content %}"
+    "{% set image_count.value = image_count.value + 1 %}"
+    "{% if add_vision_id %}Picture {{ image_count.value }}: {% endif %}"
+    "<|vision_start|><|image_pad|><|vision_end|>"
+    "{% elif 'text' in content %}{{ content['text'] }}{% endif %}{% endfor %}<|im_end|>\n"
+    "{% endif %}{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+QWEN_VL_SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>",
+                   "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>"]  # fmt: skip
+
+
+def build_qwen_vl(folder: Path, family: str = "qwen2_vl") -> Path:
+    """A tiny Qwen2-VL (``family`` qwen2_vl) or Qwen2.5-VL (qwen2_5_vl): a byte-level BPE with Qwen's special tokens,
+    hidden 64, two layers, a two-layer vision tower, and a processor that resizes images to 56x56..112x112 pixels (4
+    to 16 image tokens). The processor is the PIL one (torchvision does not import beside this torch), no videos."""
+    from tokenizers import decoders
+    from transformers import AutoConfig, AutoModelForImageTextToText
+
+    torch.manual_seed(11)
+    backend = Tokenizer(models.BPE())
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    backend.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=400, special_tokens=QWEN_VL_SPECIAL, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
+    backend.train_from_iterator(CORPUS + ["describe the picture", "what colour is it"] * 20, trainer)
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=backend, eos_token="<|im_end|>", pad_token="<|endoftext|>", model_max_length=1024
+    )
+    tokenizer.chat_template = QWEN_VL_TEMPLATE
+    ids = {token: tokenizer.convert_tokens_to_ids(token) for token in QWEN_VL_SPECIAL}
+    vision = {"depth": 2, "num_heads": 2, "patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2}
+    if family == "qwen2_vl":
+        vision |= {"embed_dim": 32, "hidden_size": 64, "mlp_ratio": 2}
+    else:
+        vision |= {"hidden_size": 32, "out_hidden_size": 64, "intermediate_size": 64, "fullatt_block_indexes": [1],
+                   "window_size": 56}  # fmt: skip
+    text = {"vocab_size": len(tokenizer), "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+            "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 1024,
+            "rope_scaling": {"type": "mrope", "mrope_section": [2, 2, 4]}, "tie_word_embeddings": False,
+            "eos_token_id": ids["<|im_end|>"], "bos_token_id": ids["<|endoftext|>"]}  # fmt: skip
+    config = AutoConfig.for_model(
+        family,
+        text_config=text,
+        vision_config=vision,
+        image_token_id=ids["<|image_pad|>"],
+        video_token_id=ids["<|video_pad|>"],
+        vision_start_token_id=ids["<|vision_start|>"],
+        vision_end_token_id=ids["<|vision_end|>"],
+        **text,
+    )
+    AutoModelForImageTextToText.from_config(config).eval().save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    pixels = {"shortest_edge": 56 * 56, "longest_edge": 112 * 112}
+    processor = {"image_processor_type": "Qwen2VLImageProcessorPil", "processor_class": "Qwen2VLProcessor",
+                 "do_convert_rgb": True, "do_normalize": True, "do_rescale": True, "do_resize": True,
+                 "image_mean": [0.48145466, 0.4578275, 0.40821073], "image_std": [0.26862954, 0.26130258, 0.27577711],
+                 "merge_size": 2, "patch_size": 14, "temporal_patch_size": 2, "resample": 3,
+                 "rescale_factor": 1 / 255, "size": pixels, "min_pixels": pixels["shortest_edge"],
+                 "max_pixels": pixels["longest_edge"]}  # fmt: skip
+    (folder / "preprocessor_config.json").write_text(json.dumps(processor, indent=2))
+    (folder / "chat_template.json").write_text(json.dumps({"chat_template": QWEN_VL_TEMPLATE}))
+    generation = {"eos_token_id": ids["<|im_end|>"], "pad_token_id": ids["<|endoftext|>"], "do_sample": False}
+    (folder / "generation_config.json").write_text(json.dumps(generation))
+    return folder

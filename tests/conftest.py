@@ -105,6 +105,8 @@ def _build_tiny(root: Path) -> dict[str, Path]:
         "whisper": tiny_models.build_whisper,
         "wav2vec2": tiny_models.build_wav2vec2_ctc,
         "siglip": tiny_models.build_siglip,
+        "qwen2-vl": tiny_models.build_qwen_vl,
+        "qwen2.5-vl": lambda folder: tiny_models.build_qwen_vl(folder, "qwen2_5_vl"),
         # a sentence-transformers folder beyond mean/CLS: weighted-mean pooling that leaves its prompt out, a Dense
         # layer, and prompts with a default one (built by sentence-transformers itself)
         "st-prompts": lambda folder: conformance.build_sentence_transformer(
@@ -159,6 +161,7 @@ COSTLIEST_FIRST = (
     "tests/integration/test_demo.py",
     "tests/integration/test_colab_like.py",
     "tests/integration/test_openvino_served.py",
+    "tests/integration/test_image_chat.py",
     "tests/unit/test_audio.py",
     "tests/integration/test_server.py",
     "tests/integration/test_security.py",

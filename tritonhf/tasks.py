@@ -36,6 +36,7 @@ from tritonhf.runtime.common import (
     RUNTIME_DIR,
     VENDORED_WEIGHTS_DIR,
 )
+from tritonhf.runtime.images import DEFAULT_MAX_IMAGE_PIXELS, PARAM_MAX_IMAGE_PIXELS
 
 # Every numeric option's range, stated once in the runtime (the templates check them too); the SDK and the gateway
 # read them from here.
@@ -65,6 +66,15 @@ from tritonhf.runtime.ranges import (
     seed_to_wire,
 )
 from tritonhf.runtime.tools import MAX_SCHEMA_BYTES, MAX_TOOLS, TOOL_NAME
+from tritonhf.runtime.vision import (
+    DEFAULT_MAX_IMAGE_BYTES,
+    DEFAULT_MAX_IMAGES,
+    PARAM_MAX_IMAGE_BYTES,
+    PARAM_MAX_IMAGES,
+)
+from tritonhf.runtime.vision import (
+    IMAGE_TASK as IMAGE_CHAT,
+)
 
 # TOP_K for "every label": the templates return as many as the model has (the SDK's classify without top_k, TEI's
 # /predict and a model URL's text-classification ask for this).
@@ -83,6 +93,10 @@ __all__ = [
     "CANDIDATES_MAX",
     "CHOICES_MAX",
     "COMPLETION_LOGPROBS_MAX",
+    "DEFAULT_MAX_IMAGES",
+    "DEFAULT_MAX_IMAGE_BYTES",
+    "DEFAULT_MAX_IMAGE_PIXELS",
+    "IMAGE_CHAT",
     "INT32_MAX",
     "LOGIT_BIAS_MAX",
     "LOGIT_BIAS_TOKENS",
@@ -101,6 +115,9 @@ __all__ = [
     "PARAM_GGUF_FILE",
     "PARAM_MATRYOSHKA",
     "PARAM_MAX_BATCH_TOKENS",
+    "PARAM_MAX_IMAGES",
+    "PARAM_MAX_IMAGE_BYTES",
+    "PARAM_MAX_IMAGE_PIXELS",
     "PARAM_ONNX_FILE",
     "PARAM_ONNX_INPUTS",
     "PARAM_ONNX_MODEL",
@@ -216,6 +233,31 @@ _GENERATED = (
     TensorSpec("prompt_tokens", "TYPE_INT32", (1,), optional=True, doc="in the last response"),
     TensorSpec("completion_tokens", "TYPE_INT32", (1,), optional=True, doc="in the last response"),
     TensorSpec("prompt_tokens_cut", "TYPE_INT32", (1,), optional=True, doc="last response: tokens cut (truncate)"),
+)
+
+_CHAT_INPUTS = (
+    TensorSpec("text_input", "TYPE_STRING", (1,), doc="the prompt, or JSON chat messages with chat=true"),
+    *_SAMPLING,
+    TensorSpec("chat", "TYPE_BOOL", (1,), optional=True, doc="apply the chat template"),
+    TensorSpec("json_schema", "TYPE_STRING", (1,), optional=True, doc="the answer's JSON Schema"),
+    TensorSpec("tools", "TYPE_STRING", (1,), optional=True, doc="JSON list of OpenAI function tools"),
+    TensorSpec("tool_choice", "TYPE_STRING", (1,), optional=True, doc="auto|none|required|a tool's name"),
+    TensorSpec("logprobs", "TYPE_INT32", (1,), optional=True, doc="token log-probs, N alternatives"),
+    TensorSpec("presence_penalty", "TYPE_FP32", (1,), optional=True, doc="OpenAI's, -2 to 2"),
+    TensorSpec("frequency_penalty", "TYPE_FP32", (1,), optional=True, doc="OpenAI's, -2 to 2"),
+    TensorSpec("repetition_penalty", "TYPE_FP32", (1,), optional=True, doc="0.01 to 10; 1 is none"),
+    TensorSpec("top_k", "TYPE_INT32", (1,), optional=True, doc="the k likeliest tokens; 0 or -1: all"),
+    TensorSpec("min_p", "TYPE_FP32", (1,), optional=True, doc="0 to 1, relative to the likeliest"),
+    TensorSpec("logit_bias", "TYPE_STRING", (1,), optional=True, doc='JSON {"token id": -100 to 100}'),
+    TensorSpec("chat_template_kwargs", "TYPE_STRING", (1,), optional=True, doc="JSON, the chat template's"),
+)
+_CHAT_OUTPUTS = (
+    *_GENERATED,
+    TensorSpec("reasoning_output", "TYPE_STRING", (1,), optional=True, doc="a reasoning model's thinking"),
+    TensorSpec("reasoning_tokens", "TYPE_INT32", (1,), optional=True, doc="last response: of the thinking"),
+    TensorSpec("tool_calls", "TYPE_STRING", (1,), optional=True, doc="last response: JSON list of calls"),
+    TensorSpec("content", "TYPE_STRING", (1,), optional=True, doc="with tool_calls: the text outside them"),
+    TensorSpec("logprobs", "TYPE_STRING", (1,), optional=True, doc="JSON [token, logprob, alternatives]"),
 )
 
 TASKS: dict[str, Task] = {
@@ -400,30 +442,22 @@ TASKS: dict[str, Task] = {
             name="text-generation",
             summary="Stream generated text with continuous batching (decoupled; Triton's generate extension names).",
             template="text_generation",
+            inputs=_CHAT_INPUTS,
+            outputs=_CHAT_OUTPUTS,
+            decoupled=True,
+            default_max_batch_size=8,
+        ),
+        Task(
+            name="image-text-to-text",
+            summary="Chat about images: text-generation's contract, with the messages' images (decoupled).",
+            template="text_generation",
             inputs=(
-                TensorSpec("text_input", "TYPE_STRING", (1,), doc="the prompt, or JSON chat messages with chat=true"),
-                *_SAMPLING,
-                TensorSpec("chat", "TYPE_BOOL", (1,), optional=True, doc="apply the chat template"),
-                TensorSpec("json_schema", "TYPE_STRING", (1,), optional=True, doc="the answer's JSON Schema"),
-                TensorSpec("tools", "TYPE_STRING", (1,), optional=True, doc="JSON list of OpenAI function tools"),
-                TensorSpec("tool_choice", "TYPE_STRING", (1,), optional=True, doc="auto|none|required|a tool's name"),
-                TensorSpec("logprobs", "TYPE_INT32", (1,), optional=True, doc="token log-probs, N alternatives"),
-                TensorSpec("presence_penalty", "TYPE_FP32", (1,), optional=True, doc="OpenAI's, -2 to 2"),
-                TensorSpec("frequency_penalty", "TYPE_FP32", (1,), optional=True, doc="OpenAI's, -2 to 2"),
-                TensorSpec("repetition_penalty", "TYPE_FP32", (1,), optional=True, doc="0.01 to 10; 1 is none"),
-                TensorSpec("top_k", "TYPE_INT32", (1,), optional=True, doc="the k likeliest tokens; 0 or -1: all"),
-                TensorSpec("min_p", "TYPE_FP32", (1,), optional=True, doc="0 to 1, relative to the likeliest"),
-                TensorSpec("logit_bias", "TYPE_STRING", (1,), optional=True, doc='JSON {"token id": -100 to 100}'),
-                TensorSpec("chat_template_kwargs", "TYPE_STRING", (1,), optional=True, doc="JSON, the chat template's"),
+                *_CHAT_INPUTS,
+                TensorSpec(
+                    "images", "TYPE_STRING", (-1,), optional=True, doc="the messages' images, encoded, in order"
+                ),
             ),
-            outputs=(
-                *_GENERATED,
-                TensorSpec("reasoning_output", "TYPE_STRING", (1,), optional=True, doc="a reasoning model's thinking"),
-                TensorSpec("reasoning_tokens", "TYPE_INT32", (1,), optional=True, doc="last response: of the thinking"),
-                TensorSpec("tool_calls", "TYPE_STRING", (1,), optional=True, doc="last response: JSON list of calls"),
-                TensorSpec("content", "TYPE_STRING", (1,), optional=True, doc="with tool_calls: the text outside them"),
-                TensorSpec("logprobs", "TYPE_STRING", (1,), optional=True, doc="JSON [token, logprob, alternatives]"),
-            ),
+            outputs=_CHAT_OUTPUTS,
             decoupled=True,
             default_max_batch_size=8,
         ),
@@ -440,6 +474,8 @@ ALIASES = {
     "translation": "text2text-generation",
     "clip": "zero-shot-image-classification",
     "asr": "automatic-speech-recognition",
+    "image-chat": "image-text-to-text",
+    "vlm": "image-text-to-text",
     "whisper": "automatic-speech-recognition",
 }
 

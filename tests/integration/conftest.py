@@ -3,18 +3,38 @@ modules of ``SERVED_MODULES`` (tests/conftest.py)."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
+from page_helpers import WAIT
 
 from tritonhf.bootstrap import Gateway, Server, Stack, Workspace
 from tritonhf.demo import offline_models
 from tritonhf.gallery import AddRequest, ModelOptions, add_model
 
 DATA = Path(__file__).parent.parent / "data"
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """Headless Chromium driven by Selenium (tests/page_helpers.py), for the modules that use the page."""
+    from harness import browser as chromium
+
+    if not chromium.installed():
+        if os.geteuid() == 0:  # make test installs them as root: missing there is a failure, not a skip
+            pytest.fail("chromium and chromium-driver are missing: make packages installs them (Debian's).")
+        pytest.skip("Debian's chromium and chromium-driver are not installed (make packages, as root)")
+    driver = chromium.chromium()
+    driver.set_script_timeout(WAIT)
+    try:
+        yield driver
+    finally:
+        driver.quit()
 
 
 @pytest.fixture(scope="session")

@@ -9,76 +9,21 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import random
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from page_helpers import WAIT, browser_errors, open_page, page_origin, run_widget
 
 from tritonhf import Client
 from tritonhf.bootstrap import Stack
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-WAIT = 60  # seconds a widget may take (a model's first request on a loaded machine)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    from harness import browser as chromium
-
-    if not chromium.installed():
-        if os.geteuid() == 0:  # make test installs them as root: missing there is a failure, not a skip
-            pytest.fail("chromium and chromium-driver are missing: make packages installs them (Debian's).")
-        pytest.skip("Debian's chromium and chromium-driver are not installed (make packages, as root)")
-    driver = chromium.chromium()
-    driver.set_script_timeout(WAIT)
-    try:
-        yield driver
-    finally:
-        driver.quit()
-
-
-def _origin(stack: Stack) -> str:
-    assert stack.state is not None
-    return stack.state.gateway_url.removesuffix("/v1")
-
-
-def _open(driver: Any, stack: Stack) -> None:
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    driver.get(_origin(stack) + "/")
-    WebDriverWait(driver, WAIT).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#models button"))
-
-
-def _errors(driver: Any) -> list[dict[str, Any]]:
-    return [entry for entry in driver.get_log("browser") if entry["level"] == "SEVERE"]
-
-
-def _run(driver: Any, model: str, values: dict[str, str | Path]) -> Any:
-    """Pick ``model``, fill its widget's fields (a Path goes to a file field), press its button; the result."""
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    driver.find_element(By.CSS_SELECTOR, f'#models button[data-model="{model}"]').click()
-    for name, value in values.items():
-        field = driver.find_element(By.ID, f"field-{name}")
-        if isinstance(value, Path):
-            field.send_keys(str(value))
-        else:
-            field.clear()
-            field.send_keys(value)
-    driver.find_element(By.CSS_SELECTOR, "#widget-form button[type=submit]").click()
-    result = driver.find_element(By.ID, "result")
-    WebDriverWait(driver, WAIT).until(lambda d: result.get_attribute("data-state"))
-    assert result.get_attribute("data-state") == "done", result.text
-    assert result.get_attribute("role") == "status"
-    return result
 
 
 def _bars(result: Any) -> list[tuple[str, str]]:
@@ -89,7 +34,7 @@ def _bars(result: Any) -> list[tuple[str, str]]:
 
 
 def test_get_root_is_the_page_for_a_browser_and_a_404_for_an_api_client(served_stack: Stack) -> None:
-    origin = _origin(served_stack)
+    origin = page_origin(served_stack)
     page = urllib.request.Request(origin + "/", headers={"Accept": "text/html,application/xhtml+xml"})
     with urllib.request.urlopen(page, timeout=30) as response:
         assert response.headers["Content-Type"].startswith("text/html") and b"/ui/page.js" in response.read()
@@ -107,7 +52,7 @@ def test_the_page_lists_the_served_models_and_the_server_state_from_loopback_alo
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
-    _open(browser, served_stack)
+    open_page(browser, served_stack)
     with Client(served_stack.server.grpc_url) as sdk:
         models = sdk.models()
     listed = {b.get_attribute("data-model") for b in browser.find_elements(By.CSS_SELECTOR, "#models button")}
@@ -120,10 +65,10 @@ def test_the_page_lists_the_served_models_and_the_server_state_from_loopback_alo
     cells = [cell.text for cell in row.find_elements(By.TAG_NAME, "td")]
     assert cells[0].isdigit() and " / " in cells[5], cells  # requests so far; running / waiting sequences
     assert browser.find_element(By.ID, "server-note").text == "", "the gateway was given Triton's metrics"
-    origin = _origin(served_stack)
+    origin = page_origin(served_stack)
     loaded = browser.execute_script("return performance.getEntriesByType('resource').map(e => e.name)")
     assert loaded and all(url.startswith(origin) for url in loaded), loaded
-    assert _errors(browser) == []
+    assert browser_errors(browser) == []
 
 
 def test_each_widget_shows_what_the_sdk_answers(
@@ -139,7 +84,7 @@ def test_each_widget_shows_what_the_sdk_answers(
     from harness.images import encode as encode_image
     from harness.images import picture
 
-    _open(browser, served_stack)
+    open_page(browser, served_stack)
     text = "I really enjoyed this film in London."
     image = tmp_path / "picture.png"
     image.write_bytes(encode_image(picture(random.Random(5), 40, 30), "PNG"))
@@ -163,7 +108,7 @@ def test_each_widget_shows_what_the_sdk_answers(
             ("clip", {"image": image}, lambda: _pairs(sdk.zero_shot_images(str(image), model="clip"))),
         ]  # fmt: skip
         for model, values, expected in bars:
-            assert _bars(_run(browser, model, values)) == [(label, f"{score:.3f}") for label, score in expected()]
+            assert _bars(run_widget(browser, model, values)) == [(label, f"{score:.3f}") for label, score in expected()]
             _check_code(browser, served_stack, model)
         # widgets that show a text: (model, fields, the class of the element that holds it, the SDK's text)
         texts: list[tuple[str, dict[str, str | Path], str, Callable[[], str]]] = [
@@ -174,24 +119,24 @@ def test_each_widget_shows_what_the_sdk_answers(
              lambda: sdk.transcribe(speech.read_bytes(), model="asr-ct2", timestamps=True).text),
         ]  # fmt: skip
         for model, values, kind, wanted in texts:
-            shown = _run(browser, model, values).find_element(By.CLASS_NAME, kind).get_attribute("textContent")
+            shown = run_widget(browser, model, values).find_element(By.CLASS_NAME, kind).get_attribute("textContent")
             assert shown == wanted(), model
             _check_code(browser, served_stack, model)
-        result = _run(browser, "ner", {"text": text})
+        result = run_widget(browser, "ner", {"text": text})
         shown = [item.text for item in result.find_elements(By.CLASS_NAME, "entity")]
         assert shown == [f"{e.word}: {e.entity_group} ({e.score:.3f})" for e in sdk.ner(text, model="ner")]
-        result = _run(browser, "reader", {"question": "Where?", "context": text})
+        result = run_widget(browser, "reader", {"question": "Where?", "context": text})
         found = sdk.answer("Where?", text, model="reader")
         assert result.find_element(By.CLASS_NAME, "found").text == f"{found.text} ({found.score:.3f})"
         mark = result.find_element(By.TAG_NAME, "mark")
         assert mark.get_attribute("title") == "answer" and text[found.start : found.end] in mark.text
-        result = _run(browser, "minilm", {"sentences": "\n".join(sentences)})
+        result = run_widget(browser, "minilm", {"sentences": "\n".join(sentences)})
         shown = [float(cell.text) for cell in result.find_elements(By.CLASS_NAME, "similarity")]
         assert shown == pytest.approx(_cosines(sdk.embed(sentences, model="minilm")), abs=1.5e-3)
         tried = [*(b[0] for b in bars), *(t[0] for t in texts), "ner", "reader", "minilm"]
         tasks = {m.task for m in sdk.models() if m.name in tried}
     assert len(tasks) == 12, tasks  # every task the gallery serves has its widget
-    assert _errors(browser) == []
+    assert browser_errors(browser) == []
 
 
 def test_the_microphone_records_a_wav_that_is_transcribed_as_the_sdk_transcribes_it(
@@ -204,7 +149,7 @@ def test_the_microphone_records_a_wav_that_is_transcribed_as_the_sdk_transcribes
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
-    _open(browser, served_stack)
+    open_page(browser, served_stack)
     browser.find_element(By.CSS_SELECTOR, '#models button[data-model="asr-ct2"]').click()
     record = browser.find_element(By.XPATH, "//button[text()='Record from the microphone']")
     record.click()
@@ -229,7 +174,7 @@ def test_the_microphone_records_a_wav_that_is_transcribed_as_the_sdk_transcribes
     with Client(served_stack.server.grpc_url) as sdk:
         expected = sdk.transcribe(data, model="asr-ct2", timestamps=True).text
     assert result.find_element(By.CLASS_NAME, "transcript-text").get_attribute("textContent") == expected
-    assert _errors(browser) == []
+    assert browser_errors(browser) == []
 
 
 def _check_code(driver: Any, stack: Stack, model: str) -> None:
@@ -238,7 +183,7 @@ def _check_code(driver: Any, stack: Stack, model: str) -> None:
 
     curl = driver.find_element(By.ID, "curl").get_attribute("textContent")
     code = driver.find_element(By.ID, "sdk").get_attribute("textContent")
-    assert curl.startswith(f"curl -s {_origin(stack)}/") and f'model="{model}"' in code, (curl, code)
+    assert curl.startswith(f"curl -s {page_origin(stack)}/") and f'model="{model}"' in code, (curl, code)
 
 
 def _pairs(found: Any) -> list[tuple[str, float]]:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import pytest
 
 from tritonhf.serve.errors import GatewayError
+from tritonhf.serve.limits import Limits
 from tritonhf.serve.responses import ResponseStore, _input_messages
 from tritonhf.serve.schemas import ResponsesBody
 
@@ -40,7 +42,7 @@ def test_input_items_become_the_chat_messages_a_template_renders() -> None:
         {"type": "function_call_output", "call_id": "call_1", "output": "sunny"},
         {"type": "function_call_output", "call_id": "call_2", "output": [{"type": "input_text", "text": "noon"}]},
     ]})  # fmt: skip
-    assert _input_messages(body) == [
+    assert asyncio.run(_input_messages(body, Limits())) == ([
         {"role": "system", "content": "Be brief."},
         {"role": "user", "content": "Weather in Paris?"},
         {"role": "assistant", "content": None, "tool_calls": [  # calls made together: one assistant message
@@ -48,7 +50,8 @@ def test_input_items_become_the_chat_messages_a_template_renders() -> None:
             {"id": "call_2", "type": "function", "function": {"name": "get_time", "arguments": "{}"}}]},
         {"role": "tool", "tool_call_id": "call_1", "content": "sunny"},
         {"role": "tool", "tool_call_id": "call_2", "content": "noon"},
-    ]  # fmt: skip
-    assert _input_messages(ResponsesBody.model_validate({"model": "m", "input": "Hi"})) == [
-        {"role": "user", "content": "Hi"}
-    ]
+    ], 0)  # fmt: skip
+    assert asyncio.run(_input_messages(ResponsesBody.model_validate({"model": "m", "input": "Hi"}), Limits())) == (
+        [{"role": "user", "content": "Hi"}],
+        0,
+    )

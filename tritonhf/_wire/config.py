@@ -7,15 +7,31 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tritonhf.tasks import (
+    DEFAULT_MAX_IMAGE_BYTES,
+    DEFAULT_MAX_IMAGE_PIXELS,
+    DEFAULT_MAX_IMAGES,
+    IMAGE_CHAT,
     PARAM_BACKEND,
     PARAM_BACKEND_REASON,
     PARAM_BATCH_INVARIANT,
     PARAM_ENGINE,
     PARAM_MATRYOSHKA,
+    PARAM_MAX_IMAGE_BYTES,
+    PARAM_MAX_IMAGE_PIXELS,
+    PARAM_MAX_IMAGES,
     PARAM_REASONING,
     PARAM_TASK,
     wire_datatype,
 )
+
+
+@dataclass(frozen=True)
+class ImageLimits:
+    """What one request to an image chat model may carry (the model's config; past them, a 4xx naming the limit)."""
+
+    images: int  # images per request
+    pixels: int  # pixels per image, read from its header before anything is decoded
+    bytes: int  # bytes per encoded image
 
 
 @dataclass(frozen=True)
@@ -36,6 +52,7 @@ class ModelConfig:
     reasoning: bool = False  # a generation model whose chat template thinks (<think>): its thinking comes apart
     engine: str = ""  # what computes it (gallery add's choice: transformers, openvino, onnx, pytorch ...)
     engine_reason: str = ""  # why: what gallery add measured on the machine it was added on
+    images: ImageLimits | None = None  # an image chat model's limits
 
     @classmethod
     def parse(cls, raw: Mapping[str, Any]) -> ModelConfig:
@@ -67,4 +84,16 @@ class ModelConfig:
             reasoning=params.get(PARAM_REASONING) == "think",
             engine=params.get(PARAM_ENGINE) or params.get(PARAM_BACKEND) or "",
             engine_reason=params.get(PARAM_BACKEND_REASON, ""),
+            images=_image_limits(params) if task == IMAGE_CHAT else None,
         )
+
+
+def _image_limits(params: Mapping[str, str]) -> ImageLimits:
+    def limit(name: str, default: int) -> int:
+        try:
+            return int(params.get(name, default))
+        except ValueError:  # the template refuses to load with it: the default is no worse a guess here
+            return default
+
+    return ImageLimits(limit(PARAM_MAX_IMAGES, DEFAULT_MAX_IMAGES), limit(PARAM_MAX_IMAGE_PIXELS,
+                       DEFAULT_MAX_IMAGE_PIXELS), limit(PARAM_MAX_IMAGE_BYTES, DEFAULT_MAX_IMAGE_BYTES))  # fmt: skip

@@ -159,11 +159,12 @@ def add_command(
     weight_format: Annotated[
         str,
         typer.Option(
-            help="With the OpenVINO engine, a hub id or folder is exported to GGUF: int8, int4 or fp16 (a family the "
-            "GGUF writer does not know: to OpenVINO IR at the same width); or to OpenVINO IR with optimum-intel (any "
-            "source, a GGUF file too): int4-ir, int8-ir or fp16-ir."
+            help="With the OpenVINO engine, text-generation exports a hub id or folder to GGUF: int8 (default), "
+            "int4 or fp16 (a family the GGUF writer does not know: to OpenVINO IR at the same width); or to "
+            "OpenVINO IR with optimum-intel (any source, a GGUF file too): int4-ir, int8-ir or fp16-ir. "
+            "image-text-to-text exports to OpenVINO IR: fp16 (default), int8 or int4."
         ),
-    ] = "int8",
+    ] = "",
     param: Annotated[list[str] | None, typer.Option(help="Extra config parameter KEY=VALUE (repeatable).")] = None,
 ) -> None:
     """Add a model of TASK to the repository: NAME/config.pbtxt, NAME/1/model.py and its weights."""

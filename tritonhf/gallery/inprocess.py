@@ -69,3 +69,12 @@ def answers(model: Any, requests: list[Any], timeout: float = 60.0) -> list[Any]
     for request in requests:
         assert len(request.sender.responses) == 1, "a non-decoupled model answers each request exactly once"
     return [request.sender.responses[0] for request in requests]
+
+
+def streamed(model: Any, request: Any, timeout: float = 120.0) -> None:
+    """A decoupled template's request, answered to its final flag (its responses in ``request.sender``)."""
+    model.execute([request])
+    deadline = time.monotonic() + timeout
+    while not request.sender.closed:
+        assert time.monotonic() < deadline, "the template never finished the request"
+        time.sleep(0.005)

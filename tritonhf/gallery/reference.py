@@ -3,7 +3,8 @@
 Before the engine is chosen (the source weights are still there), the library answers sample inputs:
 sentence-transformers' ``encode`` for a sentence-transformers folder (each of its prompts too), transformers'
 ``pipeline`` for text classification, zero-shot classification by entailment, token classification and fill-mask,
-and sentence-transformers' ``CrossEncoder`` for a one-output reranker. Once the repository folder
+sentence-transformers' ``CrossEncoder`` for a one-output reranker, and transformers' ``generate`` for an image chat
+(greedy, on images its processor must resize: ``image_chats``). Once the repository folder
 is written, its template runs in this process (``inprocess``, on the engine chosen) on the same inputs, and the
 two must agree: cosine >= ``COSINE`` at the same dimension, scores within ``SCORE_TOLERANCE``. A model that does
 not is refused with both figures, never served different. The comparison is written into the config.
@@ -55,6 +56,7 @@ TASKS = (
     "token-classification",
     "fill-mask",
     "text-ranking",
+    "image-text-to-text",
 )
 # The library's answers, held by a function that asks the served model the same and compares: its summary, or a
 # GalleryError naming both figures.
@@ -94,6 +96,8 @@ def _expected(task: str, folder: Path, params: Mapping[str, str]) -> Expected | 
         return _fill_mask(folder)
     if task == "text-ranking":
         return _rerank(folder)
+    if task == "image-text-to-text":
+        return _image_chat(folder, params)
     return "no library comparison for this task yet"
 
 
@@ -336,3 +340,127 @@ def _answer(model: Any, inputs: dict[str, Any]) -> Any:
     if response.has_error():
         raise GalleryError(f"the served model refused the reference check's request: {response.error().message()}")
     return response
+
+
+CHAT_TOKENS = 16  # greedy tokens per image chat compared
+
+
+def check_images() -> list[bytes]:
+    """Images the image chat check sends: a 200x150 PNG with an alpha channel and a 90x300 JPEG, sizes a Qwen-VL
+    processor resizes (neither side is a multiple of its patches), made here from a fixed seed."""
+    import io
+
+    from PIL import Image
+
+    rng = np.random.default_rng(7)
+    shown = []
+    for size, mode, kind in (((200, 150), "RGBA", "PNG"), ((90, 300), "RGB", "JPEG")):
+        pixels = rng.integers(0, 256, (size[1], size[0], len(mode)), dtype=np.uint8)
+        buffer = io.BytesIO()
+        Image.fromarray(pixels, mode).save(buffer, kind)
+        shown.append(buffer.getvalue())
+    return shown
+
+
+def image_chats() -> list[tuple[list[dict[str, Any]], list[bytes]]]:
+    """(messages, their images in order) of the image chat check: text only, one image, two in one message, and an
+    image in an earlier turn."""
+    png, jpeg = check_images()
+    image = {"type": "image"}
+
+    def ask(text: str, images: int = 0) -> dict[str, Any]:
+        return {"role": "user", "content": [*[image] * images, {"type": "text", "text": text}]}
+
+    return [
+        ([{"role": "user", "content": "hello world"}], []),
+        ([ask("describe the picture", 1)], [png]),
+        ([ask("what colour is it", 2)], [png, jpeg]),
+        ([ask("describe the picture", 1), {"role": "assistant", "content": "a cat"}, ask("and the dog")], [jpeg]),
+    ]
+
+
+def library_image_chat(model: Any, tokenizer: Any, vision: Any, messages: list[Any], images: list[bytes],
+                       tokens: int) -> tuple[int, str]:  # fmt: skip
+    """transformers' answer to one image chat: (prompt tokens, greedy text). The images are read as transformers'
+    ``load_image`` reads a file and given to the image processor as they are (it resizes them); the prompt is the
+    chat template's, each placeholder widened to its image's tokens by the processor's grid."""
+    import torch
+
+    from tritonhf.runtime.images import decode_image
+
+    prompt = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    pictures = [decode_image(data) for data in images]
+    extra: dict[str, Any] = {}
+    counts: list[int] = []
+    if pictures:
+        processed = vision.processor(images=pictures, return_tensors="pt")
+        extra = {"pixel_values": processed["pixel_values"], "image_grid_thw": processed["image_grid_thw"]}
+        counts = [vision.family.tokens(grid) for grid in processed["image_grid_thw"]]
+    encoded = tokenizer(vision.widen(prompt, counts), return_tensors="pt", add_special_tokens=False)
+    with torch.no_grad():
+        out = model.generate(**encoded, **extra, max_new_tokens=tokens, do_sample=False)
+    new = out[0, encoded["input_ids"].shape[1] :].tolist()
+    return encoded["input_ids"].shape[1], tokenizer.decode(new, skip_special_tokens=True)
+
+
+def _image_chat(folder: Path, params: Mapping[str, str]) -> Expected:
+    import transformers
+
+    from tritonhf.runtime.vision import Vision
+
+    config = json.loads((folder / "config.json").read_text())
+    vision = Vision(str(folder), config.get("model_type", ""), dict(params))
+    tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
+    auto: Any = transformers.AutoModelForImageTextToText  # untyped in transformers
+    model = auto.from_pretrained(folder, dtype="float32").eval()
+    chats = image_chats()
+    wanted = [library_image_chat(model, tokenizer, vision, messages, images, CHAT_TOKENS) for messages, images in chats]
+
+    def compare(model_dir: Path) -> str:
+        with _served(model_dir) as served:
+            got = [_streamed(served, _chat_inputs(messages, images)) for messages, images in chats]
+        same = sum(pair == (prompt, text) for pair, (prompt, text) in zip(wanted, got))
+        summary = (
+            f"greedy answers against transformers' generate on {len(chats)} chats (text only, one image, two, one in "
+            f"an earlier turn; images the processor resizes), {CHAT_TOKENS} tokens: {same}/{len(chats)} equal, "
+            "prompt tokens counted alike"
+        )
+        if same < len(chats):
+            differ = next(i for i, pair in enumerate(got) if pair != wanted[i])
+            raise GalleryError(
+                f"{summary}; chat {differ}: served {got[differ]!r}, transformers {wanted[differ]!r}: not served, "
+                "since its answers would not be the model's."
+            )
+        return summary
+
+    return compare
+
+
+def _chat_inputs(messages: list[Any], images: list[bytes]) -> dict[str, Any]:
+    """The template's inputs for one greedy image chat of ``CHAT_TOKENS`` tokens."""
+    inputs = {
+        "text_input": stub.texts(json.dumps(messages)),
+        "chat": np.array([[True]]),
+        "max_tokens": np.array([[CHAT_TOKENS]], dtype=np.int32),
+        "temperature": np.array([[0.0]], dtype=np.float32),
+    }
+    if images:
+        inputs["images"] = np.array([images], dtype=object)
+    return inputs
+
+
+def _streamed(model: Any, inputs: dict[str, Any]) -> tuple[int, str]:
+    """A decoupled generation request's (prompt tokens, text), its streamed responses joined."""
+    (request,) = [stub.InferenceRequest(**inputs)]
+    inprocess.streamed(model, request)
+    text, prompt = [], 0
+    for response in request.sender.responses:
+        error = response.error()
+        if error is not None:
+            raise GalleryError(f"the served model refused the reference check's chat: {error.message()}")
+        names = {tensor.name() for tensor in response.output_tensors}
+        if "text_output" in names:
+            text.append(_text(response.output("text_output").reshape(-1)[0]))
+        if "prompt_tokens" in names:
+            prompt = int(response.output("prompt_tokens").reshape(-1)[0])
+    return prompt, "".join(text)

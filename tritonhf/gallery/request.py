@@ -38,7 +38,8 @@ class AddRequest:
     calibration: tuple[str, ...] = ()  # texts for the text encoders' int8 gate (default: their own)
     force: bool = False  # keep an int8 model that fails its gate
     engine: str = "auto"  # text-generation: auto, or an engine of its registry (families.generation.engines)
-    weight_format: str = "int8"  # text-generation on OpenVINO: GGUF int8 | int4 | fp16 (a folder), or int4-ir | int8-ir
+    weight_format: str = ""  # the family's default when empty: text-generation on OpenVINO int8 (GGUF int8 | int4 |
+    # fp16 from a folder, or int4-ir | int8-ir | fp16-ir), image-text-to-text fp16 (IR: fp16 | int8 | int4)
     labels: tuple[str, ...] = ()
     default_prompt_name: str | None = None  # feature-extraction: the prompt put before every text unless one is named
     options: ModelOptions = field(default_factory=ModelOptions)

@@ -25,7 +25,8 @@ What a template finds here:
   resamples it to the model's rate; ``long_form_settings`` names what a Whisper generation
   config asks of a long file beyond reading it window after window.
 * images: ``pixel_rows`` decodes each row's encoded image (limits first, as transformers'
-  ``load_image`` reads a file) and runs the model's image processor.
+  ``load_image`` reads a file) and runs the model's image processor; ``Vision`` sizes a chat's images as the
+  model's processor does and widens its prompt's placeholders (``vision``).
 
 One module per concern: ``common`` (parameter names, the single place that knows them;
 ``tritonhf.tasks`` imports them from there), ``loading``, ``batching``, ``windows``, ``images``, ``audio``,
@@ -39,7 +40,7 @@ Templates use the names re-exported here (``runtime.Batch``).
 
 from __future__ import annotations
 
-from . import tools
+from . import tools, vision
 from .audio import (
     CT2_FOLDER,
     DEFAULT_MAX_AUDIO_SECONDS,
@@ -166,6 +167,13 @@ from .replies import (
     string_tensor,
 )
 from .sentence import SentenceHead, pool
+from .vision import (
+    DEFAULT_MAX_IMAGE_BYTES,
+    DEFAULT_MAX_IMAGES,
+    PARAM_MAX_IMAGE_BYTES,
+    PARAM_MAX_IMAGES,
+    Vision,
+)
 from .windows import (
     Encoded,
     budget_groups,
@@ -183,6 +191,8 @@ __all__ = [
     "CT2_FOLDER",
     "DEFAULT_MAX_AUDIO_SECONDS",
     "DEFAULT_MAX_BATCH_TOKENS",
+    "DEFAULT_MAX_IMAGES",
+    "DEFAULT_MAX_IMAGE_BYTES",
     "DEFAULT_MAX_IMAGE_PIXELS",
     "GREEDY",
     "IMAGE_BACKEND",
@@ -206,6 +216,8 @@ __all__ = [
     "PARAM_MATRYOSHKA",
     "PARAM_MAX_AUDIO_SECONDS",
     "PARAM_MAX_BATCH_TOKENS",
+    "PARAM_MAX_IMAGES",
+    "PARAM_MAX_IMAGE_BYTES",
     "PARAM_MAX_IMAGE_PIXELS",
     "PARAM_ONNX_FILE",
     "PARAM_ONNX_INPUTS",
@@ -249,6 +261,7 @@ __all__ = [
     "Sequence",
     "TextReply",
     "TritonOnnxModel",
+    "Vision",
     "Work",
     "batch_invariant",
     "blank_pixels",
@@ -307,5 +320,6 @@ __all__ = [
     "torch_dtype",
     "torch_threads",
     "trust_remote_code",
+    "vision",
     "weights_location",
 ]

@@ -13,6 +13,7 @@ import threading
 from collections.abc import Callable
 from typing import Concatenate, ParamSpec, TypeVar
 
+from tritonhf._wire.config import ImageLimits
 from tritonhf._wire.transport import API_KEY_HEADER
 from tritonhf.sdk.aio import AsyncClient, AsyncTextStream, AsyncTranscriptionStream
 from tritonhf.sdk.client import Client, TextStream, TranscriptionStream
@@ -50,6 +51,7 @@ __all__ = [
     "Entity",
     "FillMask",
     "ImageInput",
+    "ImageLimits",
     "ModelInfo",
     "Ranked",
     "Sampling",

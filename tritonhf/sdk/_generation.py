@@ -19,6 +19,7 @@ from tritonhf.errors import (
     ModelNotFoundError,
 )
 from tritonhf.sdk._policy import Tensors
+from tritonhf.sdk.media import encode_image
 from tritonhf.sdk.results import (
     ChatResult,
     TokenLogprob,
@@ -27,6 +28,13 @@ from tritonhf.sdk.results import (
 )
 from tritonhf.sdk.sampling import OPTIONS as SAMPLING_OPTIONS
 from tritonhf.tasks import seed_to_wire
+
+IMAGE_CHAT = "image-text-to-text"
+CHAT_TASKS: tuple[str, ...] = (
+    "text-generation",
+    "text2text-generation",
+    IMAGE_CHAT,
+)  # what chat without images may name
 
 
 def generation_inputs(
@@ -220,20 +228,55 @@ def check_option(key: str, value: Any, datatype: str, inside: Callable[[Any], bo
         raise InvalidInputError(f"{key} must be {said}, not {value!r}.")
 
 
-def chat_text(messages: Sequence[Mapping[str, Any]]) -> str:
-    """Chat messages as the JSON the template reads with chat=true."""
+def chat_text(messages: Sequence[Mapping[str, Any]]) -> tuple[str, list[bytes]]:
+    """Chat messages as the JSON the template reads with chat=true, and their images in order (an image chat).
+
+    A message's content is a string, or a list of parts: ``{"type": "text", "text": ...}`` and ``{"type": "image",
+    "image": ...}`` (transformers' chat shape; the image as bytes of a file, a path, a PIL image or a uint8 array).
+    Each image part goes to the template as ``{"type": "image"}``, its bytes in the returned list."""
     if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
         raise InvalidInputError('messages must be a list of {"role": ..., "content": ...} dicts.')
+    sent: list[dict[str, Any]] = []
+    images: list[bytes] = []
     for index, message in enumerate(messages):
         calls = isinstance(message, Mapping) and message.get("tool_calls") and message.get("content") is None
-        if not isinstance(message, Mapping) or not (calls or isinstance(message.get("content"), str)):
+        content = message.get("content") if isinstance(message, Mapping) else None
+        if not isinstance(message, Mapping) or not (calls or isinstance(content, (str, list))):
             raise InvalidInputError(
-                f'messages[{index}] must be a {{"role": ..., "content": str}} dict (an assistant\'s may have '
-                '"tool_calls" instead of content).'
+                f'messages[{index}] must be a {{"role": ..., "content": str or list of parts}} dict (an '
+                'assistant\'s may have "tool_calls" instead of content).'
             )
-        if not calls:
-            codecs.check_unicode(message["content"], f"messages[{index}].content")
-    return json.dumps([dict(message) for message in messages])
+        found = dict(message)
+        if isinstance(content, list):
+            found["content"] = _parts(content, f"messages[{index}].content", images)
+        elif isinstance(content, str):
+            codecs.check_unicode(content, f"messages[{index}].content")
+        sent.append(found)
+    return json.dumps(sent), images
+
+
+def _parts(parts: list[Any], where: str, images: list[bytes]) -> list[dict[str, str]]:
+    """A message's content parts as the template reads them; each image's bytes appended to ``images``."""
+    found: list[dict[str, str]] = []
+    for number, part in enumerate(parts):
+        kind = part.get("type") if isinstance(part, Mapping) else None
+        if kind == "text" and isinstance(part.get("text"), str):
+            codecs.check_unicode(part["text"], f"{where}[{number}].text")
+            found.append({"type": "text", "text": part["text"]})
+        elif kind == "image" and part.get("image") is not None:
+            images.append(encode_image(part["image"], f"{where}[{number}].image"))
+            found.append({"type": "image"})
+        else:
+            raise InvalidInputError(
+                f'{where}[{number}] must be {{"type": "text", "text": str}} or {{"type": "image", "image": bytes, '
+                "a path, a PIL image or a uint8 array}."
+            )
+    return found
+
+
+def image_column(images: Sequence[bytes]) -> np.ndarray[Any, Any]:
+    """A chat's images as the template's ``images`` input: one row of encoded files."""
+    return np.array([list(images)], dtype=np.object_).reshape(1, len(images))
 
 
 def scalar(value: Any) -> Any:

@@ -116,6 +116,7 @@ def model_infos(index: Sequence[Mapping[str, Any]], configs: Mapping[str, ModelC
                 config.reasoning if config else False,
                 config.engine if config else "",
                 config.engine_reason if config else "",
+                config.images if config else None,
             )
         )
     return found

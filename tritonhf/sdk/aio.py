@@ -987,7 +987,9 @@ class AsyncClient:
         idle_timeout: float | None = None,
         **sampling: Unpack[Sampling],
     ) -> str | AsyncTextStream | ChatResult[Any]:
-        """The assistant's answer to chat ``messages`` ({"role", "content"} dicts) of an instruct model.
+        """The assistant's answer to chat ``messages`` ({"role", "content"} dicts) of an instruct model. A content may
+        be a list of parts, ``{"type": "text", "text": ...}`` and, for an image-text-to-text model, ``{"type":
+        "image", "image": ...}`` (bytes of a file, a path, a PIL image or a uint8 array).
 
         With ``response_format`` (a pydantic model class or a JSON Schema dict) the answer is held to that schema by
         the model's grammar, and a ``ChatResult`` carries it parsed. With ``tools`` (OpenAI's function tools) and
@@ -995,10 +997,14 @@ class AsyncClient:
         required call is held to the tools' schemas. With ``stream=True`` a ``AsyncTextStream`` (its ``tool_calls``
         after the last chunk)."""
         wanted = generation.constraint(response_format, tools, tool_choice)
-        inputs = generation.generation_inputs(generation.chat_text(messages), True, sampling, wanted)
+        text, images = generation.chat_text(messages)
+        inputs = generation.generation_inputs(text, True, sampling, wanted)
+        tasks = generation.CHAT_TASKS
+        if images:  # an image chat: a model of image-text-to-text
+            inputs["images"], tasks = generation.image_column(images), (generation.IMAGE_CHAT,)
         if wanted is None or stream:
-            return await self._generation(inputs, model, stream, timeout, idle_timeout)
-        chunks = await self._generation(inputs, model, True, timeout, idle_timeout)
+            return await self._generation(inputs, model, stream, timeout, idle_timeout, tasks)
+        chunks = await self._generation(inputs, model, True, timeout, idle_timeout, tasks)
         assert isinstance(chunks, AsyncTextStream)
         async with chunks:
             text = "".join([chunk async for chunk in chunks])

@@ -8,6 +8,8 @@ from typing import Any, Generic, TypeVar
 
 import numpy as np
 
+from tritonhf._wire.config import ImageLimits
+
 T = TypeVar("T")
 
 
@@ -202,6 +204,7 @@ class ModelInfo:
     reasoning: bool = False  # it thinks before it answers: chat's thinking comes apart (the streams' ``reasoning``)
     engine: str = ""  # what computes it, as gallery add chose (transformers, openvino, onnx, pytorch ...)
     engine_reason: str = ""  # why: what gallery add measured on the machine the model was added on
+    images: ImageLimits | None = None  # an image chat model's limits (None: it takes no images in its chat)
 
     @property
     def ready(self) -> bool:

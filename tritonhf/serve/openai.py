@@ -55,7 +55,7 @@ from tritonhf.serve.chat import (
     usage_of,
 )
 from tritonhf.serve.errors import GatewayError, empty, refused
-from tritonhf.serve.fetch import FetchRefused, fetch
+from tritonhf.serve.images import chat_content, chat_models, image_bytes
 from tritonhf.serve.jsonbody import FastJSONResponse
 from tritonhf.serve.limits import Limits
 from tritonhf.serve.schemas import ChatBody, CompletionBody, EmbeddingBody, GenerationBody, JsonSchemaFormat
@@ -90,16 +90,13 @@ def _chat_options(body: ChatBody) -> dict[str, Any]:
     return {**_generation_options(body), "chat_template_kwargs": body.chat_template_kwargs or None}
 
 
-def _messages(body: ChatBody) -> list[dict[str, Any]]:
+async def _messages(body: ChatBody, limits: Limits) -> tuple[list[dict[str, Any]], int]:
+    """The chat's messages as the SDK takes them, and how many images they carry (``image_url`` parts)."""
     messages: list[dict[str, Any]] = []
+    images = 0
     for index, message in enumerate(body.messages):
-        content = message.content
-        if isinstance(content, list):
-            kinds = {str(part.get("type")) for part in content}
-            if kinds - {"text"}:
-                raise refused(f"messages[{index}].content", f"has {', '.join(sorted(kinds - {'text'}))} parts; "
-                              "only text is supported (no images or audio).")  # fmt: skip
-            content = "".join(str(part.get("text", "")) for part in content)
+        content, count = await chat_content(message.content, f"messages[{index}].content", limits)
+        images += count
         role = "system" if message.role == "developer" else message.role  # OpenAI's newer name for it
         found: dict[str, Any] = {"role": role, "content": content or ""}
         if message.tool_calls:  # an assistant's earlier calls, sent back with their results
@@ -112,7 +109,7 @@ def _messages(body: ChatBody) -> list[dict[str, Any]]:
         messages.append(found)
     if not messages:
         raise refused("messages", "must hold at least one message.")
-    return messages
+    return messages, images
 
 
 @router.get("/v1/models", response_model=None, responses=documented(ModelList, OpenAIError))
@@ -141,8 +138,12 @@ def _model_card(model: ModelInfo) -> dict[str, Any]:
     """OpenAI's model object, with the task, whether each answer is batch-invariant and whether the vectors may be
     cut (``dimensions``) and whether it thinks before it answers (``reasoning``): tritonhf's fields."""
     card = {"id": model.name, "object": "model", "created": 0, "owned_by": "tritonhf", "task": model.task}
-    return {**card, "batch_invariant": model.batch_invariant, "matryoshka": model.matryoshka,
+    card = {**card, "batch_invariant": model.batch_invariant, "matryoshka": model.matryoshka,
             "reasoning": model.reasoning}  # fmt: skip
+    if model.images is not None:  # an image chat model: what one request may carry
+        limits = model.images
+        card["images"] = {"per_request": limits.images, "pixels": limits.pixels, "bytes": limits.bytes}
+    return card
 
 
 def _response_format(body: GenerationBody) -> dict[str, Any] | None:
@@ -194,11 +195,11 @@ async def chat_completions(body: ChatBody, request: Request) -> dict[str, Any] |
         raise refused("top_logprobs", "needs logprobs: true.")
     if body.logprobs:
         options["logprobs"] = body.top_logprobs or 0
-    messages = _messages(body)
+    messages, images = await _messages(body, request.app.state.limits)
     tools = [tool.model_dump(exclude_none=True) for tool in body.tools] if body.tools else None
     check_unicode(tools, "tools")
     format_ = _response_format(body)
-    name = await model_for(client, body.model, ("text-generation",), "/v1/chat/completions")
+    name = await model_for(client, body.model, *chat_models("/v1/chat/completions", images))
     call = ChatCall(name, messages, options, format_, tools, tool_choice_of(body.tool_choice))
     chats = await open_chats(client, call, body.n, chat_param)
     head = _Head(f"chatcmpl-{uuid.uuid4().hex}", int(time.time()), name)
@@ -352,33 +353,6 @@ async def completions(body: CompletionBody, request: Request) -> dict[str, Any] 
 
 
 EMBEDDING_TASKS = ("feature-extraction", "zero-shot-image-classification")  # texts: either; images: image-text
-
-
-async def image_bytes(item: str, where: str, limits: Limits) -> bytes:
-    """An image given as a ``data:image/...;base64,`` URI or plain base64 (as Infinity takes them), or (only
-    with ``--allow-image-urls``) an http(s) URL to a public address, fetched under ``serve/fetch.py``'s rules:
-    a gateway that fetched any URL would let any caller make it reach hosts only it can see."""
-    if item.startswith(("http://", "https://")):
-        if not limits.allow_image_urls:
-            raise refused(where, "is a URL; this server does not fetch URLs (started without --allow-image-urls). "
-                          "Send the image as a data: URI or base64.")  # fmt: skip
-        try:
-            data = await fetch(item, limits.payload_limit)
-        except FetchRefused as exc:
-            raise refused(where, f"(a URL) {exc}") from exc
-        if not data:
-            raise empty(where)
-        return data
-    payload = item.split(",", 1)[1] if item.startswith("data:") and "," in item else item
-    if item.startswith("data:") and ";base64," not in item[:100]:
-        raise refused(where, "is a data: URI without ';base64,'; send the image's bytes base64-encoded.")
-    try:
-        data = base64.b64decode(payload, validate=True)
-    except ValueError as exc:
-        raise refused(where, f"is not base64 ({exc}); send a data:image/...;base64,... URI or base64.") from exc
-    if not data:
-        raise empty(where)
-    return data
 
 
 @router.post("/v1/embeddings", response_model=None, responses=documented(EmbeddingList, OpenAIError))

@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,12 +43,13 @@ from tritonhf.serve.chat import (
     token_logprobs,
 )
 from tritonhf.serve.errors import GatewayError, internal_error, refused
+from tritonhf.serve.images import chat_content, chat_models
 from tritonhf.serve.jsonbody import FastJSONResponse
+from tritonhf.serve.limits import Limits
 from tritonhf.serve.schemas import (
     FunctionCallItem,
     FunctionCallOutputItem,
     InputMessage,
-    InputText,
     ResponseJsonSchema,
     ResponsesBody,
     ResponseToolChoice,
@@ -102,21 +103,21 @@ def store_of(request: Request) -> ResponseStore:
     return request.app.state.responses  # type: ignore[no-any-return]
 
 
-def _text_of(content: str | Sequence[InputText]) -> str:
-    return content if isinstance(content, str) else "".join(part.text for part in content)
-
-
-def _input_messages(body: ResponsesBody) -> list[dict[str, Any]]:
-    """The ``input`` as chat messages: a text is the user's; a function call joins the assistant message before it
-    (calls made together are one message), its output is a 'tool' message; reasoning sent back is left out."""
+async def _input_messages(body: ResponsesBody, limits: Limits) -> tuple[list[dict[str, Any]], int]:
+    """The ``input`` as chat messages, and how many images they carry: a text is the user's; a message's parts are
+    text and ``input_image`` (``serve.images``); a function call joins the assistant message before it (calls made
+    together are one message), its output is a 'tool' message; reasoning sent back is left out."""
     if isinstance(body.input, str):
-        return [{"role": "user", "content": body.input}]
+        return [{"role": "user", "content": body.input}], 0
     messages: list[dict[str, Any]] = []
+    images = 0
     for index, item in enumerate(body.input):
         where = f"input[{index}]"
         if isinstance(item, InputMessage):
             role = "system" if item.role == "developer" else item.role
-            messages.append({"role": role, "content": _text_of(item.content)})
+            content, count = await chat_content(item.content, f"{where}.content", limits)
+            images += count
+            messages.append({"role": role, "content": content})
         elif isinstance(item, FunctionCallItem):
             call = {
                 "id": item.call_id,
@@ -132,8 +133,16 @@ def _input_messages(body: ResponsesBody) -> list[dict[str, Any]]:
                 messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
         elif isinstance(item, FunctionCallOutputItem):
             check_unicode(item.call_id, where)
-            messages.append({"role": "tool", "tool_call_id": item.call_id, "content": _text_of(item.output)})
-    return messages
+            output, _ = await chat_content(item.output, f"{where}.output", limits)
+            if not isinstance(output, str):
+                raise refused(f"{where}.output", "must be text: a function's output carries no images.")
+            messages.append({"role": "tool", "tool_call_id": item.call_id, "content": output})
+    return messages, images
+
+
+def _images_in(message: dict[str, Any]) -> int:
+    content = message.get("content")
+    return sum(part.get("type") == "image" for part in content) if isinstance(content, list) else 0
 
 
 async def _template_kwargs(client: AsyncClient, name: str, body: ResponsesBody) -> dict[str, Any] | None:
@@ -156,10 +165,9 @@ async def _template_kwargs(client: AsyncClient, name: str, body: ResponsesBody) 
 
 
 def _call(
-    body: ResponsesBody, model: str, history: list[dict[str, Any]], template_kwargs: dict[str, Any] | None
+    body: ResponsesBody, model: str, messages: list[dict[str, Any]], template_kwargs: dict[str, Any] | None
 ) -> ChatCall:
-    """The chat call a Responses request asks for."""
-    messages = [*history, *_input_messages(body)]
+    """The chat call a Responses request asks for (``messages``: the history's, then the input's)."""
     if not messages:
         raise refused("input", "must hold at least one message.")
     if body.instructions:
@@ -184,8 +192,11 @@ async def create_response(body: ResponsesBody, request: Request) -> dict[str, An
     client, store = client_of(request), store_of(request)
     history = store.get(body.previous_response_id, "previous_response_id").conversation if (
         body.previous_response_id) else []  # fmt: skip
-    name = await model_for(client, body.model, ("text-generation",), "/v1/responses")
-    call = _call(body, name, history, await _template_kwargs(client, name, body))
+    messages, images = await _input_messages(body, request.app.state.limits)
+    messages = [*history, *messages]
+    images += sum(_images_in(message) for message in history)
+    name = await model_for(client, body.model, *chat_models("/v1/responses", images))
+    call = _call(body, name, messages, await _template_kwargs(client, name, body))
     (chat,) = await open_chats(client, call, 1, responses_param)
     answer = _Answer(body, call, chat, f"resp_{uuid.uuid4().hex}", int(time.time()), store)
     if body.stream:

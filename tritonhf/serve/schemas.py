@@ -47,7 +47,9 @@ class MessageToolCall(_Body):
 class ChatMessage(_Body):
     role: Role = Field(description="Who speaks; 'developer' is rendered as a system message.")
     content: str | list[dict[str, Any]] | None = Field(
-        default=None, description="The text, or a list of {'type': 'text', 'text': ...} parts."
+        default=None,
+        description="The text, or a list of parts: {'type': 'text', 'text': ...} and, for an image-text-to-text "
+        "model, {'type': 'image_url', 'image_url': {'url': 'data:image/png;base64,...', 'detail': ...}}.",
     )
     tool_calls: list[MessageToolCall] | None = Field(
         default=None,
@@ -235,12 +237,25 @@ class InputText(_Body):
     text: str
 
 
+class InputImage(_Body):
+    """A message's image part (``input_image``): a data: URL (an http(s) URL only where the operator allows it)."""
+
+    type: Literal["input_image"]
+    image_url: str | None = Field(default=None, description="data:image/...;base64,... (or an allowed URL).")
+    file_id: str | None = Field(default=None, description="Not served: this server has no files.")
+    detail: Literal["auto", "low", "high"] = Field(
+        default="auto", description="Accepted; the model's processor sizes it."
+    )
+
+
 class InputMessage(_Body):
     """A message of a Responses input (``type`` may be left out, as OpenAI's easy input messages do)."""
 
     type: Literal["message"] = "message"
     role: Role = Field(description="Who speaks; 'developer' and 'system' are rendered as a system message.")
-    content: str | list[InputText] = Field(description="The text, or its text parts (no images, files or audio).")
+    content: str | list[InputText | InputImage] = Field(
+        description="The text, or its parts: text, and images for an image-text-to-text model (no files or audio)."
+    )
     id: str | None = None
     status: str | None = None
 

@@ -10,13 +10,14 @@ from tritonhf.errors import GalleryError
 from tritonhf.gallery import request as requests
 from tritonhf.gallery.families.encoders import Encoders
 from tritonhf.gallery.families.generation import Generation
+from tritonhf.gallery.families.image_chat import ImageChat
 from tritonhf.gallery.families.speech import Speech
 from tritonhf.gallery.families.towers import Towers
 from tritonhf.gallery.family import Family
 from tritonhf.gallery.request import AddRequest
 from tritonhf.tasks import Task
 
-FAMILIES: tuple[type[Family], ...] = (Encoders, Towers, Generation, Speech)
+FAMILIES: tuple[type[Family], ...] = (Encoders, Towers, Generation, ImageChat, Speech)
 
 
 def family_of(task: Task) -> type[Family]:

@@ -146,6 +146,82 @@ function jsonWidget({ about, fields, button, body, call, shown, path = modelPath
 
 const labelsOf = (v) => v.labels.split(",").map((label) => label.trim()).filter((label) => label);
 
+function chatWidget(pictures) {
+  // a chat, streamed; with pictures (an image chat model), a picture picked or dropped goes with the message
+  const fields = [["system", "System prompt", "text", ""], ["message", "Message", "textarea", pictures ? "What is in this picture?" : "Write a haiku about the sea."],
+    ...(pictures ? [["picture", "Picture (optional: pick or drop one)", "file", "image/*"]] : []),
+    ["temperature", "Temperature", "number", "0"], ["max_tokens", "Max tokens (empty: the model's default)", "number", ""],
+    ["json", "JSON mode (the answer is a JSON object)", "checkbox", false]];
+  return {
+    about: pictures ? "A chat about pictures, streamed as it is generated: each message may carry a picture. The conversation goes on until you start a new one."
+      : "A chat, streamed as it is generated. The conversation goes on until you start a new one.",
+    fields,
+    button: "Send",
+    extra: [["New chat", () => { page.chat = []; document.getElementById("result").replaceChildren(); }]],
+    async run(model, v, show, update) {
+      const picture = pictures && v.picture ? v.picture : null;
+      const url = picture ? `data:${picture.type || "image/png"};base64,${await fileBase64(picture)}` : null;
+      page.chat.push(picture ? { role: "user", content: [{ type: "image_url", image_url: { url } }, { type: "text", text: v.message }], picture }
+        : { role: "user", content: v.message });
+      const turns = page.chat.map(({ role, content }) => ({ role, content }));
+      const messages = [...(v.system ? [{ role: "system", content: v.system }] : []), ...turns];
+      const options = { temperature: Number(v.temperature), ...(v.max_tokens ? { max_tokens: Number(v.max_tokens) } : {}) };
+      const format = v.json ? { response_format: { type: "json_object" } } : {};
+      const body = { model, messages, ...options, stream: true, ...format };
+      // the code shown names each picture's file instead of its bytes
+      const named = (content, file, bytes) => Array.isArray(content) ? content.map((part) => part.type !== "image_url" ? part
+        : bytes ? { type: "image_url", image_url: { url: `data:${file.type || "image/png"};base64,BASE64 OF ${file.name}` } }
+          : { type: "image", image: file.name }) : content;
+      const shownMessages = (bytes) => [...(v.system ? [{ role: "system", content: v.system }] : []),
+        ...page.chat.map((turn) => ({ role: turn.role, content: named(turn.content, turn.picture, bytes) }))];
+      const formatted = v.json ? `, response_format={"type": "json_object"}` : "";
+      show(curl("/v1/chat/completions", { ...body, messages: shownMessages(true) }, ["-N"]),
+        sdk(`for piece in client.chat(${python(shownMessages(false))}, model=${python(model)}${Object.entries(options).map(([k, value]) => `, ${k}=${python(value)}`).join("")}${formatted}, stream=True):\n        print(piece, end="", flush=True)`));
+      const transcript = el("div", { class: "transcript" });
+      for (const turn of page.chat) {
+        const text = Array.isArray(turn.content) ? turn.content.filter((part) => part.type === "text").map((part) => part.text).join("") : turn.content;
+        if (turn.picture) transcript.append(el("img", { class: "preview", alt: turn.picture.name, src: URL.createObjectURL(turn.picture) }));
+        transcript.append(el("p", { class: turn.role, text: `${turn.role}: ${text}` }));
+      }
+      const reasoning = el("p", { class: "reasoning" });
+      const answer = el("p", { class: "answer assistant" });
+      transcript.append(reasoning, answer);
+      update(transcript);
+      const response = await send("/v1/chat/completions", {
+        method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body),
+      });
+      const reader = response.body.getReader();
+      const decoder = new TextDecoder();
+      let buffer = "", text = "", thought = "", finish = null;
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buffer += decoder.decode(value, { stream: true });
+        let end;
+        while ((end = buffer.indexOf("\n\n")) >= 0) {
+          const event = buffer.slice(0, end);
+          buffer = buffer.slice(end + 2);
+          for (const line of event.split("\n")) {
+            if (!line.startsWith("data: ") || line === "data: [DONE]") continue;
+            const chunk = JSON.parse(line.slice(6));
+            if (chunk.error) throw new RequestError(chunk.error.message || String(chunk.error));
+            for (const choice of chunk.choices || []) {
+              thought += choice.delta.reasoning_content || "";
+              text += choice.delta.content || "";
+              finish = choice.finish_reason || finish;
+            }
+            reasoning.textContent = thought;
+            answer.textContent = text;
+          }
+        }
+      }
+      page.chat.push({ role: "assistant", content: text });
+      answer.dataset.finished = finish || "stop";
+      return transcript;
+    },
+  };
+}
+
 const WIDGETS = {
   "text-classification": jsonWidget({
     about: "Scores for each of the model's labels.",
@@ -230,60 +306,8 @@ const WIDGETS = {
     call: (model, v) => `print(client.summarize(${python(v.text)}, model=${python(model)}))`,
     shown: (answer) => el("p", { class: "answer", text: answer[0].summary_text }),
   }),
-  "text-generation": {
-    about: "A chat, streamed as it is generated. The conversation goes on until you start a new one.",
-    fields: [["system", "System prompt", "text", ""], ["message", "Message", "textarea", "Write a haiku about the sea."],
-      ["temperature", "Temperature", "number", "0"], ["max_tokens", "Max tokens (empty: the model's default)", "number", ""],
-      ["json", "JSON mode (the answer is a JSON object)", "checkbox", false]],
-    button: "Send",
-    extra: [["New chat", () => { page.chat = []; document.getElementById("result").replaceChildren(); }]],
-    async run(model, v, show, update) {
-      page.chat.push({ role: "user", content: v.message });
-      const messages = [...(v.system ? [{ role: "system", content: v.system }] : []), ...page.chat];
-      const options = { temperature: Number(v.temperature), ...(v.max_tokens ? { max_tokens: Number(v.max_tokens) } : {}) };
-      const body = { model, messages, ...options, stream: true, ...(v.json ? { response_format: { type: "json_object" } } : {}) };
-      const format = v.json ? `, response_format={"type": "json_object"}` : "";
-      show(curl("/v1/chat/completions", body, ["-N"]), sdk(`for piece in client.chat(${python(messages)}, model=${python(model)}${Object.entries(options).map(([k, value]) => `, ${k}=${python(value)}`).join("")}${format}, stream=True):\n        print(piece, end="", flush=True)`));
-      const transcript = el("div", { class: "transcript" });
-      for (const turn of page.chat.slice(0, -1)) transcript.append(el("p", { class: turn.role, text: `${turn.role}: ${turn.content}` }));
-      transcript.append(el("p", { class: "user", text: `user: ${v.message}` }));
-      const reasoning = el("p", { class: "reasoning" });
-      const answer = el("p", { class: "answer assistant" });
-      transcript.append(reasoning, answer);
-      update(transcript);
-      const response = await send("/v1/chat/completions", {
-        method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body),
-      });
-      const reader = response.body.getReader();
-      const decoder = new TextDecoder();
-      let buffer = "", text = "", thought = "", finish = null;
-      for (;;) {
-        const { value, done } = await reader.read();
-        if (done) break;
-        buffer += decoder.decode(value, { stream: true });
-        let end;
-        while ((end = buffer.indexOf("\n\n")) >= 0) {
-          const event = buffer.slice(0, end);
-          buffer = buffer.slice(end + 2);
-          for (const line of event.split("\n")) {
-            if (!line.startsWith("data: ") || line === "data: [DONE]") continue;
-            const chunk = JSON.parse(line.slice(6));
-            if (chunk.error) throw new RequestError(chunk.error.message || String(chunk.error));
-            for (const choice of chunk.choices || []) {
-              thought += choice.delta.reasoning_content || "";
-              text += choice.delta.content || "";
-              finish = choice.finish_reason || finish;
-            }
-            reasoning.textContent = thought;
-            answer.textContent = text;
-          }
-        }
-      }
-      page.chat.push({ role: "assistant", content: text });
-      answer.dataset.finished = finish || "stop";
-      return transcript;
-    },
-  },
+  "text-generation": chatWidget(false),
+  "image-text-to-text": chatWidget(true),
   "image-classification": {
     about: "Scores for the model's labels: pick or drop a picture.",
     fields: [["image", "Picture", "file", "image/*"]],
@@ -425,7 +449,7 @@ function select(name) {
     const id = "field-" + name;
     let input;
     if (kind === "textarea") input = el("textarea", { id, name, required: name !== "system" }, value);
-    else if (kind === "file") input = el("input", { id, name, type: "file", accept: value, required: true });
+    else if (kind === "file") input = el("input", { id, name, type: "file", accept: value, required: name !== "picture" });
     else if (kind === "checkbox") input = el("input", { id, name, type: "checkbox", checked: value });
     else if (kind === "number") input = el("input", { id, name, type: "number", value, step: "any", min: "0" });
     else input = el("input", { id, name, type: "text", value, required: name !== "labels" && name !== "system" });

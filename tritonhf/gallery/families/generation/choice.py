@@ -47,7 +47,7 @@ def vendor(
     while plan.engine.weights is not None:
         try:
             found, resolved = plan.engine.weights(
-                request, plan.weight_format or request.weight_format, resolved, version_dir, progress
+                request, plan.weight_format or openvino.weight_format(request), resolved, version_dir, progress
             )
             break
         except ModelSourceError as failure:
@@ -84,7 +84,7 @@ def choice(request: AddRequest, plan: EnginePlan, found: dict[str, str]) -> Choi
 
 def plan(request: AddRequest) -> EnginePlan:
     """The engine to try first: the one --engine names, or under auto the first that can serve a model here."""
-    openvino.check_weight_format(request.weight_format)
+    openvino.check_weight_format(openvino.weight_format(request))
     if request.engine != "auto":
         engine = engines.engine(request.engine)
         why_not = engine.unavailable(request)
@@ -131,7 +131,9 @@ def _measured(
         if engine.resolve is not None and engine.resolve(request, progress)[2] is not None:
             continue  # it does not read this source as it is
         try:
-            written[engine.name], _ = engine.weights(request, request.weight_format, resolved, version_dir, progress)
+            written[engine.name], _ = engine.weights(
+                request, openvino.weight_format(request), resolved, version_dir, progress
+            )
         except ModelSourceError as failure:
             progress.step(f"{engine.label} not measured: {failure}")
     if len(written) == 1:

@@ -63,6 +63,14 @@ def _cuda_available() -> bool:
     return bool(torch.cuda.is_available())
 
 
+DEFAULT_WEIGHT_FORMAT = "int8"
+
+
+def weight_format(request: AddRequest) -> str:
+    """--weight-format as given, else this family's default."""
+    return request.weight_format or DEFAULT_WEIGHT_FORMAT
+
+
 def check_weight_format(weight_format: str) -> str:
     """The GGUF tensor type of a --weight-format, or the format itself for an IR export (``ir_export``)."""
     if weight_format in ir_export.IR_FORMATS:
@@ -233,12 +241,12 @@ def source(request: AddRequest, progress: Progress) -> tuple[sources.ResolvedSou
         metadata = sources.gguf_metadata(path.absolute(), progress)
         return sources.ResolvedSource(request.source, "gguf", metadata), None, None
     resolved = sources.resolve(request.source, request.revision, progress)
-    if resolved.kind == "gguf" or request.weight_format in ir_export.IR_FORMATS:  # optimum-intel exports any family
+    if resolved.kind == "gguf" or weight_format(request) in ir_export.IR_FORMATS:  # optimum-intel exports any family
         return resolved, None, None
     why_not = gguf_export.supported(resolved.folder)
     if why_not is None:
         return resolved, None, None
-    ir_format = IR_OF_GGUF_FORMAT.get(request.weight_format)
+    ir_format = IR_OF_GGUF_FORMAT.get(weight_format(request))
     if ir_format is None:
         return resolved, None, f"the OpenVINO engine needs a GGUF export, and {why_not}"
     progress.step(f"Not a GGUF export: {why_not}; exporting to OpenVINO IR ({ir_format}) instead")

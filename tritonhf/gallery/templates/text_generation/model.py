@@ -55,7 +55,10 @@ Inputs:  text_input (the prompt; with chat=true, a JSON list of {"role", "conten
          presence_penalty and frequency_penalty (the llama.cpp engine refuses them by name), vLLM's
          repetition_penalty, top_k and min_p (each engine applies them: greedy answers too feel the penalties),
          OpenAI's logit_bias (the transformers and llama.cpp engines; the OpenVINO engine refuses it by name),
-         chat_template_kwargs (a JSON object for the chat template, as {"enable_thinking": false}).
+         chat_template_kwargs (a JSON object for the chat template, as {"enable_thinking": false});
+         images (an image chat, task image-text-to-text: the encoded images of the messages' {"type": "image"}
+         parts, in order; each sized by the model's own processor and its tokens counted in the prompt's:
+         runtime/vision.py, which states the limits).
 Reasoning models (config parameter reasoning=think, written by gallery add from the chat template): a chat
          answer's thinking streams as reasoning_output, apart from text_output, without its <think> markers; a
          grammar (json_schema, tools) holds the text after the thinking, and tool calls are read from it
@@ -115,6 +118,10 @@ class Sequence(runtime.Sequence):
         self.logit_bias = {}  # token id -> added to its logit (OpenAI's logit_bias)
         self.arrived = time.monotonic()
         self.last_token_at = None
+        # an image chat's (image-text-to-text): the prompt as text with one placeholder per image, which the engine
+        # widens itself, and the images as the processor sizes them (runtime.Vision); None and () otherwise
+        self.prompt_text = None
+        self.images = ()
 
     @property
     def tokens(self):
@@ -166,6 +173,7 @@ class TritonPythonModel(runtime.DecoupledModel):
         params = runtime.parameters(args)
         runtime.limit_threads(args)
         self.tokenizer = runtime.load_tokenizer(args, params, padding_side="left")
+        self.vision = runtime.vision.load(args, params)  # None: a model without images
         self.pad_id = self.tokenizer.pad_token_id
         if self.pad_id is None:
             self.pad_id = self.tokenizer.eos_token_id or 0
@@ -178,6 +186,8 @@ class TritonPythonModel(runtime.DecoupledModel):
         # The one place an engine is chosen; past it, the loop drives any the same way.
         name = params.get(runtime.PARAM_ENGINE, "transformers")
         self.engine = runtime.engine_class(name, runtime.PARAM_ENGINE, "--engine")(self, args, params)
+        if self.vision is not None and not getattr(self.engine, "images", False):
+            raise ValueError(f"the {name} engine does not read images; image-text-to-text is served by openvino.")
         self.context, self.eos_ids = self.engine.context, self.engine.eos_ids
         self.grammars = runtime.Grammars(self.tokenizer, self.engine.vocab_size, sorted(self.eos_ids))
         # a reasoning model (gallery add read its chat template): its chat answers' thinking is split from them, and
@@ -238,12 +248,15 @@ class TritonPythonModel(runtime.DecoupledModel):
                 f"send one text_input per request, not {len(prompts)}; one stream answers one prompt."
             )
         chat = runtime.read_flag(request, "chat")
+        images = self.read_images(request, chat)
         tools, constraint = self.constraint(request, chat)
         kwargs = self.template_kwargs(request, chat)
         prompt = self.chat_prompt(prompts[0], tools, kwargs) if chat else prompts[0]
         phase = self.phase(prompt, constraint) if chat and self.reasons else None
+        # the prompt as the model reads it: each image's placeholder widened to its tokens (its processor's rule)
+        widened = self.vision.widen(prompt, [tokens for _, tokens in images]) if self.vision else prompt
         try:
-            ids = self.tokenizer(prompt, add_special_tokens=not chat)["input_ids"]
+            ids = self.tokenizer(widened, add_special_tokens=not chat)["input_ids"]
         except (UnicodeError, TypeError, ValueError) as error:  # JSON can carry a lone surrogate into a message
             raise runtime.BadRequest(f"input 'text_input' cannot be tokenized ({error}): send valid Unicode.") from (
                 error
@@ -251,16 +264,35 @@ class TritonPythonModel(runtime.DecoupledModel):
         if not ids:  # an empty prompt: start from the beginning-of-text token
             ids = [self.tokenizer.bos_token_id if self.tokenizer.bos_token_id is not None else self.pad_id]
         asked = runtime.read_max_tokens(request, None, self.context - 1)
-        ids, max_tokens, cut = self.fit(ids, asked, runtime.read_flag(request, "truncate"))
+        ids, max_tokens, cut = self.fit(ids, asked, runtime.read_flag(request, "truncate"), bool(images))
         sampling = runtime.read_sampling(request)
         most = runtime.TOP_LOGPROBS_MAX
         logprobs = runtime.optional_scalar(request, "logprobs", None, lambda v: 0 <= v <= most, f"from 0 to {most}")
         sequence = Sequence(request, self.tokenizer, ids, max_tokens=max_tokens, sampling=sampling, cut=cut,
                             constraint=constraint, phase=phase)  # fmt: skip
         sequence.logprobs = logprobs
+        if self.vision:  # the engine reads the text and widens each placeholder itself
+            sequence.prompt_text = self.tokenizer.decode(ids) if cut else prompt
+            sequence.images = tuple(pixels for pixels, _ in images)
         self.read_penalties(request, sequence)
         self.engine.prepare(sequence)  # BadRequest: what this engine cannot serve
         return sequence
+
+    def read_images(self, request, chat):
+        """The optional input images (an image chat's, in the order of the messages' image parts), each as
+        (pixels, tokens) sized by the model's processor (``runtime.Vision``: its limits)."""
+        array = runtime.optional_array(request, "images")
+        if array is None or array.size == 0:
+            return []
+        if self.vision is None:
+            raise runtime.BadRequest(
+                "input 'images': this model takes no images; send them to an image-text-to-text model."
+            )
+        if not chat:
+            raise runtime.BadRequest(
+                "input 'images' goes with chat=true: the messages' image parts say where each image is."
+            )
+        return self.vision.read([bytes(data) for data in array.reshape(-1)])
 
     def template_kwargs(self, request, chat):
         """The optional input chat_template_kwargs: a JSON object of keywords for the chat template (vLLM's, as
@@ -358,12 +390,13 @@ class TritonPythonModel(runtime.DecoupledModel):
         calls = None if names is None else (lambda text: runtime.tools.parse_calls(text, names))
         return plan.tools, Constraint(plan.schema, grammar, calls)
 
-    def fit(self, ids, asked, truncate):
+    def fit(self, ids, asked, truncate, images=False):
         """(prompt ids, max_tokens, tokens cut): the prompt and its answer within the context C.
 
         Without ``max_tokens`` the answer gets the default, lowered to the room left. A prompt
         that leaves no room (or less than the ``max_tokens`` asked) is refused, naming the
         context length, unless ``truncate``: then its start is cut and the answer says how much.
+        A prompt with ``images`` is never cut (an image's tokens go whole or not at all).
         """
         if asked is not None:
             max_tokens = asked
@@ -374,12 +407,14 @@ class TritonPythonModel(runtime.DecoupledModel):
         over = len(ids) + max_tokens - self.context
         if over <= 0:
             return ids, max_tokens, 0
-        if not truncate:
+        if not truncate or images:
+            counted = " (its images' tokens counted)" if images else ""
+            way_out = "send fewer or smaller images" if images else "send truncate=true to cut the prompt's start"
             raise runtime.BadRequest(
-                f"input 'text_input' has {len(ids)} tokens and max_tokens is {max_tokens}, more than the model's "
-                f"context length of {self.context} tokens: shorten the prompt"
+                f"input 'text_input' has {len(ids)} tokens{counted} and max_tokens is {max_tokens}, more than the "
+                f"model's context length of {self.context} tokens: shorten the prompt"
                 + (f", ask for at most {self.context - len(ids)} tokens" if len(ids) < self.context else "")
-                + ", or send truncate=true to cut the prompt's start."
+                + f", or {way_out}."
             )
         return ids[over:], max_tokens, over
 

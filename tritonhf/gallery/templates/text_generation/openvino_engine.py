@@ -10,6 +10,11 @@ tokens each handle has ready go through the template's ``advance`` like the tran
 engine's do. OpenVINO's scheduler batches the running requests, splits long prompts across
 steps (``max_num_batched_tokens``) and pages the key/value cache.
 
+An image chat (task image-text-to-text) is an exported VLM folder: its pipeline takes the prompt as text (the chat
+template's output, one placeholder per image) and the images as uint8 pixels, which the template sized as the
+model's processor does, so OpenVINO's own resize leaves them as they are. The template counted the prompt's tokens
+with each image's (``runtime.Vision``), as the pipeline widens them.
+
 Why the template's tokenizer and not OpenVINO's: the prompt is tokenized once, by the same
 tokenizer the context check and the usage counts use, and the reply is detokenised the same
 way with either engine. Stop strings are matched on that text too (a stop cut is exact and
@@ -80,6 +85,7 @@ class OpenVinoEngine:
         self.build = lambda: openvino_genai.ContinuousBatchingPipeline(path, scheduler, "CPU", properties)
         self.pipeline = self.build()
         self.template = template
+        self.images = template.vision is not None  # an image chat's pipeline (an exported VLM folder): text in
         self.eos_ids, self.context, self.vocab_size = set(eos_ids), context, vocab_size
         self.advance, self.finish = advance, finish
         self.running = []  # sequences with a handle, in arrival order
@@ -129,12 +135,25 @@ class OpenVinoEngine:
             config.structured_output_config = openvino_genai.StructuredOutputConfig(**{kind: text})
         return config
 
+    def add(self, sequence):
+        """The sequence's request in the pipeline: its prompt's token ids; an image chat's prompt as text, with its
+        images (uint8, as the model's processor sized them), which the pipeline's vision part reads in order."""
+        config = self.config(sequence)
+        if not self.images:
+            ids = openvino.Tensor(np.array([sequence.prompt_ids], dtype=np.int64))
+            return self.pipeline.add_request(next(self.ids), ids, config)
+        config.apply_chat_template = False  # the text is the chat template's output already
+        text = sequence.prompt_text
+        if text is None:  # the template's warm-up: ids only
+            text = self.template.tokenizer.decode(sequence.prompt_ids)
+        images = [openvino.Tensor(pixels[np.newaxis]) for pixels in sequence.images]
+        return self.pipeline.add_request(next(self.ids), text, images, config)
+
     def step(self, admitted):
         """Add the admitted sequences, run one step, pass every ready token to ``advance``; (prompt tokens admitted,
         sequences computed)."""
         for sequence in admitted:
-            ids = openvino.Tensor(np.array([sequence.prompt_ids], dtype=np.int64))
-            self.handles[sequence] = self.pipeline.add_request(next(self.ids), ids, self.config(sequence))
+            self.handles[sequence] = self.add(sequence)
             self.running.append(sequence)
         self.remove_finished()
         if not self.running:
