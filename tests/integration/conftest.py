@@ -16,6 +16,7 @@ from page_helpers import WAIT
 from tritonhf.bootstrap import Gateway, Server, Stack, Workspace
 from tritonhf.demo import offline_models
 from tritonhf.gallery import AddRequest, ModelOptions, add_model
+from tritonhf.gallery.families.generation import gguf_export
 
 DATA = Path(__file__).parent.parent / "data"
 
@@ -64,6 +65,10 @@ def served_stack(make_workspace: Callable[[str], Workspace], tiny: dict[str, Pat
     add_model(AddRequest("feature-extraction", real["minilm-embed"], repo, name="minilm"))
     # the OpenVINO engine, named: auto measures it against llama.cpp, which another machine may find faster
     add_model(AddRequest("text-generation", real["smollm2-chat"], repo, name="smollm2", engine="openvino"))
+    # the llama.cpp engine on a tiny llama's GGUF (that engine serves GGUF files): the fuzzer and the shapes reach it
+    tiny_gguf = workspace.root / "tiny-llama.gguf"
+    gguf_export.export(tiny["llama"], tiny_gguf, "f16")
+    add_model(AddRequest("text-generation", str(tiny_gguf), repo, name="writer-llamacpp", engine="llamacpp"))
     for task, source, name, extra in (
         ("text-classification", tiny["classifier"], "sentiment", {"options": small}),
         ("ner", tiny["ner"], "ner", {}),
