@@ -111,6 +111,7 @@ bench: setup
 	$(BIN)/python bench/openvino_invariance.py
 	$(BIN)/python bench/openvino_ir.py
 	$(BIN)/python bench/generation.py
+	$(BIN)/python bench/image_chat.py
 	$(BIN)/python bench/structured.py
 	$(BIN)/python bench/sdk_vs_tritonclient.py
 	$(BIN)/python bench/batching.py

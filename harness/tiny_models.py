@@ -550,10 +550,13 @@ QWEN_VL_SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_star
                    "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>"]  # fmt: skip
 
 
-def build_qwen_vl(folder: Path, family: str = "qwen2_vl") -> Path:
+def build_qwen_vl(
+    folder: Path, family: str = "qwen2_vl", hidden: int = 64, layers: int = 2, vision: int = 32, largest: int = 112
+) -> Path:
     """A tiny Qwen2-VL (``family`` qwen2_vl) or Qwen2.5-VL (qwen2_5_vl): a byte-level BPE with Qwen's special tokens,
-    hidden 64, two layers, a two-layer vision tower, and a processor that resizes images to 56x56..112x112 pixels (4
-    to 16 image tokens). The processor is the PIL one (torchvision does not import beside this torch), no videos."""
+    ``hidden`` 64, two ``layers``, a two-layer vision tower of width ``vision``, and a processor that resizes images to
+    56x56..``largest`` squared pixels (4 to 16 image tokens at 112). The processor is the PIL one (torchvision does
+    not import beside this torch), no videos. Larger settings make a random model of a realistic cost (the bench)."""
     from tokenizers import decoders
     from transformers import AutoConfig, AutoModelForImageTextToText
 
@@ -570,20 +573,25 @@ def build_qwen_vl(folder: Path, family: str = "qwen2_vl") -> Path:
     )
     tokenizer.chat_template = QWEN_VL_TEMPLATE
     ids = {token: tokenizer.convert_tokens_to_ids(token) for token in QWEN_VL_SPECIAL}
-    vision = {"depth": 2, "num_heads": 2, "patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2}
+    tower: dict[str, Any] = {"depth": layers, "num_heads": 2, "patch_size": 14, "spatial_merge_size": 2,
+                             "temporal_patch_size": 2}  # fmt: skip
     if family == "qwen2_vl":
-        vision |= {"embed_dim": 32, "hidden_size": 64, "mlp_ratio": 2}
+        tower |= {"embed_dim": vision, "hidden_size": hidden, "mlp_ratio": 2}
     else:
-        vision |= {"hidden_size": 32, "out_hidden_size": 64, "intermediate_size": 64, "fullatt_block_indexes": [1],
-                   "window_size": 56}  # fmt: skip
-    text = {"vocab_size": len(tokenizer), "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
-            "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 1024,
-            "rope_scaling": {"type": "mrope", "mrope_section": [2, 2, 4]}, "tie_word_embeddings": False,
-            "eos_token_id": ids["<|im_end|>"], "bos_token_id": ids["<|endoftext|>"]}  # fmt: skip
+        tower |= {"hidden_size": vision, "out_hidden_size": hidden, "intermediate_size": 2 * vision,
+                  "fullatt_block_indexes": [layers - 1], "window_size": 56}  # fmt: skip
+    heads = max(4, hidden // 64)
+    half = hidden // heads // 2  # the rotary half of a head, split over time, height and width
+    text = {"vocab_size": len(tokenizer), "hidden_size": hidden, "intermediate_size": 2 * hidden,
+            "num_hidden_layers": layers, "num_attention_heads": heads, "num_key_value_heads": heads // 2,
+            "max_position_embeddings": 4096,
+            "rope_scaling": {"type": "mrope", "mrope_section": [half // 4, half // 4, half - 2 * (half // 4)]},
+            "tie_word_embeddings": False, "eos_token_id": ids["<|im_end|>"],
+            "bos_token_id": ids["<|endoftext|>"]}  # fmt: skip
     config = AutoConfig.for_model(
         family,
         text_config=text,
-        vision_config=vision,
+        vision_config=tower,
         image_token_id=ids["<|image_pad|>"],
         video_token_id=ids["<|video_pad|>"],
         vision_start_token_id=ids["<|vision_start|>"],
@@ -592,7 +600,7 @@ def build_qwen_vl(folder: Path, family: str = "qwen2_vl") -> Path:
     )
     AutoModelForImageTextToText.from_config(config).eval().save_pretrained(folder)
     tokenizer.save_pretrained(folder)
-    pixels = {"shortest_edge": 56 * 56, "longest_edge": 112 * 112}
+    pixels = {"shortest_edge": 56 * 56, "longest_edge": largest * largest}
     processor = {"image_processor_type": "Qwen2VLImageProcessorPil", "processor_class": "Qwen2VLProcessor",
                  "do_convert_rgb": True, "do_normalize": True, "do_rescale": True, "do_resize": True,
                  "image_mean": [0.48145466, 0.4578275, 0.40821073], "image_std": [0.26862954, 0.26130258, 0.27577711],
