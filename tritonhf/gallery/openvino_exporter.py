@@ -21,9 +21,9 @@ import tempfile
 from pathlib import Path
 
 from tritonhf.bootstrap.installation.sources import cache_dir
-from tritonhf.errors import GalleryError
+from tritonhf.errors import GalleryError, ModelSourceError
 
-__all__ = ["EXPORTER_PACKAGES", "export", "exporter_python", "exporter_ready", "venv_dir"]
+__all__ = ["EXPORTER_PACKAGES", "export", "export_model", "exporter_python", "exporter_ready", "venv_dir"]
 
 # optimum-intel's release whose exporter WhisperPipeline 2026.4 reads; the rest pinned to what is installed here
 EXPORTER_PACKAGES = ("optimum-intel==2.2.0",)
@@ -91,6 +91,27 @@ def export(folder: Path, out: Path, task: str, options: list[str], expected: tup
     if too_new:
         why = _export(folder, out, task, options, expected, (f"transformers<={too_new[1]}",))
     return why
+
+
+def export_model(
+    folder: Path, out: Path, task: str, options: list[str], expected: tuple[str, ...], fix: str = ""
+) -> None:
+    """``export``, or a ModelSourceError in one line saying why not: the venv that could not be made (and where it is
+    kept), or optimum-intel's last line, then ``fix`` (what else serves the model)."""
+    try:
+        why = export(folder, out, task, options, expected)
+    except GalleryError as exc:  # the exporter's venv could not be made
+        said = " ".join(str(exc).split())  # one line: pip's output can span several
+        raise ModelSourceError(
+            f"{said} Fix: run the same `tritonhf gallery add` once where the package index is reachable; the venv "
+            f"is kept in {venv_dir()}"
+        ) from exc
+    if why is not None:
+        last = next((line.strip() for line in reversed(why.splitlines()) if line.strip()), why)
+        raise ModelSourceError(
+            f"optimum-intel ({', '.join(EXPORTER_PACKAGES)}) could not export the model to OpenVINO IR: {last}"
+            + (f". {fix}" if fix else "")
+        )
 
 
 def _export(

@@ -29,6 +29,7 @@ from tritonhf.serve import audio, endpoints, openai, page, rerank, responses, sh
 from tritonhf.serve.admission import RETRY_AFTER_SECONDS, Admission
 from tritonhf.serve.coalesce import Coalescer
 from tritonhf.serve.errors import GatewayError, empty, internal_error
+from tritonhf.serve.images import CHAT_TASKS
 from tritonhf.serve.jsonbody import FastJSONResponse
 from tritonhf.serve.limits import Limits
 from tritonhf.serve.metrics import GatewayMetrics, Metered
@@ -43,9 +44,9 @@ OPENAI_PATHS = ("/v1/", "/v2/")  # routes that answer errors in OpenAI's shape (
 LOG = logging.getLogger("tritonhf.gateway")
 # Request bodies whose "model" names a served model of these tasks: /openapi.json lists those names as its enum.
 MODEL_TASKS = {
-    "ChatBody": ("text-generation",),
+    "ChatBody": CHAT_TASKS,
     "CompletionBody": ("text-generation",),
-    "ResponsesBody": ("text-generation",),
+    "ResponsesBody": CHAT_TASKS,
     "EmbeddingBody": ("feature-extraction", "zero-shot-image-classification"),
     "TeiEmbedBody": ("feature-extraction",),
     "TeiPredictBody": ("text-classification",),

@@ -44,12 +44,28 @@ class MessageToolCall(_Body):
     function: CalledFunction
 
 
+class TextPart(_Body):
+    type: Literal["text"]
+    text: str
+
+
+class ImageUrl(_Body):
+    url: str = Field(description="data:image/...;base64,... (an http(s) URL only where the operator allows it).")
+    detail: Literal["auto", "low", "high"] = Field(default="auto", description="Accepted; the processor sizes it.")
+
+
+class ImageUrlPart(_Body):
+    """An image in a message, for an image-text-to-text model (its limits: GET /v1/models)."""
+
+    type: Literal["image_url"]
+    image_url: ImageUrl
+
+
 class ChatMessage(_Body):
     role: Role = Field(description="Who speaks; 'developer' is rendered as a system message.")
-    content: str | list[dict[str, Any]] | None = Field(
-        default=None,
-        description="The text, or a list of parts: {'type': 'text', 'text': ...} and, for an image-text-to-text "
-        "model, {'type': 'image_url', 'image_url': {'url': 'data:image/png;base64,...', 'detail': ...}}.",
+    # a part of another type is read as a dict, and refused by name (serve/images.py)
+    content: str | list[TextPart | ImageUrlPart | dict[str, Any]] | None = Field(
+        default=None, description="The text, or a list of parts: text, and images for an image-text-to-text model."
     )
     tool_calls: list[MessageToolCall] | None = Field(
         default=None,

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tritonhf.errors import GalleryError, ModelSourceError
 from tritonhf.gallery import openvino_exporter
 
 IR_FOLDER = "openvino"
@@ -31,18 +30,5 @@ EXPORTED_FILES = ("openvino_model.xml", "openvino_tokenizer.xml", "openvino_deto
 def export(folder: Path, out: Path, weight_format: str) -> None:
     """The causal LM in ``folder`` (safetensors, config, tokenizer) as an OpenVINO IR in ``out``; a
     ModelSourceError says why it could not be (``--engine auto`` then serves with transformers)."""
-    try:
-        why = openvino_exporter.export(folder, out, "text-generation-with-past", IR_FORMATS[weight_format],
-                                       EXPORTED_FILES)  # fmt: skip
-    except GalleryError as exc:  # the exporter's venv could not be made
-        said = " ".join(str(exc).split())  # one line: pip's output can span several
-        raise ModelSourceError(
-            f"{said} Fix: run the same `tritonhf gallery add` once where the package index is reachable; the venv "
-            f"is kept in {openvino_exporter.venv_dir()}"
-        ) from exc
-    if why is not None:
-        last = next((line.strip() for line in reversed(why.splitlines()) if line.strip()), why)
-        raise ModelSourceError(
-            f"optimum-intel ({', '.join(openvino_exporter.EXPORTER_PACKAGES)}) could not export the model to "
-            f"OpenVINO IR: {last}. Fix: --engine transformers serves it as it is"
-        )
+    openvino_exporter.export_model(folder, out, "text-generation-with-past", IR_FORMATS[weight_format],
+                                   EXPORTED_FILES, "Fix: --engine transformers serves it as it is")  # fmt: skip

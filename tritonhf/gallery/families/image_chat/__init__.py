@@ -92,18 +92,9 @@ class ImageChat(Family):
         """The copied source exported to OpenVINO IR in its place (the library answered from it already)."""
         progress.step(f"Exporting to OpenVINO IR ({self.weight_format} weights) with optimum-intel")
         exported = staging.version_dir / "openvino-export"
-        try:
-            why = openvino_exporter.export(
-                staging.weights, exported, "image-text-to-text", WEIGHT_FORMATS[self.weight_format], EXPORTED_FILES
-            )
-        except GalleryError as error:  # the exporter's venv could not be made
-            raise ModelSourceError(
-                f"{' '.join(str(error).split())} Fix: run the same `tritonhf gallery add` once where the package "
-                f"index is reachable; the venv is kept in {openvino_exporter.venv_dir()}"
-            ) from error
-        if why is not None:
-            last = next((line.strip() for line in reversed(why.splitlines()) if line.strip()), why)
-            raise ModelSourceError(f"optimum-intel could not export the model to OpenVINO IR: {last}")
+        openvino_exporter.export_model(
+            staging.weights, exported, "image-text-to-text", WEIGHT_FORMATS[self.weight_format], EXPORTED_FILES
+        )
         for name in KEPT_FILES:
             if (staging.weights / name).is_file() and not (exported / name).exists():
                 shutil.copy2(staging.weights / name, exported / name)
