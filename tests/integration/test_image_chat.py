@@ -273,3 +273,15 @@ def test_the_chat_surface_applies_with_images(image_stack: Stack) -> None:
     stopped = client.chat.completions.create(**asked, temperature=0, stop=[stop])
     assert stopped.choices[0].message.content == whole[: whole.index(stop)]
     assert stopped.choices[0].finish_reason == "stop"
+
+
+def test_hugging_face_inference_client_chats_about_an_image(image_stack: Stack, library: dict[str, Library]) -> None:
+    from huggingface_hub import InferenceClient
+
+    assert image_stack.state is not None
+    messages, images = reference.image_chats()[1]
+    client = InferenceClient(base_url=image_stack.state.gateway_url, api_key="unused-on-loopback")
+    answer = client.chat_completion(openai_messages(messages, images), model="qwen2-vl", max_tokens=TOKENS,
+                                    temperature=0)  # fmt: skip
+    prompt, text = library["qwen2-vl"](messages, images)
+    assert (answer.choices[0].message.content, answer.usage.prompt_tokens) == (text, prompt)
