@@ -553,7 +553,8 @@ QWEN_VL_SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_star
 def build_qwen_vl(
     folder: Path, family: str = "qwen2_vl", hidden: int = 64, layers: int = 2, vision: int = 32, largest: int = 112
 ) -> Path:
-    """A tiny Qwen2-VL (``family`` qwen2_vl) or Qwen2.5-VL (qwen2_5_vl): a byte-level BPE with Qwen's special tokens,
+    """A tiny Qwen2-VL (``family`` qwen2_vl), Qwen2.5-VL (qwen2_5_vl) or Qwen3-VL (qwen3_vl: the one whose served
+    answers differed, runtime/vision.py): a byte-level BPE with Qwen's special tokens,
     ``hidden`` 64, two ``layers``, a two-layer vision tower of width ``vision``, and a processor that resizes images to
     56x56..``largest`` squared pixels (4 to 16 image tokens at 112). The processor is the PIL one (torchvision does
     not import beside this torch), no videos. Larger settings make a random model of a realistic cost (the bench)."""
@@ -573,10 +574,14 @@ def build_qwen_vl(
     )
     tokenizer.chat_template = QWEN_VL_TEMPLATE
     ids = {token: tokenizer.convert_tokens_to_ids(token) for token in QWEN_VL_SPECIAL}
-    tower: dict[str, Any] = {"depth": layers, "num_heads": 2, "patch_size": 14, "spatial_merge_size": 2,
+    patch = 16 if family == "qwen3_vl" else 14
+    tower: dict[str, Any] = {"depth": layers, "num_heads": 2, "patch_size": patch, "spatial_merge_size": 2,
                              "temporal_patch_size": 2}  # fmt: skip
     if family == "qwen2_vl":
         tower |= {"embed_dim": vision, "hidden_size": hidden, "mlp_ratio": 2}
+    elif family == "qwen3_vl":  # learned position embeddings (a square grid), deepstack features from a layer
+        tower |= {"hidden_size": vision, "out_hidden_size": hidden, "intermediate_size": 2 * vision,
+                  "num_position_embeddings": 256, "deepstack_visual_indexes": [layers - 1]}  # fmt: skip
     else:
         tower |= {"hidden_size": vision, "out_hidden_size": hidden, "intermediate_size": 2 * vision,
                   "fullatt_block_indexes": [layers - 1], "window_size": 56}  # fmt: skip
@@ -588,6 +593,17 @@ def build_qwen_vl(
             "rope_scaling": {"type": "mrope", "mrope_section": [half // 4, half // 4, half - 2 * (half // 4)]},
             "tie_word_embeddings": False, "eos_token_id": ids["<|im_end|>"],
             "bos_token_id": ids["<|endoftext|>"]}  # fmt: skip
+    if family == "qwen3_vl":  # interleaved multimodal rotary sections, a head size of its own
+        del text["rope_scaling"]
+        text |= {
+            "head_dim": hidden // heads,
+            "rope_parameters": {
+                "rope_type": "default",
+                "rope_theta": 5e6,
+                "mrope_section": [half // 4, half // 4 + 1, half - 2 * (half // 4) - 1],
+                "mrope_interleaved": True,
+            },
+        }
     config = AutoConfig.for_model(
         family,
         text_config=text,
@@ -596,15 +612,16 @@ def build_qwen_vl(
         video_token_id=ids["<|video_pad|>"],
         vision_start_token_id=ids["<|vision_start|>"],
         vision_end_token_id=ids["<|vision_end|>"],
-        **text,
+        **({"tie_word_embeddings": False} if family == "qwen3_vl" else text),
     )
     AutoModelForImageTextToText.from_config(config).eval().save_pretrained(folder)
     tokenizer.save_pretrained(folder)
-    pixels = {"shortest_edge": 56 * 56, "longest_edge": largest * largest}
+    factor = 2 * patch  # a merged patch's side
+    pixels = {"shortest_edge": (2 * factor) ** 2, "longest_edge": (largest // factor * factor) ** 2}
     processor = {"image_processor_type": "Qwen2VLImageProcessorPil", "processor_class": "Qwen2VLProcessor",
                  "do_convert_rgb": True, "do_normalize": True, "do_rescale": True, "do_resize": True,
                  "image_mean": [0.48145466, 0.4578275, 0.40821073], "image_std": [0.26862954, 0.26130258, 0.27577711],
-                 "merge_size": 2, "patch_size": 14, "temporal_patch_size": 2, "resample": 3,
+                 "merge_size": 2, "patch_size": patch, "temporal_patch_size": 2, "resample": 3,
                  "rescale_factor": 1 / 255, "size": pixels, "min_pixels": pixels["shortest_edge"],
                  "max_pixels": pixels["longest_edge"]}  # fmt: skip
     (folder / "preprocessor_config.json").write_text(json.dumps(processor, indent=2))

@@ -9,7 +9,7 @@ copy. The template sizes each image as the model's processor does before OpenVIN
 OpenVINO's own resize has nothing to change; the check compares the served greedy answers and prompt token counts
 with transformers' and refuses the model when they differ.
 
-Served families: those whose processor's rules ``runtime.vision`` holds (Qwen2-VL, Qwen2.5-VL, Qwen3-VL). Another
+Served families: those whose processor's rules ``runtime.vision`` holds (Qwen2-VL, Qwen2.5-VL). Another
 family OpenVINO GenAI reads (llava, gemma3, internvl, phi3_v, MiniCPM-V ...) is refused by name before anything is
 exported: its processor's resize and prompt widening are not reproduced here yet, and OpenVINO's own resize gives
 answers that drift from transformers' after a few tokens.
