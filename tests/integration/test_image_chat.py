@@ -275,13 +275,21 @@ def test_the_chat_surface_applies_with_images(image_stack: Stack) -> None:
     assert stopped.choices[0].finish_reason == "stop"
 
 
-def test_hugging_face_inference_client_chats_about_an_image(image_stack: Stack, library: dict[str, Library]) -> None:
+def test_hugging_face_inference_client_chats_about_an_image_at_the_gateway_and_the_model_url(
+    image_stack: Stack, library: dict[str, Library]
+) -> None:
     from huggingface_hub import InferenceClient
 
     assert image_stack.state is not None
     messages, images = reference.image_chats()[1]
-    client = InferenceClient(base_url=image_stack.state.gateway_url, api_key="unused-on-loopback")
-    answer = client.chat_completion(openai_messages(messages, images), model="qwen2-vl", max_tokens=TOKENS,
-                                    temperature=0)  # fmt: skip
     prompt, text = library["qwen2-vl"](messages, images)
+    sent = openai_messages(messages, images)
+    client = InferenceClient(base_url=image_stack.state.gateway_url, api_key="unused-on-loopback")
+    answer = client.chat_completion(sent, model="qwen2-vl", max_tokens=TOKENS, temperature=0)
     assert (answer.choices[0].message.content, answer.usage.prompt_tokens) == (text, prompt)
+    # the model's URL, as a TGI endpoint's: the client posts to URL/v1/chat/completions, its body's model the URL
+    model_url = image_stack.state.gateway_url.removesuffix("/v1") + "/models/qwen2-vl"
+    answer = InferenceClient(model=model_url).chat_completion(sent, max_tokens=TOKENS, temperature=0)
+    assert (answer.choices[0].message.content, answer.usage.prompt_tokens) == (text, prompt)
+    writer = InferenceClient(model=model_url.replace("qwen2-vl", "writer"))
+    assert writer.chat_completion([{"role": "user", "content": "hello world"}], max_tokens=4).choices[0].message

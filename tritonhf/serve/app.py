@@ -253,7 +253,8 @@ def _error_response(request: Request, error: GatewayError) -> JSONResponse:
 
 
 def _error_for_path(path: str, error: GatewayError) -> JSONResponse:
-    body = error.openai_body() if path.startswith(OPENAI_PATHS) else error.tei_body()
+    openai_shaped = path.startswith(OPENAI_PATHS) or "/v1/" in path  # a model's URL's OpenAI route too
+    body = error.openai_body() if openai_shaped else error.tei_body()
     response = JSONResponse(body, status_code=error.status)
     if error.status in (429, 503):  # overloaded or not ready: when to come back (OpenAI clients honour it)
         response.headers["Retry-After"] = str(RETRY_AFTER_SECONDS)

@@ -209,6 +209,17 @@ async def chat_completions(body: ChatBody, request: Request) -> dict[str, Any] |
     return sse(_chat_events(head, chats, include_usage), Streams.of(chats))
 
 
+@router.post(
+    "/models/{name}/v1/chat/completions",
+    response_model=None,
+    responses=documented(ChatCompletion, OpenAIError, stream=True),
+)
+async def model_chat_completions(name: str, body: ChatBody, request: Request) -> dict[str, Any] | Response:
+    """Chat completions at a model's URL, as TGI serves them: Hugging Face's ``InferenceClient(model=URL)``
+    posts its ``chat_completion`` here, its body's model being that URL; the model is the one the URL names."""
+    return await chat_completions(body.model_copy(update={"model": name}), request)
+
+
 @dataclass(frozen=True)
 class _Head:
     """What every chunk of one chat answer carries: its id, when it was made, the model."""
