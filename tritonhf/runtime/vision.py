@@ -104,12 +104,12 @@ class Vision:
         its tokens."""
         import numpy as np
 
-        seen: list[Any] = []
+        seen: list[tuple[Any, tuple[Any, ...], dict[str, Any]]] = []  # (its output, the call's other arguments)
         resize = self.processor.resize
 
-        def keep(*args: Any, **kwargs: Any) -> Any:
-            seen.append(resize(*args, **kwargs))
-            return seen[-1]
+        def keep(image: Any, *args: Any, **kwargs: Any) -> Any:
+            seen.append((resize(image, *args, **kwargs), args, kwargs))
+            return seen[-1][0]
 
         self.processor.resize = keep  # the instance's own, for this one call: the processor decides every argument
         try:
@@ -118,7 +118,8 @@ class Vision:
             del self.processor.resize
         if len(seen) != 1:
             raise RuntimeError(f"the image processor resized an image {len(seen)} times; one was expected.")
-        array = np.asarray(seen[0])
+        output, args, kwargs = seen[0]
+        array = np.asarray(output)
         if array.ndim == 3 and array.shape[0] in (1, 3) and array.shape[-1] not in (1, 3):
             array = array.transpose(1, 2, 0)  # channels first -> last
         pixels = np.ascontiguousarray(np.clip(np.rint(array), 0, 255).astype(np.uint8))
@@ -126,7 +127,7 @@ class Vision:
         # The engine resizes what it is given by the same rule; where the processor's own output is not a size the
         # rule keeps (a very elongated image, its short side held at one patch row), the engine would read another
         # image than transformers does: refused, never answered otherwise.
-        if self.family.count(self.processor(images=[pixels], return_tensors="np")) != tokens:
+        if np.shape(resize(output, *args, **kwargs)) != np.shape(output):
             width, height = image.size
             raise BadRequest(
                 f"is {width}x{height}: the model's processor resizes it to {pixels.shape[1]}x{pixels.shape[0]}, a "
