@@ -27,9 +27,9 @@ from tritonhf.sdk.results import (
     Usage,
 )
 from tritonhf.sdk.sampling import OPTIONS as SAMPLING_OPTIONS
+from tritonhf.tasks import IMAGE_CHAT as IMAGE_CHAT  # the SDK resolves an image chat to its models
 from tritonhf.tasks import seed_to_wire
 
-IMAGE_CHAT = "image-text-to-text"
 CHAT_TASKS: tuple[str, ...] = (
     "text-generation",
     "text2text-generation",

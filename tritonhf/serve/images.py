@@ -14,8 +14,8 @@ from typing import Any
 from tritonhf.serve.errors import empty, refused
 from tritonhf.serve.fetch import FetchRefused, fetch
 from tritonhf.serve.limits import Limits
+from tritonhf.tasks import IMAGE_CHAT
 
-IMAGE_CHAT = "image-text-to-text"
 CHAT_TASKS = ("text-generation", IMAGE_CHAT)  # chat without images: a text model or an image chat model
 
 
