@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from generation_helpers import check_constraints_among_free, request, run, text_of
+from generation_helpers import check_constraints_among_free, last, request, run, text_of
 from template_harness import instantiate
 from transformers import AutoTokenizer
 
@@ -103,15 +103,55 @@ def test_batch_invariant_false_computes_the_slots_together(tmp_path: Path) -> No
 
 
 def test_greedy_answers_are_llamacpps_own_on_the_file(served: tuple[Path, Any]) -> None:
-    """The template's answer to a prompt is the text of llama.cpp's greedy tokens on the same file, asked directly."""
+    """The template's answer to a prompt is the text llama.cpp streams for it on the same file, asked directly."""
     folder, model = served
     tokenizer = AutoTokenizer.from_pretrained(folder / "1" / "weights")
     direct = llamacpp.server(Path(SMOLLM2), 1, 256)
     ids = [list(tokenizer(prompt)["input_ids"]) for prompt in PROMPTS[:3]]
-    expected = [
-        tokenizer.decode(tokens, skip_special_tokens=True) for tokens in llamacpp.greedy(direct, ids, 16, False)
-    ]
+    expected = llamacpp.greedy(direct, ids, 16, False)
     assert [_alone(model, prompt, max_tokens=16) for prompt in PROMPTS[:3]] == expected
+
+
+def test_characters_of_several_tokens_are_llamacpps_text_and_count(served: tuple[Path, Any]) -> None:
+    """A token that ends inside a UTF-8 character is held back by llama.cpp until the character is whole, and streamed
+    with it: the template reads each chunk's tokens back from its bytes and count, so an answer of emoji (two or three
+    tokens each on this vocabulary) is llama.cpp's own text with llama.cpp's token count, with and without
+    log-probabilities (a token llama.cpp reports carries its entry; a held-back one has none, as in llama.cpp's). A
+    character max_tokens cuts in half is not sent, as llama.cpp sends none of it, nor counted."""
+    folder, model = served
+    tokenizer = AutoTokenizer.from_pretrained(folder / "1" / "weights")
+    prompt = "😀😀😀 🎉🎉🎉 😀😀😀 🎉🎉🎉 😀😀😀 🎉🎉"
+    ids = list(tokenizer(prompt)["input_ids"])
+    direct = llamacpp.server(Path(SMOLLM2), 1, 256)
+    ends: list[int] = []  # the token count at each chunk llama.cpp streamed: where a whole character ended
+
+    def counted(chunk: str) -> bool:
+        found = json.loads(chunk)
+        if any(choice.get("text") for choice in found.get("choices", [])):
+            ends.append(found["timings"]["predicted_n"])
+        return False
+
+    body = {"prompt": ids, "n_predict": 24, "stream": True, "temperature": 0, "cache_prompt": False,
+            "timings_per_token": True}  # fmt: skip
+    direct.handle_completions(json.dumps(body), counted)
+    whole = ends[-2]  # a whole character's end, with a character of several tokens after it
+    assert ends[-1] - whole >= 2 and len(ends) < whole, "characters of several tokens"
+    (expected,) = llamacpp.greedy(direct, [ids], whole, False)
+    assert llamacpp.greedy(direct, [ids], whole + 1, False) == [expected], "llama.cpp sends none of a cut character"
+    for options in ({}, {"logprobs": 2}):
+        for max_tokens in (whole, whole + 1):
+            req = request(prompt, max_tokens=max_tokens, **options)
+            model.execute([req])
+            run(model)
+            assert text_of(req) == expected and "\ufffd" not in expected
+            assert int(last(req, "completion_tokens")) == whole
+            entries = [
+                entry
+                for response in req.sender.responses
+                if not response.has_error() and any(t.name() == "logprobs" for t in response.output_tensors)
+                for entry in json.loads(response.output("logprobs")[0, 0])
+            ]
+            assert len(entries) == (len(ends) - 1 if options else 0), "an entry per token llama.cpp reports"
 
 
 def test_every_answer_equals_itself_alone_at_once_and_staggered(served: tuple[Path, Any]) -> None:

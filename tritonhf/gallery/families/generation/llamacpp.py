@@ -107,7 +107,7 @@ class Checked:
     """What the check found: the file's architecture and quant type, its load time, and whether each prompt's greedy
     answer alone equals the one computed with the others."""
 
-    def __init__(self, file: str, loaded_s: float, alone: list[list[int]], together: list[list[int]]) -> None:
+    def __init__(self, file: str, loaded_s: float, alone: list[str], together: list[str]) -> None:
         self.file, self.loaded_s, self.alone, self.together = file, loaded_s, alone, together
 
     @property
@@ -155,17 +155,17 @@ def runner(gguf_file: Path, folder: Path, params: Mapping[str, str], request: Ad
 
 def greedy(
     running: Any, prompt_ids: list[list[int]], tokens: int, together: bool, ignore_eos: bool = False
-) -> list[list[int]]:
-    """Each prompt's greedy tokens: one completion after another, or all at once (one thread each)."""
-    found: list[list[int]] = [[] for _ in prompt_ids]
+) -> list[str]:
+    """Each prompt's greedy answer as llama.cpp streams it (its text): one completion after another, or all at once
+    (one thread each)."""
+    found: list[list[str]] = [[] for _ in prompt_ids]
 
     def one(index: int) -> None:
-        body = {"prompt": prompt_ids[index], "n_predict": tokens, "stream": True, "temperature": 0, "n_probs": 1,
+        body = {"prompt": prompt_ids[index], "n_predict": tokens, "stream": True, "temperature": 0,
                 "cache_prompt": False, "ignore_eos": ignore_eos}  # fmt: skip
 
         def on_chunk(chunk: str) -> bool:
-            for choice in json.loads(chunk).get("choices", []):
-                found[index] += [int(entry["id"]) for entry in (choice.get("logprobs") or {}).get("content") or []]
+            found[index] += [str(choice.get("text") or "") for choice in json.loads(chunk).get("choices", [])]
             return False
 
         running.handle_completions(json.dumps(body), on_chunk)
@@ -173,13 +173,13 @@ def greedy(
     if not together:
         for index in range(len(prompt_ids)):
             one(index)
-        return found
-    workers = [threading.Thread(target=one, args=(index,)) for index in range(len(prompt_ids))]
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join()
-    return found
+    else:
+        workers = [threading.Thread(target=one, args=(index,)) for index in range(len(prompt_ids))]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+    return ["".join(pieces) for pieces in found]
 
 
 def check(gguf_file: Path, folder: Path, instances: int = 1) -> Checked:

@@ -24,12 +24,33 @@ order; a seed per request, so a seeded sample does not depend on its neighbours)
 context, as transformers applies it; logit_bias added to the logits; a JSON schema held by llama.cpp's grammar.
 OpenAI's presence and frequency penalties are refused by name: llama.cpp counts the prompt's tokens too. The
 embedded HTTP port llama-server opens (loopback) takes a key nobody is given: only this process asks it.
+
+Token ids: llama-server streams text, not ids. Each chunk is the text of the tokens decoded since the last one (with
+special tokens written out, so an end-of-turn token is its own text) and, from its timings, how many tokens that was:
+more than one where a token ended inside a UTF-8 character, whose bytes llama.cpp holds back until the character is
+whole. ``Spelling`` reads the ids back from the bytes, each token's bytes as xgrammar decodes the tokenizer's
+vocabulary, so the template's text and token count are llama.cpp's own. Where two ids spell the same bytes (a
+byte-fallback token beside a piece), or a held-back run splits more than one way, the ids may differ from the ones
+sampled, never the text; with logprobs asked, each chunk's last token comes with its id from llama.cpp (the
+per-token log-probabilities are asked only then: llama.cpp sorts the whole vocabulary for them, a tenth of a small
+model's decoding), and a held-back token, for which llama.cpp reports none, has no entry. A character that
+``max_tokens`` cuts in half is not sent (llama.cpp streams none of its bytes), nor are its tokens counted.
+
+Cores: llama.cpp's threads (as many as the instance's cores) compute each token together, each waiting at every
+operation's end for the others, so a thread of this process's Python that takes a core from one of them mid-token
+stalls both. The Python threads that carry the tokens (each completion's worker, the template's decode loop) run at
+the lowest priority (``yield_cores``, Linux's per-thread niceness): they run between llama.cpp's operations instead
+of inside them, and there is time enough there for them (docs/performance.md measures it).
 """
 
+import contextlib
 import json
+import os
 import queue
 import random
+import re
 import secrets
+import sys
 import threading
 from pathlib import Path
 
@@ -41,6 +62,59 @@ from tritonhf_runtime import BadRequest
 LEAST_TEMPERATURE = 1e-30
 DEFAULT_CONTEXT = 4096  # tokens a sequence may hold (prompt and answer), unless the model's context is shorter
 WAIT_S = 0.05  # a step waits at most this long for a token: the loop checks cancellations between waits
+BYTE_FALLBACK = re.compile(r"<0x[0-9A-Fa-f]{2}>")  # a SentencePiece byte token: the last choice for its byte
+YIELD_NICENESS = 19  # the priority of the Python threads that carry the tokens: the lowest
+
+
+def yield_cores():
+    """The calling thread gives way to llama.cpp's compute threads: its niceness raised (Linux sets it per thread; a
+    thread may always lower its own priority). Elsewhere, or where it is refused, it keeps its priority."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError):
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), YIELD_NICENESS)
+
+
+class Spelling:
+    """Token ids from the bytes they spell: each id's bytes as xgrammar decodes the vocabulary (byte-level,
+    byte-fallback or raw pieces, special tokens as their text)."""
+
+    def __init__(self, tokenizer, vocab_size):
+        try:
+            import xgrammar
+        except ImportError as error:  # a serving requirement of text generation (tritonhf deploy lists it)
+            raise RuntimeError(f"the llama.cpp engine reads token ids back with xgrammar: {error}") from error
+
+        info = xgrammar.TokenizerInfo.from_huggingface(tokenizer, vocab_size=vocab_size)
+        pieces = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
+        fallbacks = {token for token, piece in enumerate(pieces) if BYTE_FALLBACK.fullmatch(str(piece))}
+        self.spelled = list(info.decoded_vocab)  # id -> its bytes
+        self.ids: dict[bytes, int] = {}  # bytes -> the id read back for them (a piece before a byte-fallback token)
+        for token, spelled in enumerate(self.spelled):
+            if spelled and (spelled not in self.ids or (self.ids[spelled] in fallbacks and token not in fallbacks)):
+                self.ids[spelled] = token
+        self.longest = max(map(len, self.ids), default=1)
+
+    def split(self, data, count):
+        """``count`` ids whose bytes make ``data`` (longest pieces first), or None when none do."""
+        if count == 1:
+            found = self.ids.get(data)
+            return None if found is None else [found]
+        failed = set()
+
+        def spell(start, left):
+            if left == 0:
+                return [] if start == len(data) else None
+            if (start, left) in failed or len(data) - start < left:
+                return None
+            for end in range(min(len(data), start + self.longest), start, -1):
+                token = self.ids.get(data[start:end])
+                rest = spell(end, left - 1) if token is not None else None
+                if rest is not None:
+                    return [token, *rest]
+            failed.add((start, left))
+            return None
+
+        return spell(0, count)
 
 
 class LlamaCppEngine:
@@ -74,12 +148,14 @@ class LlamaCppEngine:
         common.cpuparams.n_threads = threads
         common.cpuparams_batch.n_threads = threads
         common.api_keys = [secrets.token_hex(16)]  # llama-server's own HTTP port answers no one but this process
+        common.special = True  # special tokens streamed as their text: an end-of-turn token is read back by its id
         common.verbosity = -1
         print(f"tritonhf: {args.get('model_name', 'model')} on llama.cpp, {slots} slots of {self.context} tokens, "
               f"{threads} threads, {'a cache per slot' if invariant else 'one unified cache'}", flush=True)  # fmt: skip
         self.server = xllamacpp.Server(common)
         self.eos_ids = runtime.eos_ids(folder, config, template.tokenizer)
         self.vocab_size = len(template.tokenizer)
+        self.spelling = Spelling(template.tokenizer, self.vocab_size)
         self.advance, self.finish = template.advance, template.finish
         self.slots = slots
         self.running = []  # sequences with a completion, in arrival order
@@ -87,6 +163,7 @@ class LlamaCppEngine:
         self.ready = threading.Event()  # set whenever a completion streams something
         self.workers = []  # the threads of the completions still going
         self.closing = False
+        self.loop_yields = False  # whether the template's decode loop thread gave way to llama.cpp's yet
 
     def prepare(self, sequence):
         """What llama.cpp cannot do as asked is that request's 400, naming the input."""
@@ -118,7 +195,9 @@ class LlamaCppEngine:
             "n_predict": sequence.max_tokens,
             "stream": True,
             "cache_prompt": self.prefix_caching,
-            "n_probs": max(1, sequence.logprobs or 0),  # the chosen token's id comes with its log-probability
+            # log-probabilities only when asked (llama.cpp sorts the vocabulary for them); each chunk's token count
+            "n_probs": 0 if sequence.logprobs is None else max(1, sequence.logprobs),
+            "timings_per_token": True,
             "temperature": sequence.temperature,
             "top_k": sequence.top_k,  # 0: every token, as llama.cpp reads it
             "top_p": sequence.top_p,
@@ -145,6 +224,9 @@ class LlamaCppEngine:
             worker.start()
             self.workers = [*(alive for alive in self.workers if alive.is_alive()), worker]
         self.remove_finished()
+        if not self.loop_yields and threading.current_thread() is not threading.main_thread():
+            yield_cores()  # the template's decode loop (its warm-up steps run on the stub's main thread: not that)
+            self.loop_yields = True
         prompt = sum(len(sequence.prompt_ids) for sequence in admitted)
         if not self.running:
             return prompt, 0
@@ -161,26 +243,52 @@ class LlamaCppEngine:
         self.remove_finished()
         return prompt, computed
 
+    def read_back(self, data, count, entries):
+        """A chunk's tokens: ``count`` of them spelling ``data``, each (id, its log-probability entry or None); with
+        log-probabilities asked, the last id is llama.cpp's own (its entry). None when the vocabulary spells no such
+        run."""
+        if not entries:
+            ids = self.spelling.split(data, count)
+            return None if ids is None else [(token, None) for token in ids]
+        entry = entries[-1]
+        last = int(entry["id"])
+        spelled = self.spelling.spelled[last] if 0 <= last < len(self.spelling.spelled) else None
+        if count < 1 or spelled is None or not data.endswith(spelled):
+            return None
+        held = self.spelling.split(data[: len(data) - len(spelled)], count - 1)
+        if held is None:
+            return None
+        alternatives = tuple((int(top["id"]), float(top["logprob"])) for top in entry.get("top_logprobs", []))
+        return [*((token, None) for token in held), (last, (float(entry["logprob"]), alternatives))]
+
     def take_item(self, sequence, item):
-        """One thing a completion streamed: a token (with its log-probability and alternatives), or its end."""
+        """One thing a completion streamed: its tokens (each with its log-probability and alternatives where
+        asked), an error, or its end."""
         kind, value = item
-        if sequence.done:
-            return
-        if kind == "token":
-            token, logprob, alternatives = value
+        if kind == "tokens":
             wanted = sequence.logprobs or 0
-            self.advance(sequence, token, (logprob, alternatives[:wanted]))
+            for token, logprob in value:
+                if sequence.done:
+                    return
+                self.advance(sequence, token, None if logprob is None else (logprob[0], logprob[1][:wanted]))
+        elif sequence.done:
+            return
         elif kind == "error":
             self.finish(sequence, "error", value)
         elif kind == "end":  # llama.cpp's own end: its length, or an end-of-text token already advanced
-            self.finish(sequence, "length" if len(sequence.tokens) >= sequence.max_tokens else "stop")
+            length = value == "length" or len(sequence.tokens) >= sequence.max_tokens
+            self.finish(sequence, "length" if length else "stop")
 
     def complete(self, sequence):
         """A worker: one completion, each streamed chunk onto the sequence's queue; it stops at the next chunk once
         the template finished the sequence."""
         streamed = self.queues[sequence]
+        yield_cores()
+
+        counted = 0  # tokens read back so far
 
         def on_chunk(chunk):
+            nonlocal counted
             try:
                 found = json.loads(chunk)
             except ValueError:
@@ -188,14 +296,19 @@ class LlamaCppEngine:
             if "error" in found:
                 error = found["error"]
                 streamed.put(("error", str(error.get("message", error) if isinstance(error, dict) else error)))
+            decoded = (found.get("timings") or {}).get("predicted_n", counted)
             for choice in found.get("choices", []):
-                for entry in (choice.get("logprobs") or {}).get("content") or []:
-                    alternatives = tuple(
-                        (int(top["id"]), float(top["logprob"])) for top in entry.get("top_logprobs", [])
-                    )
-                    streamed.put(("token", (int(entry["id"]), float(entry["logprob"]), alternatives)))
                 if choice.get("finish_reason"):
                     streamed.put(("end", choice["finish_reason"]))
+                    continue
+                entries = (choice.get("logprobs") or {}).get("content") or []
+                tokens = self.read_back(choice.get("text", "").encode(), decoded - counted, entries)
+                if tokens is None:
+                    streamed.put(("error", f"llama.cpp streamed {choice.get('text')!r} as {decoded - counted} "
+                                           "tokens, which this tokenizer does not spell"))  # fmt: skip
+                    return True
+                counted = decoded
+                streamed.put(("tokens", tokens))
             self.ready.set()
             return sequence.done or self.closing  # True: llama.cpp stops this completion and frees its slot
 
