@@ -42,6 +42,7 @@ PROMPTS = [
     "My favourite food is",
     "The best way to learn is",
 ]
+EMOJI = "😀😀😀 🎉🎉🎉 😀😀😀 🎉🎉🎉 😀😀😀 🎉🎉"  # answered in emoji, each two or three tokens of this vocabulary
 
 
 @pytest.fixture(scope="module")
@@ -120,7 +121,7 @@ def test_characters_of_several_tokens_are_llamacpps_text_and_count(served: tuple
     character max_tokens cuts in half is not sent, as llama.cpp sends none of it, nor counted."""
     folder, model = served
     tokenizer = AutoTokenizer.from_pretrained(folder / "1" / "weights")
-    prompt = "😀😀😀 🎉🎉🎉 😀😀😀 🎉🎉🎉 😀😀😀 🎉🎉"
+    prompt = EMOJI
     ids = list(tokenizer(prompt)["input_ids"])
     direct = llamacpp.server(Path(SMOLLM2), 1, 256)
     ends: list[int] = []  # the token count at each chunk llama.cpp streamed: where a whole character ended
@@ -155,14 +156,16 @@ def test_characters_of_several_tokens_are_llamacpps_text_and_count(served: tuple
 
 
 def test_every_answer_equals_itself_alone_at_once_and_staggered(served: tuple[Path, Any]) -> None:
+    """The prompts, and one answered in characters of several tokens (their tokens read back from llama.cpp's bytes)."""
     _, model = served
-    alone = [_alone(model, prompt, max_tokens=24) for prompt in PROMPTS]
+    prompts = [*PROMPTS, EMOJI]
+    alone = [_alone(model, prompt, max_tokens=24) for prompt in prompts]
     assert all(alone), "every prompt has an answer"
-    together = [request(prompt, max_tokens=24) for prompt in PROMPTS]
+    together = [request(prompt, max_tokens=24) for prompt in prompts]
     model.execute(together)
     run(model)
     assert [text_of(req) for req in together] == alone
-    staggered = [request(prompt, max_tokens=24) for prompt in PROMPTS]
+    staggered = [request(prompt, max_tokens=24) for prompt in prompts]
     for req in staggered:  # each joins while the ones before it are decoding
         model.execute([req])
         model.step()

@@ -32,25 +32,16 @@ whole. ``Spelling`` reads the ids back from the bytes, each token's bytes as xgr
 vocabulary, so the template's text and token count are llama.cpp's own. Where two ids spell the same bytes (a
 byte-fallback token beside a piece), or a held-back run splits more than one way, the ids may differ from the ones
 sampled, never the text; with logprobs asked, each chunk's last token comes with its id from llama.cpp (the
-per-token log-probabilities are asked only then: llama.cpp sorts the whole vocabulary for them, a tenth of a small
-model's decoding), and a held-back token, for which llama.cpp reports none, has no entry. A character that
-``max_tokens`` cuts in half is not sent (llama.cpp streams none of its bytes), nor are its tokens counted.
-
-Cores: llama.cpp's threads (as many as the instance's cores) compute each token together, each waiting at every
-operation's end for the others, so a thread of this process's Python that takes a core from one of them mid-token
-stalls both. The Python threads that carry the tokens (each completion's worker, the template's decode loop) run at
-the lowest priority (``yield_cores``, Linux's per-thread niceness): they run between llama.cpp's operations instead
-of inside them, and there is time enough there for them (docs/performance.md measures it).
+per-token log-probabilities are asked only then: llama.cpp sorts the whole vocabulary for each token's), and a
+held-back token, for which llama.cpp reports none, has no entry. A character that ``max_tokens`` cuts in half is
+not sent (llama.cpp streams none of its bytes), nor are its tokens counted.
 """
 
-import contextlib
 import json
-import os
 import queue
 import random
 import re
 import secrets
-import sys
 import threading
 from pathlib import Path
 
@@ -63,15 +54,6 @@ LEAST_TEMPERATURE = 1e-30
 DEFAULT_CONTEXT = 4096  # tokens a sequence may hold (prompt and answer), unless the model's context is shorter
 WAIT_S = 0.05  # a step waits at most this long for a token: the loop checks cancellations between waits
 BYTE_FALLBACK = re.compile(r"<0x[0-9A-Fa-f]{2}>")  # a SentencePiece byte token: the last choice for its byte
-YIELD_NICENESS = 19  # the priority of the Python threads that carry the tokens: the lowest
-
-
-def yield_cores():
-    """The calling thread gives way to llama.cpp's compute threads: its niceness raised (Linux sets it per thread; a
-    thread may always lower its own priority). Elsewhere, or where it is refused, it keeps its priority."""
-    if sys.platform.startswith("linux"):
-        with contextlib.suppress(OSError):
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), YIELD_NICENESS)
 
 
 class Spelling:
@@ -163,7 +145,6 @@ class LlamaCppEngine:
         self.ready = threading.Event()  # set whenever a completion streams something
         self.workers = []  # the threads of the completions still going
         self.closing = False
-        self.loop_yields = False  # whether the template's decode loop thread gave way to llama.cpp's yet
 
     def prepare(self, sequence):
         """What llama.cpp cannot do as asked is that request's 400, naming the input."""
@@ -224,9 +205,6 @@ class LlamaCppEngine:
             worker.start()
             self.workers = [*(alive for alive in self.workers if alive.is_alive()), worker]
         self.remove_finished()
-        if not self.loop_yields and threading.current_thread() is not threading.main_thread():
-            yield_cores()  # the template's decode loop (its warm-up steps run on the stub's main thread: not that)
-            self.loop_yields = True
         prompt = sum(len(sequence.prompt_ids) for sequence in admitted)
         if not self.running:
             return prompt, 0
@@ -283,7 +261,6 @@ class LlamaCppEngine:
         """A worker: one completion, each streamed chunk onto the sequence's queue; it stops at the next chunk once
         the template finished the sequence."""
         streamed = self.queues[sequence]
-        yield_cores()
 
         counted = 0  # tokens read back so far
 
