@@ -155,6 +155,19 @@ def test_characters_of_several_tokens_are_llamacpps_text_and_count(served: tuple
             assert len(entries) == (len(ends) - 1 if options else 0), "an entry per token llama.cpp reports"
 
 
+def test_bytes_llamacpp_replaced_are_read_back_as_its_text(served: tuple[Path, Any]) -> None:
+    """Bytes that are no UTF-8 (a model's stray byte tokens) reach the engine as U+FFFD, llama.cpp's JSON having
+    replaced them: each is read back as one such byte, so the template's text is llama.cpp's (the fuzzer's tiny model
+    made these: '\ufffd\ufffd go' as 3 tokens); with no such split of the count asked, the fewest ids, same text."""
+    folder, model = served
+    tokenizer = AutoTokenizer.from_pretrained(folder / "1" / "weights")
+    spelling = model.engine.spelling
+    for text, count, read in [("\ufffd\ufffd go", 3, 3), ("\ufffd", 1, 1), ("x\ufffd", 2, 2), ("\ufffd go", 9, 2)]:
+        ids = spelling.read(text, count)
+        assert ids is not None and len(ids) == read and tokenizer.decode(ids) == text, (text, ids)
+    assert spelling.read(" the", 1) == tokenizer(" the", add_special_tokens=False)["input_ids"]
+
+
 def test_every_answer_equals_itself_alone_at_once_and_staggered(served: tuple[Path, Any]) -> None:
     """The prompts, and one answered in characters of several tokens (their tokens read back from llama.cpp's bytes)."""
     _, model = served

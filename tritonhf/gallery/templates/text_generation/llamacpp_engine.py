@@ -54,6 +54,7 @@ LEAST_TEMPERATURE = 1e-30
 DEFAULT_CONTEXT = 4096  # tokens a sequence may hold (prompt and answer), unless the model's context is shorter
 WAIT_S = 0.05  # a step waits at most this long for a token: the loop checks cancellations between waits
 BYTE_FALLBACK = re.compile(r"<0x[0-9A-Fa-f]{2}>")  # a SentencePiece byte token: the last choice for its byte
+REPLACEMENT = "\ufffd"  # what llama.cpp's JSON writes for bytes that are no UTF-8
 
 
 class Spelling:
@@ -75,6 +76,9 @@ class Spelling:
             if spelled and (spelled not in self.ids or (self.ids[spelled] in fallbacks and token not in fallbacks)):
                 self.ids[spelled] = token
         self.longest = max(map(len, self.ids), default=1)
+        # a byte that is no UTF-8 alone nor starts a character (so it decodes to U+FFFD whatever follows), as one token
+        stray = [bytes([byte]) for byte in [*range(0xFF, 0xF4, -1), 0xC0, 0xC1, *range(0x80, 0xC0)]]
+        self.stray = next((byte for byte in stray if byte in self.ids), None)
 
     def split(self, data, count):
         """``count`` ids whose bytes make ``data`` (longest pieces first), or None when none do."""
@@ -97,6 +101,20 @@ class Spelling:
             return None
 
         return spell(0, count)
+
+    def read(self, text, count):
+        """``count`` ids for a chunk's text: those that spell its bytes; where llama.cpp replaced bytes that are no
+        UTF-8 by U+FFFD before sending (they are lost), each replacement is read back as one such byte (``stray``),
+        which decodes to U+FFFD again: the text stays llama.cpp's, and when no ``count`` ids spell it so, the fewest
+        do (the count then differs from llama.cpp's). None when nothing spells it."""
+        data = text.encode()
+        found = self.split(data, count)
+        if found is not None or REPLACEMENT not in text or self.stray is None:
+            return found
+        lost = data.replace(REPLACEMENT.encode(), self.stray)
+        return self.split(lost, count) or next(
+            (found for fewer in range(1, len(lost) + 1) if (found := self.split(lost, fewer)) is not None), None
+        )
 
 
 class LlamaCppEngine:
@@ -221,21 +239,20 @@ class LlamaCppEngine:
         self.remove_finished()
         return prompt, computed
 
-    def read_back(self, data, count, entries):
-        """A chunk's tokens: ``count`` of them spelling ``data``, each (id, its log-probability entry or None); with
+    def read_back(self, text, count, entries):
+        """A chunk's tokens: ``count`` of them spelling its ``text``, each (id, its log-probability entry or None); with
         log-probabilities asked, the last id is llama.cpp's own (its entry). None when the vocabulary spells no such
         run."""
-        if not entries:
-            ids = self.spelling.split(data, count)
-            return None if ids is None else [(token, None) for token in ids]
-        entry = entries[-1]
-        last = int(entry["id"])
+        data = text.encode()
+        entry = entries[-1] if entries else None
+        last = int(entry["id"]) if entry else -1
         spelled = self.spelling.spelled[last] if 0 <= last < len(self.spelling.spelled) else None
-        if count < 1 or spelled is None or not data.endswith(spelled):
-            return None
-        held = self.spelling.split(data[: len(data) - len(spelled)], count - 1)
-        if held is None:
-            return None
+        held = None
+        if count >= 1 and spelled is not None and data.endswith(spelled):
+            held = self.spelling.split(data[: len(data) - len(spelled)], count - 1)
+        if entry is None or held is None:  # no entry, or bytes llama.cpp replaced: ids from the text, no entries
+            ids = self.spelling.read(text, count)
+            return None if ids is None else [(token, None) for token in ids]
         alternatives = tuple((int(top["id"]), float(top["logprob"])) for top in entry.get("top_logprobs", []))
         return [*((token, None) for token in held), (last, (float(entry["logprob"]), alternatives))]
 
@@ -261,7 +278,6 @@ class LlamaCppEngine:
         """A worker: one completion, each streamed chunk onto the sequence's queue; it stops at the next chunk once
         the template finished the sequence."""
         streamed = self.queues[sequence]
-
         counted = 0  # tokens read back so far
 
         def on_chunk(chunk):
@@ -279,10 +295,11 @@ class LlamaCppEngine:
                     streamed.put(("end", choice["finish_reason"]))
                     continue
                 entries = (choice.get("logprobs") or {}).get("content") or []
-                tokens = self.read_back(choice.get("text", "").encode(), decoded - counted, entries)
-                if tokens is None:
+                tokens = self.read_back(choice.get("text") or "", decoded - counted, entries)
+                if tokens is None:  # this sequence's error (the next step ends it), and its completion stops
                     streamed.put(("error", f"llama.cpp streamed {choice.get('text')!r} as {decoded - counted} "
                                            "tokens, which this tokenizer does not spell"))  # fmt: skip
+                    self.ready.set()
                     return True
                 counted = decoded
                 streamed.put(("tokens", tokens))
